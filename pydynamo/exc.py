@@ -1,0 +1,63 @@
+"""User-facing errors and the graph-break record.
+
+A graph break is data first (`GraphBreak`); `Unsupported` carries one through the translator.
+Messages speak the user's terms: their file:line, source names like L['x'], never object ids.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+
+@dataclasses.dataclass
+class GraphBreak:
+    reason_code: str          # stable identifier, e.g. "print", "tensor_branch", "unsupported_opcode"
+    message: str              # plain-language explanation
+    filename: Optional[str] = None
+    lineno: Optional[int] = None
+    col: Optional[int] = None
+    user_stack: tuple = ()    # ((filename, lineno, function_name), ...), outermost first
+    hint: str = ""
+
+    def location(self) -> str:
+        if self.filename is None:
+            return "<unknown>"
+        col = f":{self.col}" if self.col is not None else ""
+        return f"{self.filename}:{self.lineno}{col}"
+
+    def __str__(self) -> str:
+        text = f"{self.location()}: {self.message} [{self.reason_code}]"
+        if self.hint:
+            text += f"\n  hint: {self.hint}"
+        return text
+
+
+class PydynamoError(RuntimeError):
+    """Base class of every error pydynamo raises on purpose."""
+
+
+class Unsupported(PydynamoError):
+    """Raised inside the translator for something that cannot be traced; becomes a graph break."""
+
+    def __init__(self, reason_code: str, message: str, hint: str = ""):
+        super().__init__(message)
+        self.reason_code = reason_code
+        self.message = message
+        self.hint = hint
+        self.graph_break: Optional[GraphBreak] = None  # filled with the user location once known
+
+
+class FullGraphError(PydynamoError):
+    """fullgraph=True and the function needs a graph break."""
+
+    def __init__(self, graph_break: GraphBreak):
+        super().__init__(f"fullgraph=True but the function cannot be captured in one graph:\n  {graph_break}")
+        self.graph_break = graph_break
+
+
+class BackendCompilerFailed(PydynamoError):
+    """The backend raised while compiling a graph."""
+
+
+class RecompileLimitExceeded(PydynamoError):
+    pass
