@@ -1,0 +1,896 @@
+"""Symbolic sizes on sympy: the ShapeEnv, SymInt values, shape guards, and dynamic-dim policy.
+
+A `ShapeEnv` lives for one translation. It hands out sympy symbols (`s0`, `s1`, ...) for dynamic
+sizes, each with its hint (the value seen now) and the source it was read from; evaluates every
+Python decision on a symbolic value on the hints; and records that decision as a guard (a sympy
+relation) so the compiled code is only reused where the decision would come out the same.
+
+Invariants:
+- Sizes 0 and 1 are never symbolic (they change broadcasting and contiguity); a dynamic size
+  gets the range [2, oo), and those lower bounds are guards too.
+- Duck shaping: equal hints share one symbol; every further source of a symbol is guarded equal
+  to the first (`L['x'].size()[0] == L['y'].size()[1]`).
+- A guard `Eq(symbol, value)` is also a replacement: later expressions are simplified with it,
+  so a specialized symbol never appears in a graph again. Specializing a dim that the user marked
+  dynamic raises `ConstraintViolation` naming the user line that did it.
+- Every guard is true on the hints by construction; a guard that the known ranges already decide
+  is not recorded. `make_check_fn()` reads each source once and checks all guards in plain Python.
+"""
+from __future__ import annotations
+
+import collections
+import dataclasses
+import math
+import operator
+from typing import Any, Callable, Iterable, Optional
+
+import sympy
+from sympy.printing.str import StrPrinter
+
+from pydynamo.exc import PydynamoError
+
+# ---------------------------------------------------------------------------------------------
+# sympy functions with Python integer semantics
+
+
+class FloorDiv(sympy.Function):
+    """Python `a // b` on integers (sympy's floor(a/b) prints and simplifies poorly)."""
+
+    nargs = 2
+    is_integer = True
+
+    @classmethod
+    def eval(cls, a, b):
+        if b == 0:
+            raise ZeroDivisionError("integer division by zero in a symbolic size")
+        if b == 1:
+            return a
+        if a == 0:
+            return sympy.Integer(0)
+        if a.is_Integer and b.is_Integer:
+            return sympy.Integer(int(a) // int(b))
+        if a == b:
+            return sympy.Integer(1)
+        q = sympy.cancel(a / b)
+        if q.is_integer:
+            return q
+        if isinstance(a, FloorDiv) and b.is_Integer and a.args[1].is_Integer:
+            return FloorDiv(a.args[0], a.args[1] * b)
+        return None
+
+
+def _sym(x) -> sympy.Expr:
+    if isinstance(x, SymInt):
+        return x.expr
+    if isinstance(x, bool):
+        return sympy.Integer(int(x))
+    if isinstance(x, int):
+        return sympy.Integer(x)
+    if isinstance(x, sympy.Basic):
+        return x
+    return sympy.Integer(operator.index(x))
+
+
+def _pyint(e):
+    """sympy constant → Python int; anything else unchanged."""
+    if isinstance(e, sympy.Basic) and e.is_Integer:
+        return int(e)
+    return e
+
+
+# ---------------------------------------------------------------------------------------------
+# Printing: readable guard text and the Python code that checks it
+
+
+class _GuardPrinter(StrPrinter):
+    """Prints with Python operators (==, //, %, min, max) and symbols replaced by source text."""
+
+    def __init__(self, names: dict):
+        super().__init__({"order": "none"})
+        self._names = names
+
+    def _print_Symbol(self, expr):
+        return self._names.get(expr, expr.name)
+
+    def _print_Relational(self, expr):
+        op = {"==": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}[expr.rel_op]
+        return f"{self._print(expr.lhs)} {op} {self._print(expr.rhs)}"
+
+    def _print_FloorDiv(self, expr):
+        a, b = expr.args
+        return f"({self.parenthesize(a, 50)}//{self.parenthesize(b, 50)})"
+
+    def _print_Mod(self, expr):
+        a, b = expr.args
+        return f"({self.parenthesize(a, 50)} % {self.parenthesize(b, 50)})"
+
+    def _print_Min(self, expr):
+        return "min(" + ", ".join(self._print(a) for a in expr.args) + ")"
+
+    def _print_Max(self, expr):
+        return "max(" + ", ".join(self._print(a) for a in expr.args) + ")"
+
+    def _print_Not(self, expr):
+        return f"not ({self._print(expr.args[0])})"
+
+    def _print_And(self, expr):
+        return " and ".join(f"({self._print(a)})" for a in expr.args)
+
+    def _print_Or(self, expr):
+        return " or ".join(f"({self._print(a)})" for a in expr.args)
+
+    def _print_BooleanTrue(self, expr):
+        return "True"
+
+    def _print_BooleanFalse(self, expr):
+        return "False"
+
+
+def sympy_str(expr, names: Optional[dict] = None) -> str:
+    """Python-syntax text of a size expression or relation."""
+    return _GuardPrinter(names or {}).doprint(expr)
+
+
+# ---------------------------------------------------------------------------------------------
+# Records
+
+
+class _TextSource:
+    """Minimal source for sizes when the caller has no Source class for them."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def name(self) -> str:
+        return self.text
+
+    def __repr__(self):
+        return self.text
+
+
+def size_source(tensor_source, dim: int):
+    """Source of `tensor_source.size()[dim]`; uses a class from pydynamo.sources if present."""
+    try:
+        from pydynamo import sources
+        cls = getattr(sources, "TensorPropertySource", None) or getattr(sources, "SizeSource", None)
+        if cls is not None:
+            return cls(tensor_source, "size", dim)
+    except (ImportError, TypeError):
+        pass
+    return _TextSource(f"{tensor_source.name()}.size()[{dim}]")
+
+
+def _source_code(source) -> str:
+    guard_expr = getattr(source, "guard_expr", None)
+    return guard_expr() if guard_expr is not None else source.name()
+
+
+@dataclasses.dataclass(frozen=True)
+class ShapeGuard:
+    """One recorded relation among symbols, true on the hints when it was recorded."""
+
+    expr: sympy.Basic
+    origin: Optional[str] = None   # user "file:line" that made the decision
+    replaced: Optional[sympy.Symbol] = None  # an Eq guard that became a replacement of this symbol
+
+
+@dataclasses.dataclass(frozen=True)
+class SourceEquality:
+    """Duck shaping: `source` reads the same size as `expr` (a symbol, or what it became)."""
+
+    source: Any
+    symbol: sympy.Symbol
+
+
+class ConstraintViolation(PydynamoError):
+    """A dim marked dynamic (mark_dynamic) had to be specialized."""
+
+
+@dataclasses.dataclass
+class _Range:
+    lo: Any        # int or -oo
+    hi: Any        # int or oo
+    lo_guarded: bool = False   # lo comes from a recorded guard (so the default bound is implied)
+
+
+# ---------------------------------------------------------------------------------------------
+# The environment
+
+
+class ShapeEnv:
+    def __init__(self, *, duck_shape: bool = True, specialize_zero_one: bool = True,
+                 origin_fn: Optional[Callable[[], Optional[str]]] = None):
+        self.duck_shape = duck_shape
+        self.specialize_zero_one = specialize_zero_one
+        # the executor sets this to report the user file:line being traced
+        self.origin_fn = origin_fn
+        self.var_to_hint: dict = {}            # Symbol → sympy.Integer
+        self.var_to_source: dict = {}          # Symbol → first source
+        self.hint_to_var: dict = {}            # int → Symbol (duck shaping)
+        self.source_equalities: list = []      # SourceEquality
+        self.replacements: dict = {}           # Symbol → Expr (from Eq guards)
+        self.ranges: dict = {}                 # Symbol → _Range
+        self.marked_dynamic: set = set()       # symbols the user asked to keep dynamic
+        self.guards: list = []                 # ShapeGuard, in recording order
+        self._guard_set: set = set()
+        self.stats: collections.Counter = collections.Counter()
+        self.specialized_ops: collections.Counter = collections.Counter()
+
+    # -- symbols -------------------------------------------------------------------------------
+    def create_symbol(self, hint: int, source, *, positive: bool = True, duck: Optional[bool] = None,
+                      marked_dynamic: bool = False):
+        """A symbol for a dynamic size read from `source` (anything with .name()). Returns an int
+        for sizes 0/1 (specialized), else a sympy expression (a symbol, or the expression an
+        earlier symbol of the same hint was replaced by)."""
+        hint = operator.index(hint)
+        if self.specialize_zero_one and hint in (0, 1) and positive:
+            if marked_dynamic:
+                raise ConstraintViolation(
+                    f"{source.name()} was marked dynamic but has size {hint}; sizes 0 and 1 are "
+                    f"always specialized. Use an example input with a size of at least 2.")
+            return hint
+        duck = self.duck_shape if duck is None else duck
+        if duck and positive and hint in self.hint_to_var:
+            sym = self.hint_to_var[hint]
+            self.source_equalities.append(SourceEquality(source, sym))
+            if marked_dynamic:
+                self.marked_dynamic.add(sym)
+            return _pyint(self.simplify(sym))
+        sym = sympy.Symbol(f"s{len(self.var_to_hint)}", integer=True, positive=True if positive else None)
+        self.var_to_hint[sym] = sympy.Integer(hint)
+        self.var_to_source[sym] = source
+        self.ranges[sym] = _Range(2 if positive and self.specialize_zero_one else (1 if positive else -sympy.oo),
+                                  sympy.oo)
+        if duck and positive:
+            self.hint_to_var[hint] = sym
+        if marked_dynamic:
+            self.marked_dynamic.add(sym)
+        return sym
+
+    def create_symint(self, hint: int, source, **kw):
+        """Like create_symbol, wrapped as an executor value (SymInt, or int when specialized)."""
+        return self.symint(self.create_symbol(hint, source, **kw))
+
+    def symint(self, expr):
+        expr = self.simplify(_sym(expr))
+        return int(expr) if expr.is_Integer else SymInt(expr, self)
+
+    def create_tensor_sizes(self, tensor, source, dynamic_dims: Iterable[int],
+                            marked_dims: Iterable[int] = (), size_source_fn=None):
+        """Symbolic (shape, stride, storage_offset) for a real tensor whose `dynamic_dims` are
+        dynamic. Strides of a dense tensor are derived from the symbolic sizes; otherwise (rare:
+        overlapping or gappy inputs) strides stay concrete, which the tensor guard pins."""
+        size_source_fn = size_source_fn or size_source
+        dynamic_dims, marked_dims = set(dynamic_dims), set(marked_dims)
+        shape = []
+        for i, d in enumerate(tensor.shape):
+            if i in dynamic_dims or i in marked_dims:
+                shape.append(_pyint(self.create_symbol(d, size_source_fn(source, i),
+                                                       marked_dynamic=i in marked_dims)))
+            else:
+                shape.append(int(d))
+        shape = tuple(shape)
+        stride = tuple(tensor.stride())
+        if any(isinstance(d, sympy.Basic) for d in shape):
+            stride = dense_strides_like(shape, tuple(tensor.shape), stride) or stride
+        return shape, stride, tensor.storage_offset()
+
+    # -- values --------------------------------------------------------------------------------
+    def size_hint(self, expr) -> int:
+        expr = _sym(expr)
+        if expr.is_Integer:
+            return int(expr)
+        val = expr.xreplace(self.var_to_hint)
+        if not val.is_number:
+            val = sympy.simplify(val)
+        if not val.is_number:
+            raise ValueError(f"no hint for {expr} (unknown symbols {val.free_symbols})")
+        return int(val)
+
+    def simplify(self, expr):
+        expr = _sym(expr)
+        if self.replacements and not expr.is_number:
+            expr = expr.xreplace(self.replacements)
+        return expr
+
+    def source_names(self, code: bool = False) -> dict:
+        name = _source_code if code else (lambda s: s.name())
+        return {sym: name(src) for sym, src in self.var_to_source.items()}
+
+    # -- decisions -----------------------------------------------------------------------------
+    def evaluate(self, rel, origin: Optional[str] = None) -> bool:
+        """Decide a relation on the hints, record the decision as a guard, return it."""
+        rel = self.simplify(rel)
+        if rel is sympy.true or rel is sympy.false:
+            return bool(rel)
+        static = self._static_eval(rel)
+        if static is not None:
+            return static
+        value = bool(rel.xreplace(self.var_to_hint))
+        guard = rel if value else _negate(rel)
+        self._record(guard, origin)
+        return value
+
+    def guard_equal(self, a, b, origin: Optional[str] = None) -> None:
+        """Assert a == b (e.g. broadcasting two symbolic dims); records the guard."""
+        if not self.evaluate(sympy.Eq(_sym(a), _sym(b)), origin):
+            raise ValueError(f"sizes {a} and {b} differ ({self.size_hint(a)} vs {self.size_hint(b)})")
+
+    def specialize(self, expr, reason: str = "", origin: Optional[str] = None) -> int:
+        """Pin a symbolic value to its hint (guarded); returns the int."""
+        expr = self.simplify(_sym(expr))
+        if expr.is_Integer:
+            return int(expr)
+        value = self.size_hint(expr)
+        self.stats["specializations"] += 1
+        if reason:
+            self.stats[f"specialized: {reason}"] += 1
+        self.evaluate(sympy.Eq(expr, value), origin)
+        return value
+
+    def count_specialized_op(self, op_name: str) -> None:
+        self.specialized_ops[op_name] += 1
+        self.stats["specialized_ops"] += 1
+
+    def _origin(self, origin):
+        if origin is None and self.origin_fn is not None:
+            try:
+                origin = self.origin_fn()
+            except Exception:  # an origin is a nicety; never fail a guard for it
+                origin = None
+        return origin
+
+    def _record(self, guard, origin) -> None:
+        origin = self._origin(origin)
+        replaced = self._add_replacement(guard, origin) if isinstance(guard, sympy.Eq) else None
+        if guard not in self._guard_set:
+            self._guard_set.add(guard)
+            self.guards.append(ShapeGuard(guard, origin, replaced))
+        self._update_range(guard)
+
+    def _add_replacement(self, eq, origin) -> Optional[sympy.Symbol]:
+        diff = sympy.expand(eq.lhs - eq.rhs)
+        # solve for the newest symbol with coefficient ±1 so older names survive
+        for sym in sorted(diff.free_symbols, key=_sym_index, reverse=True):
+            if sym not in self.var_to_hint:
+                continue
+            coeff = diff.coeff(sym)
+            if coeff not in (1, -1) or (diff - coeff * sym).has(sym):
+                continue
+            solution = sympy.expand(-(diff - coeff * sym) / coeff)
+            if solution.is_number and sym in self.marked_dynamic:
+                src = self.var_to_source[sym].name()
+                where = f" at {origin}" if origin else ""
+                raise ConstraintViolation(
+                    f"{src} was marked dynamic, but the code{where} specialized it to "
+                    f"{solution} ({sympy_str(eq, self.source_names())}). Remove mark_dynamic for "
+                    f"this dim or change the code so it does not depend on the exact size.")
+            self.replacements = {k: v.xreplace({sym: solution}) for k, v in self.replacements.items()}
+            self.replacements[sym] = solution
+            if solution.is_number:
+                self.stats["specialized_symbols"] += 1
+            return sym
+        return None
+
+    def _update_range(self, guard) -> None:
+        bound = _single_symbol_bound(guard)
+        if bound is None:
+            return
+        sym, lo, hi = bound
+        r = self.ranges.get(sym)
+        if r is None:
+            return
+        if lo is not None and lo > r.lo:
+            r.lo, r.lo_guarded = lo, True
+        if hi is not None and hi < r.hi:
+            r.hi = hi
+
+    def _static_eval(self, rel) -> Optional[bool]:
+        """Decide `rel` from symbol ranges alone, for linear and monotone product forms."""
+        if not isinstance(rel, sympy.core.relational.Relational):
+            return None
+        diff = sympy.expand(rel.lhs - rel.rhs)
+        lo, hi = self._bounds(diff)
+        if lo is None:
+            return None
+        op = rel.rel_op
+        if op == ">":
+            return True if lo > 0 else (False if hi <= 0 else None)
+        if op == ">=":
+            return True if lo >= 0 else (False if hi < 0 else None)
+        if op == "<":
+            return True if hi < 0 else (False if lo >= 0 else None)
+        if op == "<=":
+            return True if hi <= 0 else (False if lo > 0 else None)
+        if op == "==":
+            return False if (lo > 0 or hi < 0) else (True if lo == hi == 0 else None)
+        if op == "!=":
+            return True if (lo > 0 or hi < 0) else (False if lo == hi == 0 else None)
+        return None
+
+    def _bounds(self, expr):
+        """(lo, hi) of a sum of c*monomial terms over symbol ranges, or (None, None)."""
+        lo = hi = sympy.Integer(0)
+        for term, coeff in expr.as_coefficients_dict().items():
+            if term == 1:
+                tlo = thi = sympy.Integer(1)
+            else:
+                tlo, thi = self._monomial_bounds(term)
+                if tlo is None:
+                    return None, None
+            if coeff >= 0:
+                lo, hi = lo + coeff * tlo, hi + coeff * thi
+            else:
+                lo, hi = lo + coeff * thi, hi + coeff * tlo
+        if lo is sympy.nan or hi is sympy.nan:
+            return None, None
+        return lo, hi
+
+    def _monomial_bounds(self, term):
+        lo = hi = sympy.Integer(1)
+        for base, exp in term.as_powers_dict().items():
+            r = self.ranges.get(base)
+            if r is None or not (isinstance(exp, sympy.Integer) and exp > 0) or r.lo < 0:
+                return None, None
+            lo, hi = lo * r.lo ** exp, hi * r.hi ** exp
+        return lo, hi
+
+    # -- guards out ----------------------------------------------------------------------------
+    def produce_guards(self) -> list:
+        """The final guard relations, in checking order: duck-shaping source equalities, then
+        recorded relations (simplified, weaker single-symbol bounds dropped), then the default
+        `2 <= s` bounds not already implied. Each item: (sympy relation or None, text, origin)
+        where sources appear by name."""
+        out = []
+        names = self.source_names()
+        for eq in self.source_equalities:
+            target = self.simplify(eq.symbol)
+            out.append(_GuardOut(None, f"{eq.source.name()} == {sympy_str(target, names)}", None,
+                                 eq.source, target))
+        best = self._tightest_bounds()
+        for g in self.guards:
+            if g.replaced is not None:
+                # the guard that removed a symbol: keep the symbol, show what it became
+                expr = sympy.Eq(g.replaced, self.simplify(g.replaced), evaluate=False)
+            else:
+                expr = self.simplify(g.expr)
+            if expr is sympy.true:
+                continue
+            if best.get(id(g)) is False:
+                continue
+            out.append(_GuardOut(expr, sympy_str(expr, names), g.origin))
+        for sym, r in self.ranges.items():
+            if sym in self.replacements or r.lo_guarded or r.lo == -sympy.oo:
+                continue
+            rel = sympy.Ge(sym, r.lo)
+            out.append(_GuardOut(rel, f"{r.lo} <= {names[sym]}", None))
+        return out
+
+    def _tightest_bounds(self) -> dict:
+        """id(guard) → whether it is the binding single-symbol bound (False = implied by another)."""
+        keep: dict = {}
+        best_lo: dict = {}
+        best_hi: dict = {}
+        for g in self.guards:
+            b = _single_symbol_bound(self.simplify(g.expr))
+            if b is None:
+                continue
+            sym, lo, hi = b
+            if lo is not None and (sym not in best_lo or lo > best_lo[sym][0]):
+                best_lo[sym] = (lo, id(g))
+            if hi is not None and (sym not in best_hi or hi < best_hi[sym][0]):
+                best_hi[sym] = (hi, id(g))
+        winners = {v[1] for v in best_lo.values()} | {v[1] for v in best_hi.values()}
+        for g in self.guards:
+            if _single_symbol_bound(self.simplify(g.expr)) is not None:
+                keep[id(g)] = id(g) in winners
+        return keep
+
+    def guard_texts(self) -> list:
+        return [g.text for g in self.produce_guards()]
+
+    def make_check_fn(self, scope_names: tuple = ("L", "G")) -> Callable:
+        """`check(L, G=None) -> bool`: reads each symbol's source once, then tests every guard
+        in plain Python (no sympy at check time)."""
+        guards = self.produce_guards()
+        code_names = {sym: f"_s{_sym_index(sym)}" for sym in self.var_to_source}
+        lines = [f"def __shape_guard({', '.join(n + '=None' for n in scope_names)}):"]
+        # sources of symbols that are still alive in some guard
+        live = set()
+        for g in guards:
+            if g.expr is not None:
+                live |= g.expr.free_symbols
+            else:
+                live |= getattr(g.target, "free_symbols", set())
+        try_body = []
+        for sym in sorted(live, key=_sym_index):
+            try_body.append(f"{code_names[sym]} = {_source_code(self.var_to_source[sym])}")
+        checks = [_guard_code(g, code_names) for g in guards]
+        lines += [f"    {b}" for b in try_body]
+        for c in checks:
+            lines.append(f"    if not ({c}):")
+            lines.append("        return False")
+        lines.append("    return True")
+        src = "\n".join(lines)
+        scope: dict = {"min": min, "max": max}
+        exec(compile(src, "<shape guards>", "exec"), scope)
+        fn = scope["__shape_guard"]
+        fn.__source__ = src
+        return fn
+
+    def explain_failure(self, L, G=None) -> list:
+        """Texts of the guards that fail for new inputs (for recompile explanations)."""
+        failing = []
+        code_names = self.source_names(code=True)
+        for g in self.produce_guards():
+            code = _guard_code(g, code_names)
+            try:
+                ok = eval(code, {"min": min, "max": max}, {"L": L, "G": G})
+            except Exception as e:  # a missing input fails its guard
+                ok, code = False, f"{code} ({type(e).__name__})"
+            if not ok:
+                failing.append(g.text)
+        return failing
+
+
+@dataclasses.dataclass(frozen=True)
+class _GuardOut:
+    expr: Optional[sympy.Basic]
+    text: str
+    origin: Optional[str]
+    source: Any = None        # source equalities only
+    target: Any = None
+
+
+def _guard_code(g: "_GuardOut", code_names: dict) -> str:
+    if g.expr is None:
+        return f"({_source_code(g.source)}) == ({sympy_str(g.target, code_names)})"
+    return sympy_str(g.expr, code_names)
+
+
+def _sym_index(sym) -> int:
+    try:
+        return int(sym.name[1:])
+    except ValueError:
+        return -1
+
+
+def _negate(rel):
+    return {
+        sympy.Eq: sympy.Ne, sympy.Ne: sympy.Eq,
+        sympy.Lt: sympy.Ge, sympy.Ge: sympy.Lt,
+        sympy.Gt: sympy.Le, sympy.Le: sympy.Gt,
+    }[type(rel)](rel.lhs, rel.rhs)
+
+
+def _single_symbol_bound(rel):
+    """(sym, lo, hi) if rel is `a*s + b OP 0` for one symbol s with integer a; bounds as ints."""
+    if not isinstance(rel, (sympy.Lt, sympy.Le, sympy.Gt, sympy.Ge)):
+        return None
+    diff = sympy.expand(rel.lhs - rel.rhs)
+    syms = diff.free_symbols
+    if len(syms) != 1:
+        return None
+    (sym,) = syms
+    a = diff.coeff(sym)
+    b = diff - a * sym
+    if not (a.is_Integer and b.is_number and b.is_Integer) or a == 0:
+        return None
+    a, b = int(a), int(b)
+    # a*s + b OP 0  →  s OP' -b/a
+    op = rel.rel_op
+    if a < 0:
+        op = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}[op]
+    t = sympy.Rational(-b, a)
+    if op == ">":
+        return sym, math.floor(t) + 1, None
+    if op == ">=":
+        return sym, math.ceil(t), None
+    if op == "<":
+        return sym, None, math.ceil(t) - 1
+    return sym, None, math.floor(t)
+
+
+def dense_strides_like(sym_shape: tuple, shape: tuple, stride: tuple) -> Optional[tuple]:
+    """Symbolic strides for a tensor laid out densely (some dim permutation of contiguous);
+    None if (shape, stride) is not dense."""
+    n = len(shape)
+    if n == 0:
+        return ()
+    if 0 in shape:
+        return None
+    order = sorted(range(n), key=lambda i: (-stride[i], -i))
+    acc = 1
+    for i in reversed(order):
+        if shape[i] != 1 and stride[i] != acc:
+            return None
+        acc *= shape[i]
+    out = [0] * n
+    acc_s = sympy.Integer(1)
+    for i in reversed(order):
+        out[i] = stride[i] if shape[i] == 1 else _pyint(acc_s)
+        acc_s = acc_s * _sym(sym_shape[i])
+    return tuple(out)
+
+
+# ---------------------------------------------------------------------------------------------
+# SymInt: what the executor holds for a symbolic Python int
+
+
+class SymInt:
+    """A symbolic int bound to a ShapeEnv. Arithmetic builds sympy expressions (no guards);
+    comparisons, bool(), int() and indexing decide on hints and record guards. Unhashable, like
+    torch.SymInt, because equality is a guarded decision."""
+
+    __slots__ = ("expr", "env")
+    __pydynamo_symint__ = True
+
+    def __init__(self, expr, env: ShapeEnv):
+        self.expr = expr
+        self.env = env
+
+    # -- inspection (no guards) ----------------------------------------------------------------
+    @property
+    def hint(self) -> int:
+        return self.env.size_hint(self.expr)
+
+    @property
+    def free_symbols(self):
+        return self.expr.free_symbols
+
+    def __repr__(self) -> str:
+        return f"SymInt({self.expr}, hint={self.hint})"
+
+    def __str__(self) -> str:
+        return str(self.expr)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    # -- arithmetic ----------------------------------------------------------------------------
+    def _wrap(self, expr):
+        return self.env.symint(expr)
+
+    def _binary(self, other, fn, reflected=False):
+        if isinstance(other, float):
+            a, b = float(int(self)), other
+            return fn(b, a) if reflected else fn(a, b)
+        if not isinstance(other, (int, SymInt, sympy.Basic)):
+            return NotImplemented
+        a, b = self.expr, _sym(other)
+        return self._wrap(fn(b, a) if reflected else fn(a, b))
+
+    def __add__(self, o):
+        return self._binary(o, operator.add)
+
+    def __radd__(self, o):
+        return self._binary(o, operator.add, True)
+
+    def __sub__(self, o):
+        return self._binary(o, operator.sub)
+
+    def __rsub__(self, o):
+        return self._binary(o, operator.sub, True)
+
+    def __mul__(self, o):
+        return self._binary(o, operator.mul)
+
+    def __rmul__(self, o):
+        return self._binary(o, operator.mul, True)
+
+    def __floordiv__(self, o):
+        return self._binary(o, _floordiv)
+
+    def __rfloordiv__(self, o):
+        return self._binary(o, _floordiv, True)
+
+    def __mod__(self, o):
+        return self._binary(o, _mod)
+
+    def __rmod__(self, o):
+        return self._binary(o, _mod, True)
+
+    def __pow__(self, o):
+        return self._binary(o, _pow)
+
+    def __rpow__(self, o):
+        return self._binary(o, _pow, True)
+
+    def __truediv__(self, o):
+        # a float result: specialize (guarded) rather than carry symbolic floats
+        return int(self) / (int(o) if isinstance(o, SymInt) else o)
+
+    def __rtruediv__(self, o):
+        return o / int(self)
+
+    def __neg__(self):
+        return self._wrap(-self.expr)
+
+    def __pos__(self):
+        return self
+
+    def __abs__(self):
+        if self.env.evaluate(sympy.Ge(self.expr, 0)):
+            return self
+        return -self
+
+    # -- decisions (guarded) -------------------------------------------------------------------
+    def _cmp(self, other, rel):
+        if isinstance(other, float):
+            return rel(sympy.Integer(int(self)), sympy.Float(other)) == sympy.true
+        if not isinstance(other, (int, SymInt, sympy.Basic)):
+            return NotImplemented
+        return self.env.evaluate(rel(self.expr, _sym(other)))
+
+    def __lt__(self, o):
+        return self._cmp(o, sympy.Lt)
+
+    def __le__(self, o):
+        return self._cmp(o, sympy.Le)
+
+    def __gt__(self, o):
+        return self._cmp(o, sympy.Gt)
+
+    def __ge__(self, o):
+        return self._cmp(o, sympy.Ge)
+
+    def __eq__(self, o):
+        return self._cmp(o, sympy.Eq)
+
+    def __ne__(self, o):
+        return self._cmp(o, sympy.Ne)
+
+    def __bool__(self):
+        return self.env.evaluate(sympy.Ne(self.expr, 0))
+
+    def __int__(self):
+        return self.env.specialize(self.expr, reason="int()")
+
+    def __index__(self):
+        return self.env.specialize(self.expr, reason="used as an index")
+
+    def __float__(self):
+        return float(int(self))
+
+    def __trunc__(self):
+        return self
+
+    def __floor__(self):
+        return self
+
+    def __ceil__(self):
+        return self
+
+    def __round__(self, ndigits=None):
+        return self
+
+
+def _floordiv(a, b):
+    return FloorDiv(a, b)
+
+
+def _mod(a, b):
+    if b == 0:
+        raise ZeroDivisionError("integer modulo by zero in a symbolic size")
+    return sympy.Mod(a, b)
+
+
+def _pow(a, b):
+    if b.is_number and b < 0:
+        raise ValueError("negative exponent of a symbolic int gives a float; not supported")
+    return a ** b
+
+
+def sym_min(a, b):
+    """min() without a guard: a Min expression (plain min for plain ints)."""
+    env = _env_of(a, b)
+    if env is None:
+        return min(a, b)
+    return env.symint(sympy.Min(_sym(a), _sym(b)))
+
+
+def sym_max(a, b):
+    env = _env_of(a, b)
+    if env is None:
+        return max(a, b)
+    return env.symint(sympy.Max(_sym(a), _sym(b)))
+
+
+def _env_of(*values):
+    for v in values:
+        if isinstance(v, SymInt):
+            return v.env
+    return None
+
+
+def is_symbolic(x) -> bool:
+    return isinstance(x, SymInt) or (isinstance(x, sympy.Basic) and not x.is_number)
+
+
+def hint_int(x) -> int:
+    """The current value of an int or SymInt, without a guard."""
+    return x.hint if isinstance(x, SymInt) else operator.index(x)
+
+
+# ---------------------------------------------------------------------------------------------
+# Dynamic-dim policy
+
+
+_DYN_ATTR = "_pydynamo_dynamic_dims"
+_STATIC_ATTR = "_pydynamo_static_dims"
+
+
+def _dims(t, dim) -> list:
+    if dim is None:
+        return list(range(t.dim()))
+    dims = [dim] if isinstance(dim, int) else list(dim)
+    out = []
+    for d in dims:
+        if not -t.dim() <= d < t.dim():
+            raise IndexError(f"dim {d} out of range for a {t.dim()}-d tensor")
+        out.append(d % t.dim())
+    return out
+
+
+def mark_dynamic(t, dim) -> None:
+    """Compile `t`'s dim(s) symbolically from the first call; specializing them is an error."""
+    dims = _dims(t, dim)
+    current = set(getattr(t, _DYN_ATTR, ()))
+    static = set(getattr(t, _STATIC_ATTR, ())) - set(dims)
+    setattr(t, _DYN_ATTR, current | set(dims))
+    setattr(t, _STATIC_ATTR, static)
+
+
+def mark_static(t, dim=None) -> None:
+    """Never make `t`'s dim(s) symbolic (all dims when dim is None), whatever `dynamic` says."""
+    dims = _dims(t, dim)
+    setattr(t, _STATIC_ATTR, set(getattr(t, _STATIC_ATTR, ())) | set(dims))
+    setattr(t, _DYN_ATTR, set(getattr(t, _DYN_ATTR, ())) - set(dims))
+
+
+def marked_dynamic_dims(t) -> set:
+    return set(getattr(t, _DYN_ATTR, ()))
+
+
+def marked_static_dims(t) -> set:
+    return set(getattr(t, _STATIC_ATTR, ()))
+
+
+def dynamic_dims(t, *, dynamic: Optional[bool], changed_dims: Iterable[int] = ()) -> set:
+    """Which dims of input tensor `t` to make symbolic. Precedence: mark_static, then
+    mark_dynamic, then dynamic=False (none) / dynamic=True (all), then automatic dynamic (the
+    dims seen to change between calls of this code)."""
+    static = marked_static_dims(t)
+    marked = marked_dynamic_dims(t) - static
+    if dynamic is False:
+        base: set = set()
+    elif dynamic is True:
+        base = set(range(t.dim()))
+    else:
+        base = set(changed_dims)
+    return (base | marked) - static
+
+
+class AutomaticDynamic:
+    """Per-code memory of input sizes: a dim whose size differed between two calls is dynamic
+    from then on (automatic dynamic). Keyed by the input's source name."""
+
+    def __init__(self):
+        self.seen: dict = {}       # name → tuple of sizes (None where it changed)
+
+    def observe(self, name: str, sizes: tuple) -> set:
+        """Record this call's sizes; return the dims that have changed at some point."""
+        sizes = tuple(int(s) for s in sizes)
+        old = self.seen.get(name)
+        if old is None:
+            self.seen[name] = sizes
+            return set()
+        if len(old) != len(sizes):
+            self.seen[name] = tuple(None for _ in sizes)  # rank changed: everything is dynamic
+            return set(range(len(sizes)))
+        merged = tuple(o if o == s else None for o, s in zip(old, sizes))
+        self.seen[name] = merged
+        return {i for i, m in enumerate(merged) if m is None}
+
+    def changed_dims(self, name: str) -> set:
+        old = self.seen.get(name)
+        return set() if old is None else {i for i, m in enumerate(old) if m is None}
