@@ -1,0 +1,171 @@
+"""eval_frame: the user-facing switches around the C frame hook (`optimize`, `disable`, `reset`).
+
+`optimize(fn)` returns a wrapper that sets this thread's `_C` callback for the duration of each
+call and restores the previous setting in `finally`, so only frames started under the wrapper are
+intercepted and nesting composes (an inner `disable` sets the callback to None and back).
+
+Invariants:
+- The compile callback comes from `pydynamo.convert_frame.make_callback(...)`, imported lazily at
+  the first call of a wrapper (the executor layers are not needed to import this module).
+- This module's own wrapper code objects are marked "skip" in `_C`, so an outer optimize context
+  never tries to trace them; `reset()` re-marks them after clearing every cache.
+- `reset()` clears the C caches and then runs every function registered with `on_reset`.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import sys
+from typing import Any, Callable, Optional
+
+from pydynamo import _C
+
+__all__ = ["optimize", "disable", "reset", "on_reset"]
+
+_reset_hooks: list[Callable[[], None]] = []
+
+
+def on_reset(fn: Callable[[], None]) -> Callable[[], None]:
+    """Register `fn` to run on every `reset()` (usable as a decorator)."""
+    _reset_hooks.append(fn)
+    return fn
+
+
+def reset() -> None:
+    """Drop every cache entry and code mark, then run the registered reset hooks."""
+    _C.clear_all()
+    _mark_own_code_skipped()
+    for hook in list(_reset_hooks):
+        hook()
+
+
+class _CallbackScope:
+    """Sets one `_C` callback around each call of wrapped functions, and around `with` blocks.
+
+    `callback_factory` produces the callback on first use; `None` is the disabled setting.
+    """
+
+    def __init__(self, callback_factory: Callable[[], Any]):
+        self._factory = callback_factory
+        self._callback: Any = None
+        self._ready = False
+        self._saved: list[Any] = []  # per `with` nesting; contexts are entered LIFO per thread
+
+    def callback(self) -> Any:
+        if not self._ready:
+            self._callback = self._factory()
+            self._ready = True
+        return self._callback
+
+    def wrap(self, fn: Callable) -> Callable:
+        scope = self
+
+        @functools.wraps(fn)
+        def _pydynamo_wrapper(*args, **kwargs):
+            prev = _C.set_eval_frame(scope.callback())
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                _C.set_eval_frame(prev)
+
+        return _pydynamo_wrapper
+
+    def __call__(self, fn: Callable) -> Callable:
+        return _wrap_target(self, fn)
+
+    def __enter__(self):
+        self._saved.append(_C.set_eval_frame(self.callback()))
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        _C.set_eval_frame(self._saved.pop())
+
+
+def _is_nn_module(obj: Any) -> bool:
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(obj, torch.nn.Module)
+
+
+def _wrap_target(scope: _CallbackScope, fn: Callable) -> Callable:
+    if _is_nn_module(fn):
+        return _optimized_module(scope, fn)
+    if not callable(fn):
+        raise TypeError(f"pydynamo.optimize expects a function or nn.Module, got {type(fn).__name__}")
+    if inspect.isclass(fn):
+        raise TypeError("pydynamo.optimize cannot wrap a class; wrap an instance or a function")
+    return scope.wrap(fn)
+
+
+def _optimized_module(scope: _CallbackScope, mod: Any) -> Any:
+    """An nn.Module whose calls run `mod(...)` under the scope; parameters stay shared."""
+    import torch
+
+    class OptimizedModule(torch.nn.Module):
+        def __init__(self, orig):
+            super().__init__()
+            self._orig_mod = orig
+            self._call = scope.wrap(orig.__call__)
+
+        def forward(self, *args, **kwargs):
+            return self._call(*args, **kwargs)
+
+        def __getattr__(self, name):
+            if name == "_orig_mod":
+                return self._modules["_orig_mod"]
+            return getattr(self._modules["_orig_mod"], name)
+
+    return OptimizedModule(mod)
+
+
+def optimize(
+    fn: Optional[Callable] = None,
+    *,
+    backend: Any = "codegen",
+    fullgraph: bool = False,
+    dynamic: Optional[bool] = None,
+    mode: Optional[str] = None,
+    options: Optional[dict] = None,
+):
+    """Compile `fn` (a function or nn.Module) on its calls; without `fn`, a decorator that is
+    also a context manager (`with pydynamo.optimize(...):`)."""
+
+    def factory():
+        from pydynamo.convert_frame import make_callback
+
+        return make_callback(backend=backend, fullgraph=fullgraph, dynamic=dynamic, mode=mode,
+                             options=options)
+
+    scope = _CallbackScope(factory)
+    return scope if fn is None else scope(fn)
+
+
+def _optimize_with_callback(fn: Optional[Callable], callback: Any):
+    """Same wrapper machinery as `optimize`, with an explicit `_C` callback (tests, tools):
+    a callable (compile mode), False (run-only) or None (off)."""
+    scope = _CallbackScope(lambda: callback)
+    return scope if fn is None else scope(fn)
+
+
+def disable(fn: Optional[Callable] = None):
+    """Never intercept `fn` or anything it calls (decorator; without `fn`, a context manager)."""
+    scope = _CallbackScope(lambda: None)
+    if fn is None:
+        return scope
+    wrapper = scope(fn)
+    wrapper.__pydynamo_disabled__ = True
+    return wrapper
+
+
+def _mark_own_code_skipped() -> None:
+    probe = _CallbackScope(lambda: None)
+    codes = [
+        probe.wrap(len).__code__,
+        _CallbackScope.__enter__.__code__,
+        _CallbackScope.__exit__.__code__,
+        _CallbackScope.callback.__code__,
+    ]
+    for code in codes:
+        _C.set_code_state(code, "skip")
+
+
+_mark_own_code_skipped()
