@@ -502,8 +502,10 @@ def _module_device(module: torch.nn.Module) -> Optional[torch.device]:
 def run_on_meta(target, args: tuple, kwargs: dict, env=None):
     """Run the eager op on meta tensors built from hints; return concrete metadata (TensorMeta
     leaves with the real output device) in the op's own output structure."""
-    if target in DATA_DEPENDENT if _hashable(target) else False:
+    if _hashable(target) and target in DATA_DEPENDENT:
         raise MetaUnsupported("data_dependent", f"{target_name(target)} depends on tensor data")
+    if target == "type" and len(args) == 1 and not kwargs:
+        raise MetaUnsupported("meta_unsupported", "Tensor.type() returns a string naming the device")
     conv = _MetaArgs(env)
     margs = conv.convert(list(args))
     mkwargs = conv.kwargs(kwargs)
@@ -610,11 +612,21 @@ def propagate(target, args: tuple = (), kwargs: Optional[dict] = None, env=None)
     if rule is not None:
         ctx = RuleContext(env, target, meta_out)
         try:
-            spec = rule.fn(ctx, *unwrap_symbolic(tuple(args)), **unwrap_symbolic(kwargs))
-            return _merge(spec, meta_out, env, target)
+            lead = (target,) if isinstance(target, torch.nn.Module) else ()
+            spec = rule.fn(ctx, *lead, *unwrap_symbolic(tuple(args)), **unwrap_symbolic(kwargs))
+            return _merge(spec, meta_out, env, target, leaves([list(args), kwargs]))
         except NoRule:
             pass
+        except NoRuleMismatch:
+            # a rule bug must never become a wrong shape: specialize, and make it visible
+            env.stats["rule_mismatch"] += 1
+            if STRICT_RULES:
+                raise
     return _specialize_fallback(target, args, kwargs, env, meta_out)
+
+
+# Tests set this so a rule that disagrees with the meta run fails loudly instead of specializing.
+STRICT_RULES = False
 
 
 def _wrap_python_value(value, env):
@@ -659,15 +671,15 @@ def _specialize_fallback(target, args, kwargs, env, meta_out):
     return meta_out
 
 
-def _merge(spec, meta_out, env, target):
+def _merge(spec, meta_out, env, target, inputs):
     """Combine a rule's symbolic shapes with the meta run's concrete metadata, checking that
     they agree on the hints."""
     if isinstance(meta_out, TensorMeta):
-        return _merge_one(spec, meta_out, env, target)
+        return _merge_one(spec, meta_out, env, target, inputs)
     if isinstance(meta_out, (list, tuple)):
         if not isinstance(spec, (list, tuple)) or len(spec) != len(meta_out):
             raise NoRuleMismatch(target, "output structure")
-        items = [_merge(s, m, env, target) for s, m in zip(spec, meta_out)]
+        items = [_merge(s, m, env, target, inputs) for s, m in zip(spec, meta_out)]
         return type(meta_out)(items) if type(meta_out) in (list, tuple) else _rebuild(meta_out, items)
     return meta_out
 
@@ -684,7 +696,7 @@ class NoRuleMismatch(AssertionError):
         super().__init__(f"shape rule for {target_name(target)} disagrees with the meta run ({what})")
 
 
-def _merge_one(spec, m: TensorMeta, env, target) -> TensorMeta:
+def _merge_one(spec, m: TensorMeta, env, target, inputs) -> TensorMeta:
     out = spec if isinstance(spec, Out) else Out(tuple(spec))
     shape = tuple(_simplify_dim(env.simplify(d) if isinstance(d, sympy.Basic) else d) for d in out.shape)
     if tuple(_hint(env, d) for d in shape) != m.shape:
@@ -694,7 +706,15 @@ def _merge_one(spec, m: TensorMeta, env, target) -> TensorMeta:
         if tuple(_hint(env, d) for d in stride) != m.stride and _dense_mismatch_matters(m, stride, env):
             raise NoRuleMismatch(target, f"stride {stride} vs {m.stride}")
     else:
-        stride = _symbolic_dense_strides(shape, m)
+        # an output laid out exactly like an input (in-place ops, no-op .to, detach) shares its
+        # symbolic strides; otherwise a dense output's strides follow from its shape
+        same = _same_layout_input(shape, m, inputs, env)
+        if same is not None:
+            stride = same.stride
+            if out.storage_offset is None:
+                out = Out(out.shape, None, same.storage_offset)
+        else:
+            stride = _symbolic_dense_strides(shape, m)
         if stride is None:
             raise NoRule()
     offset = out.storage_offset
@@ -705,6 +725,17 @@ def _merge_one(spec, m: TensorMeta, env, target) -> TensorMeta:
     else:
         offset = _simplify_dim(offset)
     return m.replace(shape=shape, stride=stride, storage_offset=offset)
+
+
+def _same_layout_input(shape, m: TensorMeta, inputs, env) -> Optional[TensorMeta]:
+    for t in inputs:
+        if not t.is_symbolic or len(t.shape) != len(shape):
+            continue
+        if any(sympy.expand(sympy.sympify(a) - sympy.sympify(b)) != 0 for a, b in zip(t.shape, shape)):
+            continue
+        if tuple(_hint(env, d) for d in t.stride) == m.stride and _hint(env, t.storage_offset) == m.storage_offset:
+            return t
+    return None
 
 
 def _dense_mismatch_matters(m: TensorMeta, stride, env) -> bool:
@@ -753,3 +784,7 @@ def set_node_meta(node: "torch.fx.Node", val) -> None:
         node.meta["tensor_meta"] = val
 
 
+
+
+# Symbolic shape rules live in meta_rules.py (split for size); importing registers them.
+from pydynamo import meta_rules as _meta_rules  # noqa: E402,F401

@@ -135,7 +135,7 @@ def sympy_str(expr, names: Optional[dict] = None) -> str:
 # Records
 
 
-class _TextSource:
+class TextSource:
     """Minimal source for sizes when the caller has no Source class for them."""
 
     def __init__(self, text: str):
@@ -157,7 +157,7 @@ def size_source(tensor_source, dim: int):
             return cls(tensor_source, "size", dim)
     except (ImportError, TypeError):
         pass
-    return _TextSource(f"{tensor_source.name()}.size()[{dim}]")
+    return TextSource(f"{tensor_source.name()}.size()[{dim}]")
 
 
 def _source_code(source) -> str:
