@@ -42,19 +42,19 @@ def reset() -> None:
 class _CallbackScope:
     """Sets one `_C` callback around each call of wrapped functions, and around `with` blocks.
 
-    `callback_factory` produces the callback on first use; `None` is the disabled setting.
+    `callback` is the `_C` setting (None = off, False = run-only, or a callable); with
+    `make_kwargs`, it is built by convert_frame.make_callback(**make_kwargs) on first use.
     """
 
-    def __init__(self, callback_factory: Callable[[], Any]):
-        self._factory = callback_factory
-        self._callback: Any = None
-        self._ready = False
+    def __init__(self, callback: Any = None, make_kwargs: Optional[dict] = None):
+        self._callback = callback
+        self._make_kwargs = make_kwargs
         self._saved: list[Any] = []  # per `with` nesting; contexts are entered LIFO per thread
 
     def callback(self) -> Any:
-        if not self._ready:
-            self._callback = self._factory()
-            self._ready = True
+        if self._make_kwargs is not None:
+            self._callback = _make_callback(self._make_kwargs)
+            self._make_kwargs = None
         return self._callback
 
     def wrap(self, fn: Callable) -> Callable:
@@ -129,26 +129,28 @@ def optimize(
     """Compile `fn` (a function or nn.Module) on its calls; without `fn`, a decorator that is
     also a context manager (`with pydynamo.optimize(...):`)."""
 
-    def factory():
-        from pydynamo.convert_frame import make_callback
-
-        return make_callback(backend=backend, fullgraph=fullgraph, dynamic=dynamic, mode=mode,
-                             options=options)
-
-    scope = _CallbackScope(factory)
+    kwargs = dict(backend=backend, fullgraph=fullgraph, dynamic=dynamic, mode=mode, options=options)
+    scope = _CallbackScope(make_kwargs=kwargs)
     return scope if fn is None else scope(fn)
+
+
+def _make_callback(kwargs: dict) -> Any:
+    # Imported at first use: the executor layers are not needed to import or wrap.
+    from pydynamo.convert_frame import make_callback
+
+    return make_callback(**kwargs)
 
 
 def _optimize_with_callback(fn: Optional[Callable], callback: Any):
     """Same wrapper machinery as `optimize`, with an explicit `_C` callback (tests, tools):
     a callable (compile mode), False (run-only) or None (off)."""
-    scope = _CallbackScope(lambda: callback)
+    scope = _CallbackScope(callback)
     return scope if fn is None else scope(fn)
 
 
 def disable(fn: Optional[Callable] = None):
     """Never intercept `fn` or anything it calls (decorator; without `fn`, a context manager)."""
-    scope = _CallbackScope(lambda: None)
+    scope = _CallbackScope(None)
     if fn is None:
         return scope
     wrapper = scope(fn)
@@ -157,12 +159,12 @@ def disable(fn: Optional[Callable] = None):
 
 
 def _mark_own_code_skipped() -> None:
-    probe = _CallbackScope(lambda: None)
     codes = [
-        probe.wrap(len).__code__,
+        _CallbackScope().wrap(len).__code__,
         _CallbackScope.__enter__.__code__,
         _CallbackScope.__exit__.__code__,
         _CallbackScope.callback.__code__,
+        _make_callback.__code__,
     ]
     for code in codes:
         _C.set_code_state(code, "skip")
