@@ -22,8 +22,9 @@ from pydynamo.bytecode.instruction import (
     ExnTabEntry, Instruction, clone_instructions, disassemble, localsplus_names,
 )
 from pydynamo.bytecode.assemble import CodeLayout, make_code, make_code_like
+from pydynamo.bytecode import analysis, emit
 
 __all__ = [
     "PY311", "PY312", "ExnTabEntry", "Instruction", "clone_instructions", "disassemble",
-    "localsplus_names", "CodeLayout", "make_code", "make_code_like",
+    "localsplus_names", "CodeLayout", "make_code", "make_code_like", "analysis", "emit",
 ]
