@@ -1,0 +1,233 @@
+"""Run the whole compat corpus under ONE engine in this process and write one record per case.
+
+    python tests/compat/compat_runner.py --engine {eager,torch,pydynamo} --out DIR [--cases a,b]
+
+Both compiling engines install a PEP 523 frame hook, so each runs in its own process. Per case
+and per call the record holds: the normalized output, the inputs after the call (in-place ops),
+the case's observed side-effect state, the graphs the counting backend received during the call
+(with their op counts), and `body_frames`: how many frames of the corpus's ORIGINAL code objects
+CPython started during the call.
+
+How "did the Python body run" is measured, guard-free: sys.setprofile is active only around the
+call and counts 'call' events whose f_code is one of the corpus's own code objects (collected by
+walking the corpus modules: functions, class members, nested code in co_consts). A cache hit runs
+the engine's transformed code object instead (a different object), and symbolic tracing never
+starts a CPython frame of the original code, so a hit counts 0 while any eager run (a fallback, or
+the eager engine itself) counts >= 1. Frames from a corpus file whose code is not in the set are
+counted separately (`unknown_frames`): under the eager engine that must be 0, which checks the walk.
+
+A case that kills the process is recorded by the parent (see test_compat.py) from `_progress`.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import time
+import traceback
+import types
+import warnings
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+
+import torch  # noqa: E402
+
+import compat_case as cc  # noqa: E402
+import compat_corpus  # noqa: E402
+
+CASE_TIMEOUT_S = 60
+
+
+# ---------------------------------------------------------------------------------------------
+# Engines: (reset, wrap(callable, backend) -> callable). A table, so adding one is one entry.
+
+def _eager_engine():
+    return (lambda: None), (lambda fn, backend: fn)
+
+
+def _torch_engine():
+    import torch._dynamo
+    return torch._dynamo.reset, (lambda fn, backend: torch.compile(fn, backend=backend))
+
+
+def _pydynamo_engine():
+    try:
+        import pydynamo
+    except ImportError:
+        sys.path.insert(0, REPO)
+        import pydynamo
+    return pydynamo.reset, (lambda fn, backend: pydynamo.optimize(fn, backend=backend))
+
+
+ENGINES = {"eager": _eager_engine, "torch": _torch_engine, "pydynamo": _pydynamo_engine}
+
+
+# ---------------------------------------------------------------------------------------------
+# Original code objects of the corpus
+
+def _walk_code(code, out):
+    if code in out:
+        return
+    out.add(code)
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            _walk_code(c, out)
+
+
+def _walk_value(v, out, seen):
+    if id(v) in seen:
+        return
+    seen.add(id(v))
+    if isinstance(v, (staticmethod, classmethod)):
+        v = v.__func__
+    if isinstance(v, property):
+        for f in (v.fget, v.fset, v.fdel):
+            if f is not None:
+                _walk_value(f, out, seen)
+        return
+    fn = getattr(v, "__wrapped__", None)
+    if fn is not None:
+        _walk_value(fn, out, seen)
+    if isinstance(v, types.FunctionType):
+        _walk_code(v.__code__, out)
+    elif isinstance(v, type):
+        for member in vars(v).values():
+            _walk_value(member, out, seen)
+    elif isinstance(v, (list, tuple, dict)):
+        for member in (v.values() if isinstance(v, dict) else v):
+            _walk_value(member, out, seen)
+
+
+def corpus_codes():
+    out, seen = set(), set()
+    files = set()
+    for mod in compat_corpus.MODULES:
+        files.add(mod.__file__)
+        for v in vars(mod).values():
+            _walk_value(v, out, seen)
+    # Only the corpus's own code: walking reaches library code too (bases, decorators).
+    return {c for c in out if c.co_filename in files}, files
+
+
+class FrameCounter:
+    """sys.setprofile-based count of original corpus frames started during a call."""
+
+    def __init__(self):
+        self.codes, self.files = corpus_codes()
+        self.body = 0
+        self.unknown = 0
+
+    def _prof(self, frame, event, arg):
+        if event == "call":
+            code = frame.f_code
+            if code in self.codes:
+                self.body += 1
+            elif code.co_filename in self.files:
+                self.unknown += 1
+
+    def __enter__(self):
+        self.body = self.unknown = 0
+        sys.setprofile(self._prof)
+        return self
+
+    def __exit__(self, *exc):
+        sys.setprofile(None)
+
+
+class _Timeout(Exception):
+    pass
+
+
+def _on_alarm(signum, frame):
+    raise _Timeout(f"case exceeded {CASE_TIMEOUT_S}s")
+
+
+# ---------------------------------------------------------------------------------------------
+
+def run_case(c: cc.Case, reset, wrap, counter: FrameCounter) -> dict:
+    graphs: list = []
+
+    def backend(gm, example_inputs):
+        ops = sum(1 for n in gm.graph.nodes if n.op in ("call_function", "call_method", "call_module"))
+        graphs.append(ops)
+        return gm.forward
+
+    reset()
+    torch.manual_seed(cc.seed_of(c.name, 999))
+    fn = c.make()
+    compiled = wrap(fn, backend)
+    calls = []
+    specs = [c.inputs] * cc.N_CALLS + list(c.changes)
+    for i, spec in enumerate(specs):
+        g = torch.Generator().manual_seed(cc.seed_of(c.name, i))
+        args, kwargs = spec.make(g)
+        if c.before is not None:
+            c.before()
+        n_graphs = len(graphs)
+        rec = {"exc": None}
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            t0 = time.perf_counter()
+            try:
+                with counter:
+                    out = compiled(*args, **kwargs)
+                rec["out"] = cc.normalize(out)
+            except _Timeout:
+                raise
+            except Exception as e:  # recorded; the test says which engine raised what
+                rec["exc"] = f"{type(e).__name__}: {str(e)[:2000]}"
+                rec["out"] = None
+            rec["seconds"] = time.perf_counter() - t0
+        rec["args_after"] = cc.normalize((args, kwargs))
+        rec["state"] = cc.normalize(c.observe()) if c.observe is not None else None
+        rec["new_graphs"] = graphs[n_graphs:]
+        rec["body_frames"] = counter.body
+        rec["unknown_frames"] = counter.unknown
+        rec["warnings"] = [f"{w.category.__name__}: {str(w.message)[:500]}" for w in caught
+                           if "pydynamo" in str(w.message).lower() or "pydynamo" in (w.filename or "")]
+        calls.append(rec)
+    return {"name": c.name, "calls": calls, "error": None}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--engine", required=True, choices=sorted(ENGINES))
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--cases", default="", help="comma-separated names; default all")
+    ns = ap.parse_args(argv)
+    os.makedirs(ns.out, exist_ok=True)
+    names = [n for n in ns.cases.split(",") if n] or list(cc.REGISTRY)
+    progress = os.path.join(ns.out, "_progress")
+    try:
+        reset, wrap = ENGINES[ns.engine]()
+    except Exception as e:  # engine missing entirely: every case records why
+        err = f"engine {ns.engine} unavailable: {type(e).__name__}: {e}"
+        for name in names:
+            torch.save({"name": name, "calls": [], "error": err}, os.path.join(ns.out, name + ".pt"))
+        return 0
+    counter = FrameCounter()
+    signal.signal(signal.SIGALRM, _on_alarm)
+    for name in names:
+        with open(progress, "w") as f:
+            f.write(name)
+        signal.alarm(CASE_TIMEOUT_S)
+        try:
+            rec = run_case(cc.REGISTRY[name], reset, wrap, counter)
+        except BaseException as e:
+            sys.setprofile(None)
+            rec = {"name": name, "calls": [], "error": f"{type(e).__name__}: {e}\n"
+                   + "".join(traceback.format_exc(limit=-8))[-3000:]}
+        finally:
+            signal.alarm(0)
+        torch.save(rec, os.path.join(ns.out, name + ".pt"))
+    os.remove(progress)
+    with open(os.path.join(ns.out, "_complete"), "w") as f:
+        f.write(str(len(names)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
