@@ -1,0 +1,58 @@
+"""Backend registry: name -> `backend(gm, example_inputs) -> callable` (the torch.compile contract).
+
+Built in: "eager" (run the GraphModule as is), "codegen" (ours, imported lazily; "inductor" is an
+alias so torch.compile call sites port unchanged). Until codegen can compile a graph, it falls
+back to eager with one warning, so nothing breaks. Any callable is accepted as a backend as is.
+"""
+from __future__ import annotations
+
+import warnings
+from typing import Callable, Union
+
+_REGISTRY: dict[str, Callable] = {}
+
+
+def register_backend(name: str, fn: Callable | None = None):
+    """`register_backend("mine", fn)` or `@register_backend("mine")`."""
+    def deco(f):
+        _REGISTRY[name] = f
+        return f
+    return deco(fn) if fn is not None else deco
+
+
+def list_backends() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def lookup_backend(backend: Union[str, Callable]) -> Callable:
+    if callable(backend):
+        return backend
+    try:
+        return _REGISTRY[backend]
+    except KeyError:
+        raise ValueError(f"unknown backend {backend!r}; known: {list_backends()}") from None
+
+
+@register_backend("eager")
+def eager(gm, example_inputs):
+    return gm.forward
+
+
+_codegen_warned = False
+
+
+@register_backend("codegen")
+def codegen_backend(gm, example_inputs, **options):
+    global _codegen_warned
+    try:
+        import codegen
+        compile_fx = codegen.compile_fx
+    except (ImportError, AttributeError) as e:
+        if not _codegen_warned:
+            _codegen_warned = True
+            warnings.warn(f"pydynamo: codegen backend unavailable ({e}); running graphs eagerly")
+        return gm.forward
+    return compile_fx(gm, example_inputs, **options)
+
+
+register_backend("inductor", codegen_backend)

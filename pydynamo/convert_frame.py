@@ -1,0 +1,172 @@
+"""convert_frame: the callback the C hook calls on a cache miss (contract: INTERNALS.md §1).
+
+Decides whether to trace (skip rules), enforces the recompile budget, runs the translator and
+returns (guard, new_code). Policy:
+  * skip: generators/coroutines, module bodies, stdlib, torch internals (except nn module
+    `forward`s), pydynamo itself, functions marked `pydynamo.disable` -> SKIP_CODE.
+  * budget: once a code object has `config.recompile_limit` entries, existing entries keep
+    serving and new inputs run eagerly (RUN_ONLY) — one warning; nothing good is discarded.
+  * a failure inside translation runs that frame eagerly (SKIP_CODE) with one warning naming the
+    user's file:line and the reason; under fullgraph=True it raises FullGraphError instead.
+    Backend errors are raised (BackendCompilerFailed): they are not the user's code's fault.
+`translate(code, frame_locals, globals)` is the pure core, usable without the hook.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+import sysconfig
+import time
+import types
+import warnings
+from typing import Any, Callable, Optional
+
+import torch
+
+from pydynamo import config, logs
+from pydynamo.backends import lookup_backend
+from pydynamo.exc import BackendCompilerFailed, FullGraphError, GraphBreak, Unsupported
+from pydynamo.guards import compile_guards, current_global_state, failures, Guard, GuardKind
+
+
+@dataclasses.dataclass
+class FrameResult:
+    """Everything one successful translation produced (explain() and logs read it)."""
+    code: types.CodeType
+    new_code: types.CodeType
+    guard: Callable
+    guards: list
+    graphs: list            # CompiledGraph records
+    output_source: str
+    compile_time_s: float
+
+
+# Observers of translations (explain() installs one); each gets FrameResult or GraphBreak.
+RECORDERS: list[Callable[[Any], None]] = []
+
+
+def translate(code: types.CodeType, frame_locals: dict, frame_globals: dict, builtins: Optional[dict] = None,
+              backend: Any = "eager") -> FrameResult:
+    """Trace `code` over `frame_locals` and return the replacement code and its guard.
+    Raises Unsupported when the frame cannot be captured in one graph."""
+    from pydynamo.executor.translator import InstructionTranslator
+    t0 = time.perf_counter()
+    if sys.version_info[:2] not in ((3, 11), (3, 12)):
+        raise Unsupported("python_version", f"CPython {sys.version_info[:2]} is not supported")
+    tx = InstructionTranslator(code, frame_locals, frame_globals,
+                               builtins if builtins is not None else frame_globals.get("__builtins__", {}),
+                               lookup_backend(backend))
+    tx.run()
+    new_code, text = tx.result
+    guards = list(tx.guards) + [Guard(None, GuardKind.GLOBAL_STATE, current_global_state(),
+                                      f"{code.co_filename}:{code.co_firstlineno}")]
+    guard = compile_guards(guards, frame_globals)
+    result = FrameResult(code, new_code, guard, guard.guards, tx.output.compiled, text,
+                         time.perf_counter() - t0)
+    _log_result(result)
+    return result
+
+
+def _log_result(r: FrameResult) -> None:
+    if logs.enabled("graph_code"):
+        for g in r.graphs:
+            logs.log("graph_code", "%s %s\n%s", r.code.co_name, g.name, g.gm.code)
+    if logs.enabled("guards"):
+        logs.log("guards", "%s:\n  %s", r.code.co_name, "\n  ".join(g.describe() for g in r.guards))
+    if logs.enabled("output_code"):
+        logs.log("output_code", "%s", r.output_source)
+
+
+# --- skip rules ----------------------------------------------------------------------------------
+
+def _dirs() -> tuple:
+    paths = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib")}
+    paths.add(os.path.dirname(torch.__file__))
+    paths.add(os.path.dirname(os.path.abspath(__file__)))
+    return tuple(os.path.realpath(p) + os.sep for p in paths)
+
+
+_SKIP_DIRS = None
+_NN_DIR = os.path.join(os.path.dirname(torch.__file__), "nn", "modules") + os.sep
+
+
+def skip_reason(code: types.CodeType) -> Optional[str]:
+    global _SKIP_DIRS
+    if _SKIP_DIRS is None:
+        _SKIP_DIRS = _dirs()
+    if code.co_flags & (0x20 | 0x80 | 0x100 | 0x200):
+        return "generator or coroutine"
+    if code.co_name == "<module>":
+        return "module body"
+    fname = code.co_filename
+    if fname.startswith("<pydynamo"):
+        return "pydynamo generated code"
+    real = os.path.realpath(fname) if os.path.isabs(fname) else fname
+    if real.startswith(_SKIP_DIRS):
+        if code.co_name == "forward" and real.startswith(os.path.realpath(_NN_DIR)):
+            return None
+        return "library code"
+    return None
+
+
+# --- the callback ---------------------------------------------------------------------------------
+
+_warned: set = set()
+
+
+def _warn_once(key, text: str) -> None:
+    if key in _warned:
+        return
+    _warned.add(key)
+    warnings.warn(text, stacklevel=3)
+
+
+def make_callback(backend="codegen", fullgraph=False, dynamic=None, mode=None, options=None):
+    from pydynamo import _C
+    backend_fn = lookup_backend(backend)
+    if options:
+        inner = backend_fn
+        backend_fn = lambda gm, ex: inner(gm, ex, **options)  # noqa: E731
+
+    def callback(code, frame_locals, frame_globals, builtins, entries):
+        if skip_reason(code) is not None:
+            return _C.SKIP_CODE
+        if len(entries) >= config.recompile_limit:
+            _warn_once(("limit", code), f"pydynamo: {code.co_filename}:{code.co_firstlineno}: "
+                       f"{code.co_name} hit the recompile limit ({config.recompile_limit}); "
+                       "existing compiled entries keep serving, new inputs run eagerly")
+            return _C.RUN_ONLY
+        if entries and logs.enabled("recompiles"):
+            for guard, _ in entries:
+                logs.log("recompiles", "recompiling %s (%s:%d):\n  %s", code.co_name, code.co_filename,
+                         code.co_firstlineno, "\n  ".join(failures(guard.guards, frame_locals, frame_globals)))
+        try:
+            result = translate(code, frame_locals, frame_globals, builtins, backend_fn)
+        except BackendCompilerFailed:
+            raise
+        except Unsupported as e:
+            gb = e.graph_break or GraphBreak(e.reason_code, e.message, code.co_filename, code.co_firstlineno)
+            for rec in RECORDERS:
+                rec(gb)
+            if fullgraph:
+                raise FullGraphError(gb) from None
+            logs.log("graph_breaks", "%s", gb)
+            _warn_once(("break", code), f"pydynamo: {gb.location()}: {gb.message} [{gb.reason_code}]; "
+                       f"running {code.co_name} eagerly")
+            return _C.SKIP_CODE
+        except Exception as e:  # a bug in pydynamo: never a wrong answer, run eagerly
+            gb = GraphBreak("internal_error", f"{type(e).__name__}: {e}", code.co_filename, code.co_firstlineno)
+            for rec in RECORDERS:
+                rec(gb)
+            if fullgraph or config.verbose:
+                raise
+            _warn_once(("internal", code), f"pydynamo: {gb.location()}: internal error while tracing "
+                       f"{code.co_name} ({gb.message}); running it eagerly")
+            return _C.SKIP_CODE
+        for rec in RECORDERS:
+            rec(result)
+        return result.guard, result.new_code
+
+    callback.backend = backend_fn
+    return callback

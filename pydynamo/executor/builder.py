@@ -1,0 +1,233 @@
+"""VariableBuilder: wrap a real Python value into a tracker, with its Source and guards.
+
+`wrap(value, source)` walks a registry table (`WRAPPERS`, first match wins) — no if-chain in the
+driver. Values with a source get the guards their use depends on (the origin is the user's
+file:line being traced); values without a source (constants computed at trace time, class
+attributes) get none. One tracker per object: a value reached twice (two sources, or the same
+source) gets the same tracker, so mutations and identity agree; a tensor reached through a
+second source adds an aliasing guard.
+"""
+from __future__ import annotations
+
+import collections
+import enum
+import functools
+import types
+from typing import Callable
+
+import torch
+
+from pydynamo.exc import Unsupported
+from pydynamo.executor.variables import builtins as vbuiltins
+from pydynamo.executor.variables.base import VariableTracker
+from pydynamo.executor.variables.constant import (CONSTANT_TYPES, OPAQUE_TYPES, ConstantVariable,
+                                                  ObjectVariable)
+from pydynamo.executor.variables.containers import (ConstDictVariable, ListVariable, NamedTupleVariable,
+                                                    SetVariable, SizeVariable, SliceVariable, TupleVariable)
+from pydynamo.executor.variables.functions import PartialVariable, UserFunctionVariable, UserMethodVariable
+from pydynamo.executor.variables.iterators import ITERTOOLS
+from pydynamo.executor.variables.misc import GRAD_MODE_FNS, GradModeClassVariable
+from pydynamo.executor.variables.nn_module import NNModuleVariable
+from pydynamo.executor.variables.torch_fns import TorchFunctionVariable, is_torch_callable
+from pydynamo.executor.variables.user_objects import UserDefinedClassVariable, UserDefinedObjectVariable
+from pydynamo.guards import GuardKind
+from pydynamo.sources import AttrSource, GetItemSource
+
+_BUILTIN_FUNCS = set(vars(vbuiltins).get("HANDLERS", {})) | vbuiltins.PURE | vbuiltins.TENSOR_OPS
+_BUILTIN_FUNCS |= {print, id, iter, next, enumerate, zip, map, filter, reversed, super, setattr,
+                   object.__setattr__, functools.partial, *ITERTOOLS}
+for _fn in ITERTOOLS:
+    vbuiltins.HANDLERS.setdefault(_fn, vbuiltins._make_iter(_fn))
+
+
+def _hashable_in(value, table) -> bool:
+    try:
+        return value in table
+    except TypeError:
+        return False
+
+
+class VariableBuilder:
+    def __init__(self, tx_root):
+        self.root = tx_root
+        self.cache: dict[int, VariableTracker] = {}
+        self.keepalive: list = []
+
+    def wrap(self, tx, value, source) -> VariableTracker:
+        if source is not None:
+            hit = self.cache.get(id(value))
+            if hit is not None:
+                if isinstance(hit, vbuiltins.TensorVariable) and hit.source != source:
+                    tx.add_guard(source, GuardKind.TENSOR_ALIASING, hit.source)
+                return hit
+        for pred, make in WRAPPERS:
+            if pred(value):
+                var = make(self, tx, value, source)
+                if source is not None and not isinstance(var, (ConstantVariable,)):
+                    self.cache[id(value)] = var
+                    self.keepalive.append(value)
+                return var
+        raise Unsupported("unknown_value", f"cannot trace a value of type {type(value).__qualname__}")
+
+    # --- one function per kind of value ---------------------------------------------------
+    def tensor(self, tx, value, source):
+        if source is None:
+            raise Unsupported("tensor_constant", "a tensor reached without a source (e.g. a closure "
+                              "of a function made outside the frame's reach)")
+        from pydynamo.guards import TensorSpec
+        tx.add_guard(source, GuardKind.TENSOR_MATCH, TensorSpec.of(value))
+        return tx.output.add_input(value, source)
+
+    def literal(self, tx, value, source):
+        if source is not None:
+            if value is None or isinstance(value, bool):
+                tx.add_guard(source, GuardKind.ID_MATCH, (id(value), repr(value)))
+            else:
+                tx.add_guard(source, GuardKind.EQUALS_MATCH, value)
+        return ConstantVariable(value, source)
+
+    def opaque(self, tx, value, source):
+        if source is not None:
+            tx.add_guard(source, GuardKind.EQUALS_MATCH, value)
+        return ObjectVariable(value, source)
+
+    def sequence(self, tx, value, source):
+        if source is not None:
+            tx.add_guard(source, GuardKind.TYPE_MATCH, type(value))
+            tx.add_guard(source, GuardKind.LEN, len(value))
+        items = [self.wrap(tx, v, GetItemSource(source, i) if source is not None else None)
+                 for i, v in enumerate(value)]
+        if type(value) is list:
+            return ListVariable(items, source)
+        if type(value) is tuple:
+            return TupleVariable(items, source)
+        return NamedTupleVariable(items, type(value), source)
+
+    def size(self, tx, value, source):
+        if source is not None:
+            tx.add_guard(source, GuardKind.EQUALS_MATCH, value)
+        return SizeVariable([ConstantVariable(v) for v in value])
+
+    def mapping(self, tx, value, source):
+        if not all(type(k) in CONSTANT_TYPES or isinstance(k, enum.Enum) for k in value):
+            raise Unsupported("dict_key", "dict with non-constant keys")
+        if source is not None:
+            tx.add_guard(source, GuardKind.TYPE_MATCH, type(value))
+            tx.add_guard(source, GuardKind.DICT_KEYS, tuple(value.keys()))
+        items = {k: self.wrap(tx, v, GetItemSource(source, k) if source is not None else None)
+                 for k, v in value.items()}
+        factory = None
+        if isinstance(value, collections.defaultdict) and value.default_factory is not None:
+            factory = self.wrap(tx, value.default_factory, AttrSource(source, "default_factory")
+                                if source is not None else None)
+        return ConstDictVariable(items, type(value), source, default_factory=factory)
+
+    def set_(self, tx, value, source):
+        if not all(type(k) in CONSTANT_TYPES for k in value):
+            raise Unsupported("set_item", "set with non-constant items")
+        if source is not None:
+            tx.add_guard(source, GuardKind.EQUALS_MATCH, value)
+        return SetVariable([ConstantVariable(v) for v in value], type(value), source)
+
+    def slice_(self, tx, value, source):
+        if source is not None:
+            tx.add_guard(source, GuardKind.EQUALS_MATCH, value)
+        return SliceVariable([ConstantVariable(value.start), ConstantVariable(value.stop),
+                              ConstantVariable(value.step)])
+
+    def function(self, tx, value, source):
+        if getattr(value, "__pydynamo_disabled__", False):
+            return DisabledFunctionVariable(value, source)
+        if is_torch_callable(value):
+            return by_identity(TorchFunctionVariable)(self, tx, value, source)
+        if source is not None:
+            tx.add_guard(source, GuardKind.ID_MATCH, (id(value), value.__qualname__))
+        return UserFunctionVariable(value, source)
+
+    def method(self, tx, value, source):
+        fn = self.wrap(tx, value.__func__, AttrSource(source, "__func__") if source is not None else None)
+        obj = self.wrap(tx, value.__self__, AttrSource(source, "__self__") if source is not None else None)
+        return UserMethodVariable(fn, obj, source)
+
+    def partial(self, tx, value, source):
+        sub = (lambda name: AttrSource(source, name)) if source is not None else (lambda name: None)
+        fn = self.wrap(tx, value.func, sub("func"))
+        args = self.wrap(tx, value.args, sub("args"))
+        kwargs = self.wrap(tx, value.keywords, sub("keywords"))
+        return PartialVariable(fn, args.items, kwargs.items, source)
+
+    def module(self, tx, value, source):
+        if source is not None:
+            tx.add_guard(source, GuardKind.ID_MATCH, (id(value), type(value).__name__))
+        return NNModuleVariable(value, source)
+
+    def user_object(self, tx, value, source):
+        if source is not None:
+            tx.add_guard(source, GuardKind.TYPE_MATCH, type(value))
+        return UserDefinedObjectVariable(value, source)
+
+    def builtin_fn(self, tx, value, source):
+        if source is not None:
+            tx.add_guard(source, GuardKind.ID_MATCH, (id(value), getattr(value, "__name__", "")))
+        return vbuiltins.BuiltinVariable(value, source)
+
+    def grad_cls(self, tx, value, source):
+        if source is not None:
+            tx.add_guard(source, GuardKind.ID_MATCH, (id(value), value.__name__))
+        return GradModeClassVariable(value)
+
+
+class DisabledFunctionVariable(VariableTracker):
+    def __init__(self, fn, source=None):
+        super().__init__(source)
+        self.fn = fn
+
+    def call_function(self, tx, args, kwargs):
+        raise Unsupported("disabled", f"call to {getattr(self.fn, '__qualname__', self.fn)}, "
+                          "marked pydynamo.disable")
+
+
+def by_identity(cls):
+    """Wrapper for objects guarded by identity (modules, classes, torch functions, enums)."""
+    def make(builder, tx, value, source):
+        if source is not None:
+            tx.add_guard(source, GuardKind.ID_MATCH, (id(value), _describe(value)))
+        return cls(value, source)
+    return make
+
+
+def _describe(value) -> str:
+    return getattr(value, "__qualname__", None) or getattr(value, "__name__", None) or type(value).__name__
+
+
+def _is_user_object(value) -> bool:
+    cls = type(value)
+    return cls.__module__ not in ("builtins",) and not isinstance(value, type) and \
+        type(cls) is type and hasattr(value, "__dict__")
+
+
+_B = VariableBuilder
+WRAPPERS: list[tuple[Callable, Callable]] = [
+    (lambda v: isinstance(v, torch.Tensor), _B.tensor),
+    (lambda v: type(v) in CONSTANT_TYPES, _B.literal),
+    (lambda v: type(v) is torch.Size, _B.size),
+    (lambda v: isinstance(v, OPAQUE_TYPES), _B.opaque),
+    (lambda v: isinstance(v, enum.Enum), by_identity(ObjectVariable)),
+    (lambda v: isinstance(v, types.ModuleType), by_identity(ObjectVariable)),
+    (lambda v: _hashable_in(v, GRAD_MODE_FNS), _B.grad_cls),
+    (lambda v: _hashable_in(v, _BUILTIN_FUNCS), _B.builtin_fn),
+    (lambda v: isinstance(v, torch.nn.Module), _B.module),
+    (lambda v: isinstance(v, types.FunctionType), _B.function),
+    (lambda v: isinstance(v, types.MethodType), _B.method),
+    (lambda v: isinstance(v, functools.partial), _B.partial),
+    (lambda v: is_torch_callable(v), by_identity(TorchFunctionVariable)),
+    (lambda v: type(v) in (list, tuple) or (isinstance(v, tuple) and hasattr(type(v), "_fields")), _B.sequence),
+    (lambda v: type(v) in (dict, collections.OrderedDict, collections.defaultdict), _B.mapping),
+    (lambda v: type(v) in (set, frozenset), _B.set_),
+    (lambda v: type(v) is slice, _B.slice_),
+    (lambda v: isinstance(v, type), by_identity(UserDefinedClassVariable)),
+    (lambda v: isinstance(v, (types.BuiltinFunctionType, types.MethodWrapperType,
+                              types.WrapperDescriptorType, types.MethodDescriptorType)) and
+     getattr(v, "__module__", None) in (None, "builtins", "math", "operator", "_operator"), _B.builtin_fn),
+    (_is_user_object, _B.user_object),
+]

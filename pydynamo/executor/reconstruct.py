@@ -1,0 +1,196 @@
+"""Output code: a replacement for the frame's code that calls the compiled graph, rebuilds the
+return value, and replays side effects.
+
+The replacement is generated as Python source with the original signature (same argument names,
+kinds, cell and free variables), compiled, and its code object taken: the C hook requires the
+same argument/cell/free layout, which `build_code` checks before returning. Graph inputs are read
+through their sources (`x`, `self._parameters['weight']`); the compiled graph and any
+non-literal constants live in the frame's globals under `__pydynamo_*` names.
+Order inside the body: call the graph; compute every value to return or write into temporaries;
+apply the writes; return. Reading before writing keeps sources valid (a write cannot change what
+an earlier read meant).
+"""
+from __future__ import annotations
+
+import inspect
+import itertools
+import keyword
+import math
+import types
+
+from pydynamo.exc import Unsupported
+from pydynamo.executor.variables.base import VariableTracker
+from pydynamo.executor.variables.constant import is_literal
+from pydynamo.executor.variables.containers import ConstDictVariable, ListVariable, SetVariable
+from pydynamo.executor.variables.tensor import TensorVariable
+from pydynamo.executor.variables.user_objects import UserDefinedObjectVariable
+from pydynamo.sources import Source
+
+_const_ids = itertools.count()
+OUT = "__pydynamo_out"
+
+
+def _new_object(cls, attrs):
+    obj = object.__new__(cls)
+    obj.__dict__.update(attrs)
+    return obj
+
+
+class OutputCodegen:
+    def __init__(self, code: types.CodeType, frame_globals: dict):
+        self.code = code
+        self.frame_globals = frame_globals
+        self.lines: list[str] = []
+        self.graph_outputs: list[TensorVariable] = []
+        self._out_index: dict[int, int] = {}
+        self._memo: dict[int, str] = {}
+        self._ntemps = 0
+        self.globals_declared: set[str] = set()
+        self.nonlocals_declared: set[str] = set()
+        self.frame_names = set(code.co_varnames) | set(code.co_cellvars) | set(code.co_freevars)
+
+    # --- leaves -----------------------------------------------------------------------------
+    def load_source(self, source: Source) -> str:
+        root = source.root()
+        from pydynamo.sources import GlobalSource
+        if isinstance(root, GlobalSource) and root.global_name in self.frame_names:
+            raise Unsupported("name_clash", f"global {root.global_name!r} is shadowed by a local")
+        return source.reload()
+
+    def load_const(self, value) -> str:
+        if is_literal(value) and not isinstance(value, range) and \
+                not (isinstance(value, (float, complex)) and not _finite(value)):
+            return repr(value)
+        name = f"__pydynamo_const_{next(_const_ids)}"
+        self.frame_globals[name] = value
+        return name
+
+    def load_tensor(self, var: TensorVariable) -> str:
+        if var.source is not None:
+            return self.load_source(var.source)
+        idx = self._out_index.get(id(var))
+        if idx is None:
+            idx = self._out_index[id(var)] = len(self.graph_outputs)
+            self.graph_outputs.append(var)
+        return f"{OUT}[{idx}]"
+
+    def temp(self, expr: str) -> str:
+        name = f"__pydynamo_tmp{self._ntemps}"
+        self._ntemps += 1
+        self.lines.append(f"{name} = {expr}")
+        return name
+
+    def reconstruct(self, var: VariableTracker) -> str:
+        """Expression for `var`; mutable objects made in the frame are built once (identity)."""
+        if id(var) in self._memo:
+            return self._memo[id(var)]
+        expr = var.reconstruct(self)
+        if var.source is None and isinstance(var, (ListVariable, ConstDictVariable, SetVariable,
+                                                   UserDefinedObjectVariable)):
+            expr = self.temp(expr)
+            self._memo[id(var)] = expr
+        return expr
+
+    def new_object(self, var: UserDefinedObjectVariable) -> str:
+        attrs = ", ".join(f"{k!r}: {self.reconstruct(v)}" for k, v in var.attrs.items())
+        return f"{self.load_const(_new_object)}({self.load_const(var.cls)}, {{{attrs}}})"
+
+    def make_function(self, var) -> str:
+        if var.closure:
+            raise Unsupported("closure_escape", "returning a closure made inside the compiled region")
+        defaults = "(" + "".join(self.reconstruct(d) + ", " for d in var.defaults) + ")"
+        fn = self.load_const(types.FunctionType)
+        return f"{fn}({self.load_const(var.code)}, globals(), {var.code.co_name!r}, {defaults} or None)"
+
+    def declare_global(self, name: str) -> str:
+        if name in self.frame_names:
+            raise Unsupported("name_clash", f"global {name!r} is also a local name")
+        self.globals_declared.add(name)
+        return name
+
+    def declare_nonlocal(self, name: str) -> str:
+        if name not in self.code.co_freevars:
+            raise Unsupported("deref_store", f"store to cell variable {name!r}")
+        self.nonlocals_declared.add(name)
+        return name
+
+
+def _finite(v) -> bool:
+    if isinstance(v, complex):
+        return math.isfinite(v.real) and math.isfinite(v.imag)
+    return math.isfinite(v)
+
+
+def signature_text(code: types.CodeType) -> str:
+    names = code.co_varnames
+    n_pos, n_po, n_kw = code.co_argcount, code.co_posonlyargcount, code.co_kwonlyargcount
+    parts = list(names[:n_po]) + (["/"] if n_po else []) + list(names[n_po:n_pos])
+    i = n_pos + n_kw
+    if code.co_flags & inspect.CO_VARARGS:
+        parts.append("*" + names[i])
+        i += 1
+    elif n_kw:
+        parts.append("*")
+    parts += names[n_pos:n_pos + n_kw]
+    if code.co_flags & inspect.CO_VARKEYWORDS:
+        parts.append("**" + names[i])
+    return ", ".join(parts)
+
+
+def build_code(code: types.CodeType, cg: OutputCodegen, graph_call: str | None,
+               ret_expr: str) -> tuple[types.CodeType, str]:
+    """Assemble the replacement function's source, compile it, check the frame layout."""
+    for name in code.co_varnames + code.co_freevars + code.co_cellvars:
+        if keyword.iskeyword(name) or not name.isidentifier():
+            raise Unsupported("odd_name", f"variable name {name!r}")
+    body = []
+    if cg.globals_declared:
+        body.append("global " + ", ".join(sorted(cg.globals_declared)))
+    if cg.nonlocals_declared:
+        body.append("nonlocal " + ", ".join(sorted(cg.nonlocals_declared)))
+    if graph_call is not None:
+        body.append(f"{OUT} = {graph_call}")
+    body += cg.lines
+    body.append(f"return {ret_expr}")
+    # keep the original cell variables cells (the hook checks the layout)
+    cells = [c for c in code.co_cellvars]
+    if cells:
+        body.append("if 0:\n        (lambda: (" + ", ".join(cells) + ",))")
+    inner = f"def {_fn_name(code)}({signature_text(code)}):\n" + "\n".join("    " + line for line in body)
+    if code.co_freevars:
+        outer = "def __pydynamo_outer(" + ", ".join(code.co_freevars) + "):\n"
+        outer += "\n".join("    " + line for line in inner.splitlines())
+        outer += f"\n    return {_fn_name(code)}\n"
+        text = outer
+    else:
+        text = inner + "\n"
+    filename = f"<pydynamo transformed {code.co_name} from {code.co_filename}:{code.co_firstlineno}>"
+    module = compile(text, filename, "exec")
+    new = _find_code(module, _fn_name(code))
+    new = new.replace(co_name=code.co_name, co_qualname=code.co_qualname, co_firstlineno=code.co_firstlineno)
+    if (new.co_argcount, new.co_posonlyargcount, new.co_kwonlyargcount, new.co_cellvars, new.co_freevars,
+            new.co_varnames[:_nargs(code)]) != (code.co_argcount, code.co_posonlyargcount, code.co_kwonlyargcount,
+                                                code.co_cellvars, code.co_freevars, code.co_varnames[:_nargs(code)]) \
+            or (new.co_flags ^ code.co_flags) & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS):
+        raise Unsupported("layout", "could not reproduce the frame layout for the output code")
+    return new, text
+
+
+def _nargs(code) -> int:
+    return code.co_argcount + code.co_kwonlyargcount + bool(code.co_flags & inspect.CO_VARARGS) + \
+        bool(code.co_flags & inspect.CO_VARKEYWORDS)
+
+
+def _fn_name(code) -> str:
+    return "__pydynamo_transformed"
+
+
+def _find_code(container: types.CodeType, name: str) -> types.CodeType:
+    for c in container.co_consts:
+        if isinstance(c, types.CodeType):
+            if c.co_name == name:
+                return c
+            found = _find_code(c, name)
+            if found is not None:
+                return found
+    return None

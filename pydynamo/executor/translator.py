@@ -1,0 +1,1007 @@
+"""InstructionTranslator: runs a frame's bytecode over VariableTrackers, recording an FX graph.
+
+One handler per opcode, registered with `@op(name, versions)`: the versions a handler serves are
+data (`HANDLERS[name].versions`), and `UNSUPPORTED` lists opcodes we decline on purpose with the
+reason. `coverage(sys.version_info)` lets a test check every opcode of the running interpreter is
+one or the other. Stack conventions (3.11 and 3.12 agree): a call site is
+[NULL | callable, callable | self, *args]; `NULL` is the sentinel below.
+
+The root translator owns the OutputGraph, side effects, guards and the builder; an
+InliningTranslator runs a called user function on the same state and returns its value.
+Graph breaks are not taken yet: anything untraceable raises `Unsupported`, carrying the user's
+location; `convert_frame` turns that into an eager run (or an error under fullgraph=True).
+"""
+from __future__ import annotations
+
+import dataclasses
+import dis
+import operator
+import sys
+import types
+from typing import Callable, Optional
+
+import torch
+
+from pydynamo.exc import GraphBreak, Unsupported
+from pydynamo.executor.builder import VariableBuilder
+from pydynamo.executor.output_graph import OutputGraph
+from pydynamo.executor.side_effects import SideEffects
+from pydynamo.executor.variables import builtins as B
+from pydynamo.executor.variables.base import VariableTracker
+from pydynamo.executor.variables.constant import ConstantVariable, ObjectVariable
+from pydynamo.executor.variables.containers import (BaseListVariable, ConstDictVariable, ListVariable,
+                                                    SetVariable, SliceVariable, TupleVariable)
+from pydynamo.executor.variables.functions import (BaseUserFunctionVariable, CellVariable,
+                                                   NestedUserFunctionVariable, UserMethodVariable)
+from pydynamo.executor.variables.iterators import ListIteratorVariable
+from pydynamo.executor.variables.tensor import TensorVariable
+from pydynamo.executor.variables.user_objects import SuperVariable
+from pydynamo.guards import Guard, GuardKind
+from pydynamo.sources import AttrSource, GlobalSource, LocalSource, Source
+
+PY = sys.version_info[:2]
+V311, V312 = (3, 11), (3, 12)
+BOTH = (V311, V312)
+MAX_INLINE_DEPTH = 40
+
+
+class _Null:
+    def __repr__(self):
+        return "NULL"
+
+
+NULL = _Null()
+
+
+@dataclasses.dataclass(frozen=True)
+class Handler:
+    fn: Callable
+    versions: tuple
+
+
+HANDLERS: dict[str, Handler] = {}
+UNSUPPORTED: dict[str, str] = {}
+
+
+def op(name: str, versions=BOTH):
+    def deco(fn):
+        HANDLERS[name] = Handler(fn, tuple(versions))
+        return fn
+    return deco
+
+
+def unsupported(reason: str, *names: str) -> None:
+    for n in names:
+        UNSUPPORTED[n] = reason
+
+
+def coverage(version=None) -> tuple[list, list]:
+    """(opcodes of this interpreter with neither handler nor explicit unsupported, handled ones)"""
+    version = tuple((version or sys.version_info)[:2])
+    missing, handled = [], []
+    for name in dis.opmap:
+        h = HANDLERS.get(name)
+        if h is not None and version in h.versions:
+            handled.append(name)
+        elif name not in UNSUPPORTED:
+            missing.append(name)
+    return missing, handled
+
+
+class ReturnValue(Exception):
+    pass
+
+
+_BINARY_OPS = [operator.add, operator.and_, operator.floordiv, operator.lshift, operator.matmul, operator.mul,
+               operator.mod, operator.or_, operator.pow, operator.rshift, operator.sub, operator.truediv,
+               operator.xor, operator.iadd, operator.iand, operator.ifloordiv, operator.ilshift,
+               operator.imatmul, operator.imul, operator.imod, operator.ior, operator.ipow, operator.irshift,
+               operator.isub, operator.itruediv, operator.ixor]
+_COMPARE = {"<": operator.lt, "<=": operator.le, "==": operator.eq, "!=": operator.ne, ">": operator.gt,
+            ">=": operator.ge}
+
+
+class InstructionTranslatorBase:
+    def __init__(self, code: types.CodeType, f_globals: dict, parent: Optional["InstructionTranslatorBase"]):
+        self.code = code
+        self.f_globals = f_globals
+        self.parent = parent
+        self.instructions = list(dis.get_instructions(code))
+        self.index_of = {inst.offset: i for i, inst in enumerate(self.instructions)}
+        self.stack: list = []
+        self.locals: dict[str, VariableTracker] = {}
+        self.cells: dict[str, CellVariable] = {}
+        self.ip = 0
+        self.current: Optional[dis.Instruction] = None
+        self.kw_names: tuple = ()
+        self.lineno = code.co_firstlineno
+
+    # --- shared state (the root owns it) -------------------------------------------------
+    @property
+    def root(self) -> "InstructionTranslator":
+        tx = self
+        while tx.parent is not None:
+            tx = tx.parent
+        return tx
+
+    @property
+    def output(self) -> OutputGraph:
+        return self.root.output_graph
+
+    @property
+    def side_effects(self) -> SideEffects:
+        return self.root.side_effects_
+
+    @property
+    def grad_enabled(self) -> bool:
+        return self.root.grad_enabled_
+
+    @grad_enabled.setter
+    def grad_enabled(self, v: bool) -> None:
+        self.root.grad_enabled_ = v
+
+    def depth(self) -> int:
+        return 0 if self.parent is None else 1 + self.parent.depth()
+
+    # --- helpers used by trackers ---------------------------------------------------------
+    def location(self) -> str:
+        return f"{self.code.co_filename}:{self.lineno}"
+
+    def user_stack(self) -> tuple:
+        frames = []
+        tx = self
+        while tx is not None:
+            frames.append((tx.code.co_filename, tx.lineno, tx.code.co_name))
+            tx = tx.parent
+        return tuple(reversed(frames))
+
+    def add_guard(self, source: Source, kind: GuardKind, expected) -> None:
+        self.root.guards.append(Guard(source, kind, expected, self.location()))
+
+    def wrap(self, value, source) -> VariableTracker:
+        return self.root.builder.wrap(self, value, source)
+
+    def wrap_constant_result(self, value) -> VariableTracker:
+        return self.root.builder.wrap(self, value, None)
+
+    def unpack(self, v: VariableTracker) -> list:
+        if isinstance(v, ListIteratorVariable):
+            return v.unpack_var_sequence(self)
+        if not v.has_unpack_var_sequence(self):
+            it = v.get_iter(self)
+            return it.unpack_var_sequence(self)
+        return v.unpack_var_sequence(self)
+
+    def tuple(self, items) -> TupleVariable:
+        return TupleVariable(list(items))
+
+    def list(self, items) -> ListVariable:
+        return ListVariable(list(items))
+
+    def getattr(self, obj: VariableTracker, name: str) -> VariableTracker:
+        return obj.var_getattr(self, name)
+
+    def getitem(self, obj: VariableTracker, key: VariableTracker) -> VariableTracker:
+        if isinstance(obj, TensorVariable):
+            return self.output.call(self, "call_function", operator.getitem, [obj, key], {})
+        if isinstance(obj, (BaseListVariable, ConstDictVariable)):
+            return obj.getitem(self, key)
+        if isinstance(obj, ConstantVariable) and key.is_python_constant():
+            return self.wrap_constant_result(obj.value[key.as_python_constant()])
+        return obj.call_method(self, "__getitem__", [key], {})
+
+    def equal(self, a, b) -> bool:
+        return B.compare(self, operator.eq, a, b).truthy(self)
+
+    def contains(self, items, item) -> VariableTracker:
+        for i in items:
+            if B.compare(self, operator.eq, i, item).truthy(self):
+                return ConstantVariable(True)
+        return ConstantVariable(False)
+
+    def contains_op(self, container, item) -> VariableTracker:
+        if isinstance(container, TensorVariable):
+            raise Unsupported("tensor_branch", "`in` on a tensor (data-dependent)")
+        if isinstance(container, (ConstDictVariable, SetVariable)) or \
+                (isinstance(container, ConstantVariable) and item.is_python_constant()):
+            if isinstance(container, ConstantVariable):
+                return ConstantVariable(item.as_python_constant() in container.value)
+            return container.call_method(self, "__contains__", [item], {})
+        if isinstance(container, BaseListVariable):
+            return self.contains(container.items, item)
+        return container.call_method(self, "__contains__", [item], {})
+
+    def str_of_traced(self, fmt: str, name: str, args, kwargs):
+        raise Unsupported("format_traced", f"str.{name} with a traced (non-constant) argument")
+
+    def call(self, fn: VariableTracker, args: list, kwargs: dict) -> VariableTracker:
+        if isinstance(fn, B.BuiltinVariable) and fn.fn is super and not args:
+            return self.zero_arg_super()
+        return fn.call_function(self, args, kwargs)
+
+    def zero_arg_super(self):
+        cell = self.cells.get("__class__")
+        if cell is None or not self.code.co_varnames:
+            raise Unsupported("super", "zero-argument super() outside a method")
+        first = self.code.co_varnames[0]
+        obj = self.locals.get(first) if first in self.locals else self.cells[first].contents
+        return SuperVariable(self.cell_get(cell).as_python_constant(), obj)
+
+    def inline_user_function(self, fn: BaseUserFunctionVariable, args, kwargs) -> VariableTracker:
+        code = fn.get_code()
+        if code.co_flags & (0x20 | 0x80 | 0x100 | 0x200):  # generator, coroutine, async generator
+            raise Unsupported("generator", f"calling generator/coroutine function {code.co_name}")
+        if self.depth() >= MAX_INLINE_DEPTH:
+            raise Unsupported("recursion", "inlining depth limit reached (recursive function?)")
+        local_vars, cells = fn.bind(self, args, kwargs)
+        sub = InliningTranslator(code, fn.get_globals(), self, local_vars, cells)
+        return sub.run_inline()
+
+    def inline_method(self, obj: VariableTracker, func, args, kwargs) -> VariableTracker:
+        from pydynamo.executor.variables.functions import UserFunctionVariable
+        if not isinstance(func, types.FunctionType):
+            raise Unsupported("module_call", f"{type(obj).__name__}.{getattr(func, '__name__', func)} "
+                              "is not a Python function")
+        return UserFunctionVariable(func).call_function(self, [obj, *args], kwargs)
+
+    def forget_argument(self, name: str) -> None:
+        """The frame's own value for `name` is overwritten (root: stop lazy wrapping)."""
+
+    def cell_get(self, cell: CellVariable) -> VariableTracker:
+        if cell.contents is None and getattr(cell, "lazy", None) is not None:
+            value, source = cell.lazy
+            cell.contents = self.wrap(value, source)
+            cell.lazy = None
+        if cell.contents is None:
+            raise Unsupported("unbound_cell", f"free variable {cell.name!r} referenced before assignment")
+        return cell.contents
+
+    # --- the interpreter loop -------------------------------------------------------------
+    def push(self, v):
+        self.stack.append(v)
+
+    def pop(self):
+        return self.stack.pop()
+
+    def popn(self, n: int) -> list:
+        if n == 0:
+            return []
+        items = self.stack[-n:]
+        del self.stack[-n:]
+        return items
+
+    def jump(self, inst) -> None:
+        self.ip = self.index_of[inst.argval]
+
+    def step(self) -> None:
+        inst = self.instructions[self.ip]
+        self.current = inst
+        self.ip += 1
+        if inst.positions is not None and inst.positions.lineno is not None:
+            self.lineno = inst.positions.lineno
+        h = HANDLERS.get(inst.opname)
+        if h is None or PY not in h.versions:
+            reason = UNSUPPORTED.get(inst.opname, "no handler")
+            raise Unsupported("unsupported_opcode", f"opcode {inst.opname} ({reason})")
+        h.fn(self, inst)
+
+    def run_loop(self) -> None:
+        try:
+            while True:
+                self.step()
+        except ReturnValue:
+            return
+        except Unsupported as e:
+            if e.graph_break is None:
+                e.graph_break = GraphBreak(e.reason_code, e.message, self.code.co_filename, self.lineno,
+                                           None, self.user_stack(), e.hint)
+            raise
+
+
+class InliningTranslator(InstructionTranslatorBase):
+    def __init__(self, code, f_globals, parent, local_vars: dict, cells: dict):
+        super().__init__(code, f_globals, parent)
+        self.locals = dict(local_vars)
+        self.cells = dict(cells)
+        self.return_value: Optional[VariableTracker] = None
+
+    def run_inline(self) -> VariableTracker:
+        self.run_loop()
+        return self.return_value
+
+    def do_return(self, value) -> None:
+        self.return_value = value
+        raise ReturnValue()
+
+    def global_source(self, name: str) -> Optional[Source]:
+        root = self.root
+        if self.f_globals is root.f_globals:
+            return GlobalSource(name)
+        modname = self.f_globals.get("__name__")
+        if modname and sys.modules.get(modname) is not None and vars(sys.modules[modname]) is self.f_globals:
+            return AttrSource(ModuleSource(modname), name)
+        return None
+
+
+@dataclasses.dataclass(frozen=True)
+class ModuleSource(Source):
+    """A module by name (for globals of functions defined in other modules)."""
+    module: str
+
+    def render(self, local, glob, fast):
+        return f"__import__('sys').modules[{self.module!r}]"
+
+
+class InstructionTranslator(InstructionTranslatorBase):
+    """The root: owns the graph, guards, side effects; finishes the frame at RETURN_VALUE."""
+
+    def __init__(self, code, frame_locals: dict, f_globals: dict, f_builtins: dict, backend):
+        super().__init__(code, f_globals, None)
+        self.frame_locals = frame_locals
+        self.f_builtins = f_builtins
+        self.output_graph = OutputGraph(f_globals, backend)
+        self.side_effects_ = SideEffects()
+        self.guards: list[Guard] = []
+        self.builder = VariableBuilder(self)
+        self.grad_enabled_ = torch.is_grad_enabled()
+        self.global_overrides: dict[str, VariableTracker] = {}
+        self.result: Optional[tuple] = None  # (new_code, source_text)
+        self.lazy_pending = set(frame_locals) - set(code.co_freevars)
+        for name in code.co_freevars:
+            cell = CellVariable(None, name)
+            cell.lazy = (frame_locals[name], LocalSource(name)) if name in frame_locals else None
+            cell.external = True
+            self.cells[name] = cell
+
+    def global_source(self, name: str) -> Source:
+        return GlobalSource(name)
+
+    def lazy_local(self, name: str) -> Optional[VariableTracker]:
+        if name in self.lazy_pending:
+            self.lazy_pending.discard(name)
+            self.locals[name] = self.wrap(self.frame_locals[name], LocalSource(name))
+        return self.locals.get(name)
+
+    def forget_argument(self, name: str) -> None:
+        self.lazy_pending.discard(name)
+
+    def run(self) -> None:
+        self.run_loop()
+
+    def do_return(self, value: VariableTracker) -> None:
+        from pydynamo.executor.reconstruct import OutputCodegen, build_code
+        if self.grad_enabled != torch.is_grad_enabled():
+            raise Unsupported("grad_mode_leak", "the frame returns with a different grad mode")
+        cg = OutputCodegen(self.code, self.f_globals)
+        ret = cg.reconstruct(value)
+        ret = cg.temp(ret) if cg.lines or not self.side_effects.is_empty() else ret
+        self.side_effects.codegen(cg)
+        name = self.output.compile(cg.graph_outputs)
+        call = None
+        if name is not None:
+            args = ", ".join(cg.load_source(i.source) for i in self.output.inputs)
+            call = f"{name}({args})"
+        self.result = build_code(self.code, cg, call, ret)
+        raise ReturnValue()
+
+
+# =============================================================================================
+# Opcode handlers. Each states the Python versions it serves.
+# =============================================================================================
+
+unsupported("not produced for function bodies we trace", "CACHE", "EXTENDED_ARG", "LOAD_NAME", "STORE_NAME",
+            "DELETE_NAME", "IMPORT_STAR", "SETUP_ANNOTATIONS", "LOAD_BUILD_CLASS", "PRINT_EXPR", "LOAD_LOCALS",
+            "LOAD_CLASSDEREF", "LOAD_FROM_DICT_OR_GLOBALS", "INTERPRETER_EXIT", "RESERVED")
+unsupported("generators/coroutines are not traced", "YIELD_VALUE", "RETURN_GENERATOR", "SEND", "END_SEND",
+            "GET_AWAITABLE", "GET_AITER", "GET_ANEXT", "END_ASYNC_FOR", "BEFORE_ASYNC_WITH", "ASYNC_GEN_WRAP",
+            "GET_YIELD_FROM_ITER", "CLEANUP_THROW")
+unsupported("exception handling paths run only when something raises", "PUSH_EXC_INFO", "POP_EXCEPT",
+            "CHECK_EXC_MATCH", "CHECK_EG_MATCH", "RERAISE", "WITH_EXCEPT_START", "PREP_RERAISE_STAR",
+            "RAISE_VARARGS", "LOAD_ASSERTION_ERROR")
+unsupported("pattern matching is not traced yet", "MATCH_CLASS", "MATCH_KEYS", "MATCH_MAPPING",
+            "MATCH_SEQUENCE", "GET_LEN")
+unsupported("pseudo-instructions never appear in real bytecode", "SETUP_FINALLY", "SETUP_CLEANUP",
+            "SETUP_WITH", "POP_BLOCK", "JUMP", "JUMP_NO_INTERRUPT", "LOAD_METHOD" if PY >= V312 else "_",
+            "LOAD_SUPER_METHOD", "LOAD_ZERO_SUPER_METHOD", "LOAD_ZERO_SUPER_ATTR", "STORE_FAST_MAYBE_NULL")
+unsupported("sys.monitoring instrumentation is never traced",
+            *[n for n in dis.opmap if n.startswith("INSTRUMENTED_")])
+unsupported("deleting globals / cells is not traced", "DELETE_GLOBAL", "DELETE_DEREF")
+unsupported("type parameter syntax is not traced", "CALL_INTRINSIC_2")
+
+
+@op("NOP")
+@op("RESUME")
+@op("COPY_FREE_VARS")
+@op("PRECALL", (V311,))
+def NOP(tx, inst):
+    """No effect on the symbolic state (3.11, 3.12)."""
+
+
+HANDLERS["RESUME"] = Handler(NOP, BOTH)
+HANDLERS["COPY_FREE_VARS"] = Handler(NOP, BOTH)
+HANDLERS["PRECALL"] = Handler(NOP, (V311,))
+
+
+@op("POP_TOP")
+def POP_TOP(tx, inst):
+    tx.pop()
+
+
+@op("PUSH_NULL")
+def PUSH_NULL(tx, inst):
+    tx.push(NULL)
+
+
+@op("COPY")
+def COPY(tx, inst):
+    tx.push(tx.stack[-inst.arg])
+
+
+@op("SWAP")
+def SWAP(tx, inst):
+    tx.stack[-1], tx.stack[-inst.arg] = tx.stack[-inst.arg], tx.stack[-1]
+
+
+@op("LOAD_CONST")
+def LOAD_CONST(tx, inst):
+    tx.push(_const(tx, inst.argval))
+
+
+def _const(tx, value):
+    if isinstance(value, types.CodeType):
+        return ObjectVariable(value)
+    if type(value) is tuple:
+        return TupleVariable([_const(tx, v) for v in value])
+    if type(value) is frozenset:
+        return SetVariable([ConstantVariable(v) for v in value], frozenset)
+    return tx.wrap_constant_result(value)
+
+
+@op("RETURN_VALUE")
+def RETURN_VALUE(tx, inst):
+    tx.do_return(tx.pop())
+
+
+@op("RETURN_CONST", (V312,))
+def RETURN_CONST(tx, inst):
+    tx.do_return(_const(tx, inst.argval))
+
+
+# --- locals, cells, globals -------------------------------------------------------------------
+
+def _load_local(tx, name):
+    if isinstance(tx, InstructionTranslator):
+        v = tx.lazy_local(name)
+    else:
+        v = tx.locals.get(name)
+    if v is None:
+        raise Unsupported("unbound_local", f"local variable {name!r} referenced before assignment")
+    return v
+
+
+@op("LOAD_FAST")
+@op("LOAD_FAST_CHECK", (V312,))
+def LOAD_FAST(tx, inst):
+    tx.push(_load_local(tx, inst.argval))
+
+
+HANDLERS["LOAD_FAST"] = Handler(LOAD_FAST, BOTH)
+
+
+@op("LOAD_FAST_AND_CLEAR", (V312,))
+def LOAD_FAST_AND_CLEAR(tx, inst):
+    if isinstance(tx, InstructionTranslator):
+        tx.lazy_local(inst.argval)
+    tx.push(tx.locals.pop(inst.argval, NULL))
+
+
+@op("STORE_FAST")
+def STORE_FAST(tx, inst):
+    v = tx.pop()
+    tx.forget_argument(inst.argval)
+    if v is NULL:
+        tx.locals.pop(inst.argval, None)
+    else:
+        tx.locals[inst.argval] = v
+
+
+@op("DELETE_FAST")
+def DELETE_FAST(tx, inst):
+    tx.forget_argument(inst.argval)
+    tx.locals.pop(inst.argval, None)
+
+
+@op("MAKE_CELL")
+def MAKE_CELL(tx, inst):
+    name = inst.argval
+    init = None
+    if isinstance(tx, InstructionTranslator):
+        init = tx.lazy_local(name)
+    elif name in tx.locals:
+        init = tx.locals[name]
+    tx.cells[name] = CellVariable(init, name)
+    tx.locals.pop(name, None)
+
+
+@op("LOAD_CLOSURE")
+def LOAD_CLOSURE(tx, inst):
+    tx.push(tx.cells[inst.argval])
+
+
+@op("LOAD_DEREF")
+def LOAD_DEREF(tx, inst):
+    tx.push(tx.cell_get(tx.cells[inst.argval]))
+
+
+@op("LOAD_FROM_DICT_OR_DEREF", (V312,))
+def LOAD_FROM_DICT_OR_DEREF(tx, inst):
+    tx.pop()
+    tx.push(tx.cell_get(tx.cells[inst.argval]))
+
+
+@op("STORE_DEREF")
+def STORE_DEREF(tx, inst):
+    name = inst.argval
+    value = tx.pop()
+    cell = tx.cells[name]
+    if cell.external:
+        if not isinstance(tx, InstructionTranslator):
+            raise Unsupported("closure_store", f"nonlocal store to {name!r} of a function made outside the frame")
+        tx.side_effects.store_deref(name, value)
+    cell.contents = value
+    cell.lazy = None
+
+
+@op("LOAD_GLOBAL")
+def LOAD_GLOBAL(tx, inst):
+    name = inst.argval
+    if inst.arg & 1:
+        tx.push(NULL)
+    tx.push(_load_global(tx, name))
+
+
+def _load_global(tx, name):
+    root = tx.root
+    if tx.f_globals is root.f_globals and name in root.global_overrides:
+        return root.global_overrides[name]
+    if name in tx.f_globals:
+        return tx.wrap(tx.f_globals[name], tx.global_source(name))
+    bltins = tx.f_globals.get("__builtins__", root.f_builtins)
+    bltins = bltins if isinstance(bltins, dict) else vars(bltins)
+    if name in bltins:
+        return tx.wrap(bltins[name], None)
+    raise Unsupported("name_error", f"name {name!r} is not defined")
+
+
+@op("STORE_GLOBAL")
+def STORE_GLOBAL(tx, inst):
+    if tx.f_globals is not tx.root.f_globals:
+        raise Unsupported("global_store", "global store from a function of another module")
+    value = tx.pop()
+    tx.root.global_overrides[inst.argval] = value
+    tx.side_effects.store_global(inst.argval, value)
+
+
+# --- attributes and items -----------------------------------------------------------------------
+
+@op("LOAD_ATTR")
+def LOAD_ATTR(tx, inst):
+    obj = tx.pop()
+    if PY >= V312 and inst.arg & 1:
+        tx.push(NULL)
+    tx.push(tx.getattr(obj, inst.argval))
+
+
+@op("LOAD_METHOD", (V311,))
+def LOAD_METHOD(tx, inst):
+    obj = tx.pop()
+    tx.push(NULL)
+    tx.push(tx.getattr(obj, inst.argval))
+
+
+@op("LOAD_SUPER_ATTR", (V312,))
+def LOAD_SUPER_ATTR(tx, inst):
+    obj, cls, _super = tx.pop(), tx.pop(), tx.pop()
+    if inst.arg & 1:
+        tx.push(NULL)
+    tx.push(SuperVariable(cls.as_python_constant(), obj).var_getattr(tx, inst.argval))
+
+
+@op("STORE_ATTR")
+def STORE_ATTR(tx, inst):
+    obj = tx.pop()
+    value = tx.pop()
+    obj.setattr(tx, inst.argval, value)
+
+
+@op("DELETE_ATTR")
+def DELETE_ATTR(tx, inst):
+    raise Unsupported("delattr", f"del of attribute {inst.argval!r}")
+
+
+@op("BINARY_SUBSCR")
+def BINARY_SUBSCR(tx, inst):
+    key = tx.pop()
+    obj = tx.pop()
+    tx.push(tx.getitem(obj, key))
+
+
+@op("STORE_SUBSCR")
+def STORE_SUBSCR(tx, inst):
+    key, obj, value = tx.pop(), tx.pop(), tx.pop()
+    B.call_builtin(tx, operator.setitem, [obj, key, value], {})
+
+
+@op("DELETE_SUBSCR")
+def DELETE_SUBSCR(tx, inst):
+    key, obj = tx.pop(), tx.pop()
+    if isinstance(obj, TensorVariable):
+        raise Unsupported("tensor_delitem", "del on a tensor item")
+    obj.call_method(tx, "__delitem__", [key], {})
+
+
+@op("BINARY_SLICE", (V312,))
+def BINARY_SLICE(tx, inst):
+    stop, start, obj = tx.pop(), tx.pop(), tx.pop()
+    tx.push(tx.getitem(obj, SliceVariable([start, stop, ConstantVariable(None)])))
+
+
+@op("STORE_SLICE", (V312,))
+def STORE_SLICE(tx, inst):
+    stop, start, obj, value = tx.pop(), tx.pop(), tx.pop(), tx.pop()
+    B.call_builtin(tx, operator.setitem, [obj, SliceVariable([start, stop, ConstantVariable(None)]), value], {})
+
+
+@op("BUILD_SLICE")
+def BUILD_SLICE(tx, inst):
+    items = tx.popn(inst.arg)
+    if len(items) == 2:
+        items.append(ConstantVariable(None))
+    tx.push(SliceVariable(items))
+
+
+# --- operators ------------------------------------------------------------------------------------
+
+@op("BINARY_OP")
+def BINARY_OP(tx, inst):
+    b, a = tx.pop(), tx.pop()
+    tx.push(B.binary_op(tx, _BINARY_OPS[inst.arg], a, b))
+
+
+@op("COMPARE_OP")
+def COMPARE_OP(tx, inst):
+    b, a = tx.pop(), tx.pop()
+    tx.push(B.compare(tx, _COMPARE[inst.argval], a, b))
+
+
+@op("IS_OP")
+def IS_OP(tx, inst):
+    b, a = tx.pop(), tx.pop()
+    tx.push(B.compare(tx, operator.is_not if inst.arg else operator.is_, a, b))
+
+
+@op("CONTAINS_OP")
+def CONTAINS_OP(tx, inst):
+    container, item = tx.pop(), tx.pop()
+    res = tx.contains_op(container, item)
+    if inst.arg:
+        res = ConstantVariable(not res.truthy(tx))
+    tx.push(res)
+
+
+def _unary(fn):
+    def h(tx, inst):
+        tx.push(B.call_builtin(tx, fn, [tx.pop()], {}))
+    return h
+
+
+for _name, _fn, _vers in (("UNARY_NEGATIVE", operator.neg, BOTH), ("UNARY_POSITIVE", operator.pos, (V311,)),
+                          ("UNARY_INVERT", operator.invert, BOTH), ("UNARY_NOT", operator.not_, BOTH)):
+    HANDLERS[_name] = Handler(_unary(_fn), _vers)
+
+
+@op("CALL_INTRINSIC_1", (V312,))
+def CALL_INTRINSIC_1(tx, inst):
+    # 5: INTRINSIC_UNARY_POSITIVE, 6: INTRINSIC_LIST_TO_TUPLE
+    if inst.arg == 5:
+        tx.push(B.call_builtin(tx, operator.pos, [tx.pop()], {}))
+    elif inst.arg == 6:
+        tx.push(TupleVariable(tx.pop().items))
+    elif inst.arg == 3:
+        raise Unsupported("generator", "StopIteration inside a generator")
+    else:
+        raise Unsupported("intrinsic", f"CALL_INTRINSIC_1 {inst.argrepr}")
+
+
+# --- building containers --------------------------------------------------------------------------
+
+@op("BUILD_TUPLE")
+def BUILD_TUPLE(tx, inst):
+    tx.push(TupleVariable(tx.popn(inst.arg)))
+
+
+@op("BUILD_LIST")
+def BUILD_LIST(tx, inst):
+    tx.push(ListVariable(tx.popn(inst.arg)))
+
+
+@op("BUILD_SET")
+def BUILD_SET(tx, inst):
+    tx.push(SetVariable(tx.popn(inst.arg)))
+
+
+@op("BUILD_MAP")
+def BUILD_MAP(tx, inst):
+    flat = tx.popn(2 * inst.arg)
+    d = ConstDictVariable({})
+    for k, v in zip(flat[::2], flat[1::2]):
+        d.items[d._key(k)] = v
+    tx.push(d)
+
+
+@op("BUILD_CONST_KEY_MAP")
+def BUILD_CONST_KEY_MAP(tx, inst):
+    keys = tx.pop().as_python_constant()
+    values = tx.popn(inst.arg)
+    tx.push(ConstDictVariable(dict(zip(keys, values))))
+
+
+@op("LIST_APPEND")
+def LIST_APPEND(tx, inst):
+    v = tx.pop()
+    tx.stack[-inst.arg].items.append(v)
+
+
+@op("SET_ADD")
+def SET_ADD(tx, inst):
+    v = tx.pop()
+    tx.stack[-inst.arg].call_method(tx, "add", [v], {})
+
+
+@op("MAP_ADD")
+def MAP_ADD(tx, inst):
+    v, k = tx.pop(), tx.pop()
+    d = tx.stack[-inst.arg]
+    d.items[d._key(k)] = v
+
+
+@op("LIST_EXTEND")
+def LIST_EXTEND(tx, inst):
+    v = tx.pop()
+    tx.stack[-inst.arg].items.extend(tx.unpack(v))
+
+
+@op("SET_UPDATE")
+def SET_UPDATE(tx, inst):
+    v = tx.pop()
+    tx.stack[-inst.arg].call_method(tx, "update", [v], {})
+
+
+@op("DICT_UPDATE")
+@op("DICT_MERGE")
+def DICT_UPDATE(tx, inst):
+    v = tx.pop()
+    d = tx.stack[-inst.arg]
+    if inst.opname == "DICT_MERGE" and isinstance(v, ConstDictVariable) and set(v.items) & set(d.items):
+        raise Unsupported("bad_call", "got multiple values for a keyword argument")
+    if not isinstance(v, ConstDictVariable):
+        raise Unsupported("dict_merge", f"** of {v}")
+    d.items.update(v.items)
+
+
+HANDLERS["DICT_UPDATE"] = Handler(DICT_UPDATE, BOTH)
+
+
+@op("LIST_TO_TUPLE", (V311,))
+def LIST_TO_TUPLE(tx, inst):
+    tx.push(TupleVariable(tx.pop().items))
+
+
+@op("UNPACK_SEQUENCE")
+def UNPACK_SEQUENCE(tx, inst):
+    items = tx.unpack(tx.pop())
+    if len(items) != inst.arg:
+        raise Unsupported("unpack", f"cannot unpack {len(items)} values into {inst.arg}")
+    for v in reversed(items):
+        tx.push(v)
+
+
+@op("UNPACK_EX")
+def UNPACK_EX(tx, inst):
+    items = tx.unpack(tx.pop())
+    before, after = inst.arg & 0xFF, inst.arg >> 8
+    if len(items) < before + after:
+        raise Unsupported("unpack", "not enough values to unpack")
+    mid = ListVariable(items[before:len(items) - after])
+    for v in reversed(items[:before] + [mid] + items[len(items) - after:]):
+        tx.push(v)
+
+
+@op("FORMAT_VALUE")
+def FORMAT_VALUE(tx, inst):
+    spec = tx.pop().as_python_constant() if inst.arg & 0x04 else ""
+    value = tx.pop()
+    if isinstance(value, TensorVariable):
+        raise Unsupported("format_tensor", "formatting a tensor into a string reads its data")
+    v = value.as_python_constant()
+    conv = inst.arg & 0x03
+    v = {0: lambda x: x, 1: str, 2: repr, 3: ascii}[conv](v)
+    tx.push(ConstantVariable(format(v, spec)))
+
+
+@op("BUILD_STRING")
+def BUILD_STRING(tx, inst):
+    parts = tx.popn(inst.arg)
+    tx.push(ConstantVariable("".join(p.as_python_constant() for p in parts)))
+
+
+# --- calls and functions --------------------------------------------------------------------------
+
+@op("KW_NAMES")
+def KW_NAMES(tx, inst):
+    tx.kw_names = tuple(inst.argval)
+
+
+@op("CALL")
+def CALL(tx, inst):
+    args = tx.popn(inst.arg)
+    second, first = tx.pop(), tx.pop()
+    if first is NULL:
+        fn = second
+    else:
+        fn, args = first, [second, *args]
+    kwargs = {}
+    if tx.kw_names:
+        n = len(tx.kw_names)
+        kwargs = dict(zip(tx.kw_names, args[-n:]))
+        args = args[:-n]
+        tx.kw_names = ()
+    tx.push(tx.call(fn, args, kwargs))
+
+
+@op("CALL_FUNCTION_EX")
+def CALL_FUNCTION_EX(tx, inst):
+    kwargs = tx.pop() if inst.arg & 1 else ConstDictVariable({})
+    args = tx.pop()
+    fn = tx.pop()
+    null = tx.pop()
+    if null is not NULL:  # method form: [callable, self] below the args
+        fn, args = null, TupleVariable([fn, *tx.unpack(args)])
+    if not isinstance(kwargs, ConstDictVariable):
+        raise Unsupported("call_ex", f"** of {kwargs}")
+    tx.push(tx.call(fn, tx.unpack(args), {str(k): v for k, v in kwargs.items.items()}))
+
+
+@op("MAKE_FUNCTION")
+def MAKE_FUNCTION(tx, inst):
+    code = tx.pop().as_python_constant()
+    flags = inst.arg
+    closure = tuple(tx.pop().items) if flags & 0x08 else ()
+    if flags & 0x04:
+        tx.pop()  # annotations: not needed to run the function
+    kwdefaults = dict(tx.pop().items) if flags & 0x02 else {}
+    defaults = tuple(tx.pop().items) if flags & 0x01 else ()
+    tx.push(NestedUserFunctionVariable(code, code.co_qualname, tx.f_globals, defaults, kwdefaults, closure))
+
+
+@op("IMPORT_NAME")
+def IMPORT_NAME(tx, inst):
+    fromlist, level = tx.pop(), tx.pop()
+    name = inst.argval
+    if level.as_python_constant() != 0 or name not in sys.modules:
+        raise Unsupported("import", f"import of {name!r} inside the compiled region")
+    mod = sys.modules[name]
+    if not fromlist.as_python_constant():
+        mod = sys.modules[name.partition(".")[0]]
+    tx.push(ObjectVariable(mod))
+
+
+@op("IMPORT_FROM")
+def IMPORT_FROM(tx, inst):
+    mod = tx.stack[-1]
+    tx.push(tx.getattr(mod, inst.argval))
+
+
+# --- control flow ---------------------------------------------------------------------------------
+
+@op("JUMP_FORWARD")
+@op("JUMP_BACKWARD")
+@op("JUMP_BACKWARD_NO_INTERRUPT")
+def JUMP_FORWARD(tx, inst):
+    tx.jump(inst)
+
+
+HANDLERS["JUMP_BACKWARD"] = Handler(JUMP_FORWARD, BOTH)
+HANDLERS["JUMP_FORWARD"] = Handler(JUMP_FORWARD, BOTH)
+
+
+def _is_none(v) -> bool:
+    return isinstance(v, ConstantVariable) and v.value is None
+
+
+def _pop_jump(pred):
+    def h(tx, inst):
+        if pred(tx, tx.pop()):
+            tx.jump(inst)
+    return h
+
+
+_JUMPS = {
+    "IF_TRUE": lambda tx, v: v.truthy(tx),
+    "IF_FALSE": lambda tx, v: not v.truthy(tx),
+    "IF_NONE": lambda tx, v: _is_none(v),
+    "IF_NOT_NONE": lambda tx, v: not _is_none(v),
+}
+for _cond, _pred in _JUMPS.items():
+    HANDLERS[f"POP_JUMP_{_cond}"] = Handler(_pop_jump(_pred), (V312,))
+    HANDLERS[f"POP_JUMP_FORWARD_{_cond}"] = Handler(_pop_jump(_pred), (V311,))
+    HANDLERS[f"POP_JUMP_BACKWARD_{_cond}"] = Handler(_pop_jump(_pred), (V311,))
+
+
+@op("JUMP_IF_FALSE_OR_POP", (V311,))
+def JUMP_IF_FALSE_OR_POP(tx, inst):
+    if not tx.stack[-1].truthy(tx):
+        tx.jump(inst)
+    else:
+        tx.pop()
+
+
+@op("JUMP_IF_TRUE_OR_POP", (V311,))
+def JUMP_IF_TRUE_OR_POP(tx, inst):
+    if tx.stack[-1].truthy(tx):
+        tx.jump(inst)
+    else:
+        tx.pop()
+
+
+@op("GET_ITER")
+def GET_ITER(tx, inst):
+    v = tx.pop()
+    if isinstance(v, ListIteratorVariable):
+        tx.push(v)
+    elif isinstance(v, ConstDictVariable):
+        tx.push(ListIteratorVariable(v.unpack_var_sequence(tx)))
+    elif v.has_unpack_var_sequence(tx):
+        tx.push(ListIteratorVariable(v.unpack_var_sequence(tx)))
+    else:
+        tx.push(v.call_method(tx, "__iter__", [], {}))
+
+
+@op("FOR_ITER")
+def FOR_ITER(tx, inst):
+    it = tx.stack[-1]
+    try:
+        tx.push(it.next_variable(tx))
+    except StopIteration:
+        tx.pop()
+        tx.jump(inst)
+        if PY >= V312 and tx.instructions[tx.ip].opname == "END_FOR":
+            tx.ip += 1  # 3.12 pops the iterator itself and skips END_FOR
+
+
+@op("END_FOR", (V312,))
+def END_FOR(tx, inst):
+    tx.popn(2)
+
+
+@op("BEFORE_WITH")
+def BEFORE_WITH(tx, inst):
+    ctx = tx.pop()
+    enter = ctx.call_method(tx, "__enter__", [], {})
+    tx.push(WithExitVariable(ctx))
+    tx.push(enter)
+
+
+class WithExitVariable(VariableTracker):
+    """The bound __exit__ pushed by BEFORE_WITH; the normal exit path calls it with three Nones."""
+
+    def __init__(self, ctx):
+        super().__init__()
+        self.ctx = ctx
+
+    def call_function(self, tx, args, kwargs):
+        return self.ctx.call_method(tx, "__exit__", args, kwargs)
+
+
+# module-level sanity: every handler name exists in some supported interpreter's opcode set
+assert all(isinstance(h, Handler) for h in HANDLERS.values())

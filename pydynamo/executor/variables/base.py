@@ -1,0 +1,108 @@
+"""VariableTracker: the abstract value the translator pushes on its stack.
+
+Invariants:
+  * A tracker whose `source` is set stands for a value that already exists outside the frame;
+    the builder made it and recorded the guards it relied on. Trackers without a source were
+    made during tracing and must be rebuilt by the output code if they escape.
+  * Mutable containers (list, dict, set, user objects) are mutated in place in the tracker; if
+    they have a source the mutation is registered with side_effects so it is replayed after the
+    graph. One tracker per Python object (the builder caches by identity), so aliases agree.
+  * Anything a tracker cannot do raises `Unsupported` — never a guess.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Optional
+
+from pydynamo.exc import Unsupported
+from pydynamo.sources import Source
+
+if TYPE_CHECKING:
+    from pydynamo.executor.translator import InstructionTranslator as Tx
+
+
+class VariableTracker:
+    source: Optional[Source] = None
+
+    def __init__(self, source: Optional[Source] = None):
+        self.source = source
+
+    # --- what it is -------------------------------------------------------------------------
+    def python_type(self) -> type:
+        raise Unsupported("python_type", f"type of {self} is not known while tracing")
+
+    def is_python_constant(self) -> bool:
+        try:
+            self.as_python_constant()
+            return True
+        except Unsupported:
+            return False
+
+    def as_python_constant(self) -> Any:
+        raise Unsupported("not_constant", f"{self} is not a Python constant")
+
+    def truthy(self, tx: "Tx") -> bool:
+        """bool(value) decided at trace time (branches on Python values)."""
+        return bool(self.as_python_constant())
+
+    # --- protocols --------------------------------------------------------------------------
+    def var_getattr(self, tx: "Tx", name: str) -> "VariableTracker":
+        try:
+            cls = self.python_type()
+        except Unsupported:
+            cls = None
+        if cls is not None and callable(getattr(cls, name, None)):
+            return MethodProxyVariable(self, name)
+        raise Unsupported("no_attribute", f"attribute {name!r} of {self}")
+
+    def setattr(self, tx: "Tx", name: str, value: "VariableTracker") -> None:
+        raise Unsupported("setattr", f"setting attribute {name!r} of {self}")
+
+    def call_function(self, tx: "Tx", args: list, kwargs: dict) -> "VariableTracker":
+        raise Unsupported("call", f"calling {self}")
+
+    def call_method(self, tx: "Tx", name: str, args: list, kwargs: dict) -> "VariableTracker":
+        attr = self.var_getattr(tx, name)
+        return attr.call_function(tx, args, kwargs)
+
+    def has_unpack_var_sequence(self, tx: "Tx") -> bool:
+        return False
+
+    def unpack_var_sequence(self, tx: "Tx") -> list:
+        raise Unsupported("unpack", f"cannot iterate over {self}")
+
+    def get_iter(self, tx: "Tx") -> "VariableTracker":
+        from pydynamo.executor.variables.iterators import ListIteratorVariable
+        return ListIteratorVariable(self.unpack_var_sequence(tx))
+
+    # --- output -----------------------------------------------------------------------------
+    def reconstruct(self, cg) -> str:
+        """A Python expression (in the output code) that produces this value."""
+        if self.source is not None:
+            return cg.load_source(self.source)
+        raise Unsupported("reconstruct", f"cannot rebuild {self} after the graph")
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+class MethodProxyVariable(VariableTracker):
+    """`obj.name` for a method the tracker implements in call_method (list.append, dict.items...)."""
+
+    def __init__(self, obj: VariableTracker, name: str):
+        super().__init__()
+        self.obj, self.name = obj, name
+
+    def call_function(self, tx, args, kwargs):
+        return self.obj.call_method(tx, self.name, args, kwargs)
+
+    def __repr__(self):
+        return f"MethodProxyVariable({self.obj}.{self.name})"
+
+
+def const(value) -> VariableTracker:
+    from pydynamo.executor.variables.constant import ConstantVariable
+    return ConstantVariable(value)
+
+
+def python_constants(vts) -> list:
+    return [v.as_python_constant() for v in vts]

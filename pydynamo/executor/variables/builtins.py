@@ -1,0 +1,438 @@
+"""Builtins, `operator` and `math`: one handler per function in a registry table.
+
+Rule of thumb, in order: a specific handler from `HANDLERS`; tensors among the arguments of an
+operator/arithmetic builtin -> a graph node; all arguments Python constants and the function pure
+-> evaluated now; otherwise Unsupported. Binary operators on user objects call their dunder
+methods (inlined).
+"""
+from __future__ import annotations
+
+import builtins
+import functools
+import math
+import operator
+
+import torch
+
+from pydynamo.exc import Unsupported
+from pydynamo.executor.variables.base import VariableTracker, const
+from pydynamo.executor.variables.constant import ConstantVariable, ObjectVariable
+from pydynamo.executor.variables.tensor import TensorVariable
+
+# Pure functions safe to evaluate on constant arguments at trace time.
+PURE = {abs, all, any, bool, callable, chr, complex, divmod, float, format, frozenset, hash, int, isinstance,
+        issubclass, len, max, min, ord, pow, repr, round, sorted, str, sum, tuple, bytes, slice, range,
+        reversed, getattr, hasattr, type, ascii, bin, hex, oct}
+PURE |= {getattr(operator, n) for n in dir(operator) if not n.startswith("_")} - {operator.setitem, operator.delitem}
+PURE |= {getattr(math, n) for n in dir(math) if callable(getattr(math, n))}
+
+# Operators that become graph nodes when a tensor is involved.
+TENSOR_OPS = {getattr(operator, n) for n in (
+    "add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and_", "or_", "xor",
+    "lshift", "rshift", "neg", "pos", "invert", "abs", "eq", "ne", "lt", "le", "gt", "ge",
+    "iadd", "isub", "imul", "itruediv", "ifloordiv", "imod", "ipow", "imatmul", "iand", "ior",
+    "ixor", "ilshift", "irshift", "getitem", "setitem")} | {abs, pow, round, divmod}
+
+BINARY_DUNDER = {operator.add: "add", operator.sub: "sub", operator.mul: "mul", operator.truediv: "truediv",
+                 operator.floordiv: "floordiv", operator.mod: "mod", operator.pow: "pow",
+                 operator.matmul: "matmul", operator.and_: "and", operator.or_: "or", operator.xor: "xor",
+                 operator.lshift: "lshift", operator.rshift: "rshift"}
+INPLACE_TO_BINARY = {operator.iadd: operator.add, operator.isub: operator.sub, operator.imul: operator.mul,
+                     operator.itruediv: operator.truediv, operator.ifloordiv: operator.floordiv,
+                     operator.imod: operator.mod, operator.ipow: operator.pow, operator.imatmul: operator.matmul,
+                     operator.iand: operator.and_, operator.ior: operator.or_, operator.ixor: operator.xor,
+                     operator.ilshift: operator.lshift, operator.irshift: operator.rshift}
+
+HANDLERS: dict = {}
+
+
+def handler(*fns):
+    def deco(f):
+        for fn in fns:
+            HANDLERS[fn] = f
+        return f
+    return deco
+
+
+class BuiltinVariable(VariableTracker):
+    def __init__(self, fn, source=None):
+        super().__init__(source)
+        self.fn = fn
+
+    def python_type(self):
+        return type(self.fn)
+
+    def as_python_constant(self):
+        return self.fn
+
+    def call_function(self, tx, args, kwargs):
+        return call_builtin(tx, self.fn, args, kwargs)
+
+    def var_getattr(self, tx, name):
+        if self.fn is dict and name == "fromkeys":
+            return ObjectVariable(dict.fromkeys)
+        if name in ("__name__", "__qualname__"):
+            return ConstantVariable(getattr(self.fn, name))
+        return super().var_getattr(tx, name)
+
+    def reconstruct(self, cg):
+        return cg.load_const(self.fn)
+
+    def __repr__(self):
+        return f"BuiltinVariable({getattr(self.fn, '__name__', self.fn)})"
+
+
+def call_builtin(tx, fn, args, kwargs):
+    h = HANDLERS.get(fn)
+    if h is not None:
+        res = h(tx, *args, **kwargs)
+        if res is not NotImplemented:
+            return res
+    if fn in TENSOR_OPS and any(isinstance(a, TensorVariable) for a in args):
+        return tx.output.call(tx, "call_function", fn, list(args), kwargs)
+    if fn in BINARY_DUNDER and len(args) == 2:
+        return binary_op(tx, fn, args[0], args[1])
+    if fn in PURE and all(a.is_python_constant() for a in args) and \
+            all(v.is_python_constant() for v in kwargs.values()):
+        try:
+            res = fn(*[a.as_python_constant() for a in args], **{k: v.as_python_constant() for k, v in kwargs.items()})
+        except Exception as e:
+            raise Unsupported("constant_raises", f"{getattr(fn, '__name__', fn)}(...) raised "
+                              f"{type(e).__name__}: {e}") from None
+        return tx.wrap_constant_result(res)
+    raise Unsupported("builtin", f"{getattr(fn, '__name__', fn)} on {[type(a).__name__ for a in args]}")
+
+
+def binary_op(tx, fn, a, b):
+    from pydynamo.executor.variables.containers import BaseListVariable, ListVariable, TupleVariable
+    if fn in INPLACE_TO_BINARY:
+        if isinstance(a, ListVariable) and fn is operator.iadd:
+            return a.call_method(tx, "__iadd__", [b], {})
+        if isinstance(a, TensorVariable):
+            return tx.output.call(tx, "call_function", fn, [a, b], {})
+        r = _user_dunder(tx, a, "__i" + BINARY_DUNDER[INPLACE_TO_BINARY[fn]] + "__", b)
+        if r is not None:
+            return r
+        fn = INPLACE_TO_BINARY[fn]
+    if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
+        return tx.output.call(tx, "call_function", fn, [a, b], {})
+    if isinstance(a, BaseListVariable) and isinstance(b, BaseListVariable) and fn is operator.add:
+        if a.python_type() is b.python_type() or (isinstance(a, TupleVariable) and isinstance(b, TupleVariable)):
+            return a.new(a.items + b.items) if type(a) is not ListVariable else ListVariable(a.items + b.items)
+    if fn is operator.mul and isinstance(a, BaseListVariable) and b.is_python_constant():
+        return (ListVariable if type(a) is ListVariable else a.new)(a.items * b.as_python_constant())
+    if fn is operator.mul and isinstance(b, BaseListVariable) and a.is_python_constant():
+        return binary_op(tx, fn, b, a)
+    if a.is_python_constant() and b.is_python_constant():
+        try:
+            return tx.wrap_constant_result(fn(a.as_python_constant(), b.as_python_constant()))
+        except Exception as e:
+            raise Unsupported("constant_raises", f"{fn.__name__} raised {type(e).__name__}: {e}") from None
+    name = BINARY_DUNDER.get(fn)
+    if name:
+        r = _user_dunder(tx, a, f"__{name}__", b)
+        if r is None:
+            r = _user_dunder(tx, b, f"__r{name}__", a)
+        if r is not None:
+            return r
+    raise Unsupported("binary_op", f"{fn.__name__} on {a} and {b}")
+
+
+def _user_dunder(tx, obj, name, other):
+    from pydynamo.executor.variables.user_objects import UserDefinedObjectVariable
+    if isinstance(obj, UserDefinedObjectVariable) and hasattr(type(obj.value), name):
+        return obj.call_method(tx, name, [other], {})
+    return None
+
+
+def compare(tx, fn, a, b):
+    if fn in (operator.is_, operator.is_not):
+        same = _identical(a, b)
+        return ConstantVariable(same if fn is operator.is_ else not same)
+    if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
+        return tx.output.call(tx, "call_function", fn, [a, b], {})
+    if a.is_python_constant() and b.is_python_constant():
+        return tx.wrap_constant_result(fn(a.as_python_constant(), b.as_python_constant()))
+    if fn in (operator.eq, operator.ne):
+        from pydynamo.executor.variables.user_objects import UserDefinedObjectVariable
+        if not isinstance(a, UserDefinedObjectVariable) or not hasattr(type(a.value), "__eq__") \
+                or type(a.value).__eq__ is object.__eq__:
+            eq = _identical(a, b)
+            return ConstantVariable(eq if fn is operator.eq else not eq)
+        r = a.call_method(tx, "__eq__" if fn is operator.eq else "__ne__", [b], {})
+        return r
+    raise Unsupported("compare", f"{fn.__name__} on {a} and {b}")
+
+
+def _identical(a, b) -> bool:
+    if a is b:
+        return True
+    if isinstance(a, (ConstantVariable, ObjectVariable)) and isinstance(b, (ConstantVariable, ObjectVariable)):
+        return a.value is b.value
+    va, vb = getattr(a, "value", _NO), getattr(b, "value", _NO)
+    if va is not _NO and vb is not _NO:
+        return va is vb
+    return False
+
+
+_NO = object()
+
+
+# --- specific builtins ---------------------------------------------------------------------------
+
+@handler(len)
+def _len(tx, obj):
+    if isinstance(obj, TensorVariable):
+        return ConstantVariable(obj.sizes()[0])
+    if obj.is_python_constant() and not isinstance(obj, ObjectVariable):
+        return ConstantVariable(len(obj.as_python_constant()))
+    return obj.call_method(tx, "__len__", [], {})
+
+
+@handler(isinstance)
+def _isinstance(tx, obj, cls):
+    classes = cls.as_python_constant()
+    t = obj.python_type()
+    if isinstance(obj, TensorVariable) and classes is torch.nn.Parameter:
+        return ConstantVariable(issubclass(t, torch.nn.Parameter))
+    return ConstantVariable(issubclass(t, classes) if isinstance(classes, (type, tuple)) else
+                            isinstance(obj.as_python_constant(), classes))
+
+
+@handler(type)
+def _type(tx, *args, **kwargs):
+    if len(args) != 1:
+        raise Unsupported("type3", "type() with three arguments")
+    return tx.wrap(args[0].python_type(), None)
+
+
+@handler(bool)
+def _bool(tx, obj=None):
+    return ConstantVariable(False if obj is None else obj.truthy(tx))
+
+
+@handler(int, float, complex, str)
+def _scalar_ctor(tx, *args, **kwargs):
+    if any(isinstance(a, TensorVariable) for a in args):
+        raise Unsupported("tensor_item", "converting a tensor to a Python number (data-dependent)")
+    return NotImplemented
+
+
+@handler(range)
+def _range(tx, *args):
+    return ConstantVariable(range(*[a.as_python_constant() for a in args]))
+
+
+def _make_seq(cls):
+    def h(tx, it=None):
+        from pydynamo.executor.variables.containers import ListVariable, TupleVariable
+        items = [] if it is None else tx.unpack(it)
+        return ListVariable(items) if cls is list else TupleVariable(items)
+    return h
+
+
+HANDLERS[list] = _make_seq(list)
+HANDLERS[tuple] = _make_seq(tuple)
+
+
+def _make_set(cls):
+    def h(tx, it=None):
+        from pydynamo.executor.variables.containers import SetVariable
+        return SetVariable([] if it is None else tx.unpack(it), cls)
+    return h
+
+
+HANDLERS[set] = _make_set(set)
+HANDLERS[frozenset] = _make_set(frozenset)
+
+
+@handler(dict)
+def _dict(tx, *args, **kwargs):
+    from pydynamo.executor.variables.containers import ConstDictVariable
+    d = ConstDictVariable({})
+    d.call_method(tx, "update", list(args), kwargs)
+    return d
+
+
+def _make_minmax(fn):
+    def h(tx, *args, **kwargs):
+        items = tx.unpack(args[0]) if len(args) == 1 else list(args)
+        if any(isinstance(a, TensorVariable) for a in items):
+            if len(items) == 2 and not kwargs:
+                return tx.output.call(tx, "call_function", torch.maximum if fn is max else torch.minimum,
+                                      items, {}) if all(isinstance(a, TensorVariable) for a in items) else \
+                    _raise_tensor_branch()
+            _raise_tensor_branch()
+        if kwargs.get("key") is not None:
+            key = kwargs["key"]
+            keys = [key.call_function(tx, [i], {}).as_python_constant() for i in items]
+            best = fn(range(len(items)), key=lambda j: keys[j])
+            return items[best]
+        vals = [a.as_python_constant() for a in items]
+        return items[vals.index(fn(vals))]
+    return h
+
+
+def _raise_tensor_branch():
+    raise Unsupported("tensor_branch", "min/max of tensors compares tensor values (data-dependent)")
+
+
+HANDLERS[min] = _make_minmax(min)
+HANDLERS[max] = _make_minmax(max)
+
+
+@handler(sum)
+def _sum(tx, it, start=None):
+    acc = start if start is not None else ConstantVariable(0)
+    for item in tx.unpack(it):
+        acc = binary_op(tx, operator.add, acc, item)
+    return acc
+
+
+def _make_anyall(fn):
+    def h(tx, it):
+        vals = [i.truthy(tx) for i in tx.unpack(it)]
+        return ConstantVariable(fn(vals))
+    return h
+
+
+HANDLERS[any] = _make_anyall(any)
+HANDLERS[all] = _make_anyall(all)
+
+
+@handler(sorted)
+def _sorted(tx, it, key=None, reverse=None):
+    from pydynamo.executor.variables.containers import ListVariable
+    out = ListVariable(tx.unpack(it))
+    kw = {}
+    if key is not None:
+        kw["key"] = key
+    if reverse is not None:
+        kw["reverse"] = reverse
+    out.call_method(tx, "sort", [], kw)
+    return out
+
+
+@handler(getattr)
+def _getattr(tx, obj, name, default=None):
+    try:
+        return tx.getattr(obj, name.as_python_constant())
+    except Unsupported as e:
+        if default is not None and e.reason_code == "no_attribute":
+            return default
+        raise
+
+
+@handler(hasattr)
+def _hasattr(tx, obj, name):
+    try:
+        tx.getattr(obj, name.as_python_constant())
+        return ConstantVariable(True)
+    except Unsupported as e:
+        if e.reason_code == "no_attribute":
+            return ConstantVariable(False)
+        raise
+
+
+@handler(setattr)
+def _setattr(tx, obj, name, value):
+    obj.setattr(tx, name.as_python_constant(), value)
+    return const(None)
+
+
+@handler(object.__setattr__)
+def _obj_setattr(tx, obj, name, value):
+    obj.setattr(tx, name.as_python_constant(), value)
+    return const(None)
+
+
+@handler(iter)
+def _iter(tx, obj):
+    return obj.get_iter(tx)
+
+
+@handler(next)
+def _next(tx, it, default=None):
+    return it.next_variable(tx, default)
+
+
+def _make_iter(fn):
+    def h(tx, *args, **kwargs):
+        from pydynamo.executor.variables import iterators
+        return iterators.make(tx, fn, list(args), kwargs)
+    return h
+
+
+for _fn in (enumerate, zip, map, filter, reversed):
+    HANDLERS[_fn] = _make_iter(_fn)
+
+
+@handler(print)
+def _print(tx, *args, **kwargs):
+    raise Unsupported("print", "print() has a side effect outside the graph",
+                      hint="remove the print, or use pydynamo.disable on a helper that prints")
+
+
+@handler(id)
+def _id(tx, obj):
+    raise Unsupported("id", "id() of a traced value")
+
+
+@handler(callable)
+def _callable(tx, obj):
+    from pydynamo.executor.variables.functions import BaseUserFunctionVariable, UserMethodVariable
+    if isinstance(obj, (BaseUserFunctionVariable, UserMethodVariable, BuiltinVariable)):
+        return ConstantVariable(True)
+    return NotImplemented if obj.is_python_constant() else ConstantVariable(callable(obj.python_type()) and
+                                                                            hasattr(obj.python_type(), "__call__"))
+
+
+@handler(operator.getitem)
+def _getitem(tx, obj, key):
+    return tx.getitem(obj, key)
+
+
+@handler(operator.setitem)
+def _setitem(tx, obj, key, value):
+    if isinstance(obj, TensorVariable):
+        tx.output.call(tx, "call_function", operator.setitem, [obj, key, value], {})
+        return const(None)
+    obj.call_method(tx, "__setitem__", [key, value], {})
+    return const(None)
+
+
+@handler(operator.contains)
+def _contains(tx, container, item):
+    return tx.contains_op(container, item)
+
+
+def _make_cmp(fn):
+    return lambda tx, a, b: compare(tx, fn, a, b)
+
+
+for _fn in (operator.is_, operator.is_not, operator.eq, operator.ne, operator.lt, operator.le, operator.gt, operator.ge):
+    HANDLERS[_fn] = _make_cmp(_fn)
+
+
+@handler(operator.not_)
+def _not(tx, a):
+    return ConstantVariable(not a.truthy(tx))
+
+
+@handler(operator.truth)
+def _truth(tx, a):
+    return ConstantVariable(a.truthy(tx))
+
+
+@handler(functools.partial)
+def _partial(tx, fn, *args, **kwargs):
+    from pydynamo.executor.variables.functions import PartialVariable
+    return PartialVariable(fn, list(args), kwargs)
+
+
+@handler(super)
+def _super(tx, *args):
+    if len(args) != 2:
+        raise Unsupported("super", "super() without arguments outside a method")
+    from pydynamo.executor.variables.user_objects import SuperVariable
+    return SuperVariable(args[0].as_python_constant(), args[1])

@@ -1,0 +1,133 @@
+"""Python constants and opaque, immutable Python objects.
+
+ConstantVariable: None, bool, int, float, complex, str, bytes, Ellipsis, range, NotImplemented.
+Operations on constants are computed at trace time (they are immutable, so that is exact).
+ObjectVariable: immutable objects the trace may hold and pass along but not look into deeply —
+torch.dtype, torch.device, torch.layout, memory formats, Python modules. Their attributes are
+read with the real getattr (still immutable); calls are routed by the caller.
+"""
+from __future__ import annotations
+
+import math
+import types
+
+import torch
+
+from pydynamo.exc import Unsupported
+from pydynamo.executor.variables.base import VariableTracker, python_constants
+
+CONSTANT_TYPES = (type(None), bool, int, float, complex, str, bytes, type(Ellipsis), range,
+                  type(NotImplemented))
+OPAQUE_TYPES = (torch.dtype, torch.device, torch.layout, torch.memory_format, torch.finfo, torch.iinfo)
+
+
+def is_literal(value) -> bool:
+    return type(value) in CONSTANT_TYPES
+
+
+class ConstantVariable(VariableTracker):
+    def __init__(self, value, source=None):
+        super().__init__(source)
+        self.value = value
+
+    def python_type(self):
+        return type(self.value)
+
+    def as_python_constant(self):
+        return self.value
+
+    def truthy(self, tx):
+        return bool(self.value)
+
+    def var_getattr(self, tx, name):
+        attr = getattr(self.value, name)
+        if callable(attr):
+            return ConstMethodVariable(self, name)
+        return ConstantVariable(attr)
+
+    def call_method(self, tx, name, args, kwargs):
+        return ConstMethodVariable(self, name).call_function(tx, args, kwargs)
+
+    def has_unpack_var_sequence(self, tx):
+        return isinstance(self.value, (str, bytes, range))
+
+    def unpack_var_sequence(self, tx):
+        if not self.has_unpack_var_sequence(tx):
+            return super().unpack_var_sequence(tx)
+        return [ConstantVariable(v) for v in self.value]
+
+    def reconstruct(self, cg):
+        return cg.load_const(self.value)
+
+    def __repr__(self):
+        return f"ConstantVariable({self.value!r})"
+
+
+class ConstMethodVariable(VariableTracker):
+    """`"{}".format`, `(3).bit_length`, ...: a method of an immutable value, evaluated when called
+    with constant arguments (str.format/join may take traced values: handled by the caller)."""
+
+    def __init__(self, obj: VariableTracker, name: str):
+        super().__init__()
+        self.obj, self.name = obj, name
+
+    def call_function(self, tx, args, kwargs):
+        if all(a.is_python_constant() for a in args) and all(v.is_python_constant() for v in kwargs.values()):
+            fn = getattr(self.obj.as_python_constant(), self.name)
+            kw = {k: v.as_python_constant() for k, v in kwargs.items()}
+            return tx.wrap_constant_result(fn(*python_constants(args), **kw))
+        if isinstance(self.obj.as_python_constant(), str) and self.name in ("format", "join"):
+            return tx.str_of_traced(self.obj.as_python_constant(), self.name, args, kwargs)
+        raise Unsupported("const_method", f"{type(self.obj.as_python_constant()).__name__}.{self.name} "
+                          "with non-constant arguments")
+
+    def as_python_constant(self):
+        return getattr(self.obj.as_python_constant(), self.name)
+
+
+class ObjectVariable(VariableTracker):
+    """An immutable opaque object (dtype, device, module, builtin function used as a value)."""
+
+    def __init__(self, value, source=None):
+        super().__init__(source)
+        self.value = value
+
+    def python_type(self):
+        return type(self.value)
+
+    def as_python_constant(self):
+        return self.value
+
+    def truthy(self, tx):
+        return bool(self.value)
+
+    def var_getattr(self, tx, name):
+        from pydynamo.sources import AttrSource
+        if not hasattr(self.value, name):
+            raise Unsupported("getattr", f"{self.value!r} has no attribute {name!r}")
+        attr = getattr(self.value, name)
+        src = AttrSource(self.source, name) if self.source is not None else None
+        if isinstance(self.value, types.ModuleType) and self.value.__name__ in TRUSTED_MODULES:
+            src = None  # attributes of library modules are not guarded (nobody patches torch.sin)
+        return tx.wrap(attr, src)
+
+    def call_method(self, tx, name, args, kwargs):
+        return self.var_getattr(tx, name).call_function(tx, args, kwargs)
+
+    def reconstruct(self, cg):
+        if self.source is not None:
+            return cg.load_source(self.source)
+        return cg.load_const(self.value)
+
+    def __repr__(self):
+        return f"ObjectVariable({self.value!r})"
+
+
+TRUSTED_MODULES = {"torch", "torch.nn", "torch.nn.functional", "torch.linalg", "torch.fft",
+                   "torch.special", "torch.nn.init", "math", "operator", "builtins", "itertools",
+                   "functools", "collections", "typing", "dataclasses", "torch.autograd",
+                   "torch.nn.modules", "cmath", "numbers", "enum"}
+
+
+def is_finite_literal(v) -> bool:
+    return not (isinstance(v, float) and not math.isfinite(v))

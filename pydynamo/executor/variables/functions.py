@@ -1,0 +1,218 @@
+"""User functions, closures and methods — all inlined by a nested translator when called.
+
+UserFunctionVariable wraps a real function object (reached through a source: its defaults and
+closure cells are read through that source, so they are guarded like any input).
+NestedUserFunctionVariable is a function made inside the traced frame (MAKE_FUNCTION: lambdas,
+nested defs, comprehensions on 3.11); its defaults and cells are trackers.
+Argument binding (defaults, *args, **kwargs, keyword-only) uses Python's own rules through
+`inspect.Signature.bind` on a stand-in function carrying the same code flags.
+"""
+from __future__ import annotations
+
+import inspect
+import types
+
+from pydynamo.exc import Unsupported
+from pydynamo.executor.variables.base import VariableTracker
+from pydynamo.sources import ClosureSource, DefaultsSource
+
+
+class CellVariable(VariableTracker):
+    """A closure cell created inside the frame (MAKE_CELL / LOAD_CLOSURE)."""
+
+    def __init__(self, contents: VariableTracker | None = None, name: str = "", external: bool = False):
+        super().__init__()
+        self.contents = contents
+        self.name = name
+        self.external = external  # a real cell outside the frame: stores must be replayed
+        self.lazy = None          # (value, source) to wrap on first read
+
+    def __repr__(self):
+        return f"CellVariable({self.name}={self.contents})"
+
+
+def bind_args(code: types.CodeType, name: str, defaults: tuple, kwdefaults: dict,
+              args: list, kwargs: dict) -> dict:
+    """Map parameter names to trackers exactly as a call to a function with `code` would."""
+    from pydynamo.executor.variables.containers import ConstDictVariable, TupleVariable
+    stand_in = types.FunctionType(_sig_code(code), {}, name)
+    stand_in.__defaults__ = tuple(defaults) or None
+    stand_in.__kwdefaults__ = dict(kwdefaults) or None
+    try:
+        bound = inspect.signature(stand_in).bind(*args, **kwargs)
+    except TypeError as e:
+        raise Unsupported("bad_call", f"{name}(): {e}") from None
+    bound.apply_defaults()
+    out = {}
+    for pname, param in inspect.signature(stand_in).parameters.items():
+        v = bound.arguments[pname]
+        if param.kind is inspect.Parameter.VAR_POSITIONAL:
+            v = TupleVariable(list(v))
+        elif param.kind is inspect.Parameter.VAR_KEYWORD:
+            v = ConstDictVariable(dict(v))
+        out[pname] = v
+    return out
+
+
+_sig_cache: dict = {}
+
+
+def _sig_code(code):
+    """A code object with only `code`'s signature (no cells) so FunctionType accepts no closure."""
+    key = (code.co_argcount, code.co_posonlyargcount, code.co_kwonlyargcount,
+           code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS), code.co_varnames[:_nparams(code)])
+    c = _sig_cache.get(key)
+    if c is None:
+        params = list(code.co_varnames[:_nparams(code)])
+        parts = []
+        pos = params[:code.co_argcount]
+        parts += pos[:code.co_posonlyargcount]
+        if code.co_posonlyargcount:
+            parts.append("/")
+        parts += pos[code.co_posonlyargcount:]
+        i = code.co_argcount
+        kwonly = params[i:i + code.co_kwonlyargcount]
+        i += code.co_kwonlyargcount
+        if code.co_flags & inspect.CO_VARARGS:
+            parts.append("*" + params[i])
+            i += 1
+        elif kwonly:
+            parts.append("*")
+        parts += kwonly
+        if code.co_flags & inspect.CO_VARKEYWORDS:
+            parts.append("**" + params[i])
+        ns: dict = {}
+        exec(f"def f({', '.join(parts)}): pass", ns)
+        c = _sig_cache[key] = ns["f"].__code__
+    return c
+
+
+def _nparams(code) -> int:
+    n = code.co_argcount + code.co_kwonlyargcount
+    n += bool(code.co_flags & inspect.CO_VARARGS) + bool(code.co_flags & inspect.CO_VARKEYWORDS)
+    return n
+
+
+class BaseUserFunctionVariable(VariableTracker):
+    def get_code(self) -> types.CodeType:
+        raise NotImplementedError
+
+    def bind(self, tx, args, kwargs) -> tuple[dict, dict]:
+        """(locals, closure cells by free-variable name)"""
+        raise NotImplementedError
+
+    def call_function(self, tx, args, kwargs):
+        return tx.inline_user_function(self, args, kwargs)
+
+    def python_type(self):
+        return types.FunctionType
+
+
+class UserFunctionVariable(BaseUserFunctionVariable):
+    def __init__(self, fn: types.FunctionType, source=None):
+        super().__init__(source)
+        self.fn = fn
+
+    def get_code(self):
+        return self.fn.__code__
+
+    def get_globals(self):
+        return self.fn.__globals__
+
+    def as_python_constant(self):
+        return self.fn
+
+    def bind(self, tx, args, kwargs):
+        fn = self.fn
+        defaults = tuple(tx.wrap(v, DefaultsSource(self.source, i) if self.source else None)
+                         for i, v in enumerate(fn.__defaults__ or ()))
+        kwdefaults = {k: tx.wrap(v, DefaultsSource(self.source, k, kw=True) if self.source else None)
+                      for k, v in (fn.__kwdefaults__ or {}).items()}
+        local_vars = bind_args(fn.__code__, fn.__name__, defaults, kwdefaults, args, kwargs)
+        cells = {}
+        for i, name in enumerate(fn.__code__.co_freevars):
+            try:
+                contents = fn.__closure__[i].cell_contents
+            except ValueError:
+                raise Unsupported("empty_cell", f"free variable {name!r} of {fn.__name__} is unbound") from None
+            src = ClosureSource(self.source, i) if self.source is not None else None
+            cells[name] = CellVariable(tx.wrap(contents, src), name, external=True)
+        return local_vars, cells
+
+    def var_getattr(self, tx, name):
+        from pydynamo.executor.variables.constant import ConstantVariable
+        if name in ("__name__", "__qualname__", "__module__", "__doc__"):
+            return ConstantVariable(getattr(self.fn, name))
+        return super().var_getattr(tx, name)
+
+    def __repr__(self):
+        return f"UserFunctionVariable({self.fn.__qualname__})"
+
+
+class NestedUserFunctionVariable(BaseUserFunctionVariable):
+    def __init__(self, code, qualname, globals_, defaults, kwdefaults, closure: tuple):
+        super().__init__()
+        self.code, self.qualname, self.f_globals = code, qualname, globals_
+        self.defaults = defaults or ()      # tuple of trackers
+        self.kwdefaults = kwdefaults or {}  # name -> tracker
+        self.closure = closure or ()        # tuple of CellVariable
+
+    def get_code(self):
+        return self.code
+
+    def get_globals(self):
+        return self.f_globals
+
+    def bind(self, tx, args, kwargs):
+        local_vars = bind_args(self.code, self.code.co_name, self.defaults, self.kwdefaults, args, kwargs)
+        cells = dict(zip(self.code.co_freevars, self.closure))
+        return local_vars, cells
+
+    def var_getattr(self, tx, name):
+        from pydynamo.executor.variables.constant import ConstantVariable
+        if name == "__name__":
+            return ConstantVariable(self.code.co_name)
+        if name == "__qualname__":
+            return ConstantVariable(self.qualname)
+        return super().var_getattr(tx, name)
+
+    def reconstruct(self, cg):
+        return cg.make_function(self)
+
+    def __repr__(self):
+        return f"NestedUserFunctionVariable({self.qualname})"
+
+
+class UserMethodVariable(VariableTracker):
+    """A bound method: `fn` (a function tracker) with `obj` as first argument."""
+
+    def __init__(self, fn: BaseUserFunctionVariable, obj: VariableTracker, source=None):
+        super().__init__(source)
+        self.fn, self.obj = fn, obj
+
+    def python_type(self):
+        return types.MethodType
+
+    def call_function(self, tx, args, kwargs):
+        return self.fn.call_function(tx, [self.obj, *args], kwargs)
+
+    def var_getattr(self, tx, name):
+        if name == "__self__":
+            return self.obj
+        if name == "__func__":
+            return self.fn
+        return self.fn.var_getattr(tx, name)
+
+    def __repr__(self):
+        return f"UserMethodVariable({self.fn}, {self.obj})"
+
+
+class PartialVariable(VariableTracker):
+    """functools.partial made or found in the frame."""
+
+    def __init__(self, fn: VariableTracker, args: list, kwargs: dict, source=None):
+        super().__init__(source)
+        self.fn, self.args, self.kwargs = fn, list(args), dict(kwargs)
+
+    def call_function(self, tx, args, kwargs):
+        return self.fn.call_function(tx, [*self.args, *args], {**self.kwargs, **kwargs})

@@ -1,0 +1,103 @@
+"""Grad-mode context managers (no_grad, enable_grad, set_grad_enabled, inference_mode).
+
+Entering one records `torch._C._set_grad_enabled(mode)` in the graph and switches the traced
+grad mode (used for metadata); exiting restores the mode from before. `set_grad_enabled(mode)`
+switches at construction, like eager. Used as decorators, they wrap the inlined call.
+inference_mode is traced as no_grad (same values; its outputs are ordinary tensors).
+"""
+from __future__ import annotations
+
+import torch
+
+from pydynamo.exc import Unsupported
+from pydynamo.executor.variables.base import VariableTracker
+from pydynamo.executor.variables.constant import ConstantVariable
+
+
+class GradModeVariable(VariableTracker):
+    def __init__(self, mode: bool, applied_at_init: bool, prior: bool):
+        super().__init__()
+        self.mode = mode
+        self.applied_at_init = applied_at_init
+        self.prior = prior
+
+    def python_type(self):
+        return torch.autograd.grad_mode.set_grad_enabled
+
+    def enter(self, tx):
+        self.prior = tx.grad_enabled if not self.applied_at_init else self.prior
+        set_grad_mode(tx, self.mode)
+        return ConstantVariable(None)
+
+    def exit(self, tx):
+        set_grad_mode(tx, self.prior)
+        return ConstantVariable(None)
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "__enter__":
+            return self.enter(tx)
+        if name == "__exit__":
+            return self.exit(tx)
+        raise Unsupported("grad_mode", f"grad mode object .{name}")
+
+    def call_function(self, tx, args, kwargs):
+        # used as a decorator: @torch.no_grad() def f(...)
+        return GradModeWrappedFunction(self.mode, args[0])
+
+
+class GradModeWrappedFunction(VariableTracker):
+    def __init__(self, mode, fn):
+        super().__init__()
+        self.mode, self.fn = mode, fn
+
+    def call_function(self, tx, args, kwargs):
+        prior = tx.grad_enabled
+        set_grad_mode(tx, self.mode)
+        out = self.fn.call_function(tx, args, kwargs)
+        set_grad_mode(tx, prior)
+        return out
+
+
+def set_grad_mode(tx, mode: bool) -> None:
+    if mode != tx.grad_enabled:
+        tx.output.add_node("call_function", torch._C._set_grad_enabled, (mode,))
+        tx.grad_enabled = mode
+
+
+def _no_grad(tx, args, kwargs):
+    return GradModeVariable(False, False, tx.grad_enabled)
+
+
+def _enable_grad(tx, args, kwargs):
+    return GradModeVariable(True, False, tx.grad_enabled)
+
+
+def _inference_mode(tx, args, kwargs):
+    mode = (args[0] if args else kwargs.get("mode", ConstantVariable(True))).as_python_constant()
+    return GradModeVariable(not mode and tx.grad_enabled, False, tx.grad_enabled)
+
+
+def _set_grad_enabled(tx, args, kwargs):
+    mode = bool((args[0] if args else kwargs["mode"]).as_python_constant())
+    prior = tx.grad_enabled
+    set_grad_mode(tx, mode)
+    return GradModeVariable(mode, True, prior)
+
+
+GRAD_MODE_FNS = {torch.no_grad: _no_grad, torch.enable_grad: _enable_grad,
+                 torch.inference_mode: _inference_mode, torch.set_grad_enabled: _set_grad_enabled,
+                 torch._C._set_grad_enabled: _set_grad_enabled}
+
+
+class GradModeClassVariable(VariableTracker):
+    """The class torch.no_grad etc. (calling it makes the context manager)."""
+
+    def __init__(self, cls):
+        super().__init__()
+        self.value = cls
+
+    def as_python_constant(self):
+        return self.value
+
+    def call_function(self, tx, args, kwargs):
+        return GRAD_MODE_FNS[self.value](tx, args, kwargs)

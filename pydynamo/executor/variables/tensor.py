@@ -1,0 +1,133 @@
+"""TensorVariable: a tensor in the graph (an FX node plus its metadata).
+
+`example` is a tensor on device "meta" with the same shape, stride, dtype and requires_grad as the
+real one; `device` is the real device (meta tensors forget it). Metadata queries (shape, dtype,
+dim(), numel(), ...) are answered from the example at trace time — sizes are read through
+`sizes()` so a symbolic size can flow the same way later. Everything else becomes a graph call.
+Reading data (item, tolist, bool(), numpy) cannot be traced: Unsupported with a reason.
+"""
+from __future__ import annotations
+
+import torch
+
+from pydynamo.exc import Unsupported
+from pydynamo.executor.variables.base import VariableTracker
+from pydynamo.executor.variables.constant import ConstantVariable, ObjectVariable
+
+# Tensor methods whose result is metadata (answered from the example, no graph node).
+_META_METHODS = {"dim", "ndimension", "numel", "nelement", "element_size", "is_contiguous",
+                 "is_floating_point", "is_complex", "get_device", "is_signed", "stride",
+                 "storage_offset", "is_inference"}
+# Attributes read from the example (all metadata).
+_META_ATTRS = {"ndim", "dtype", "requires_grad", "is_leaf", "is_cuda", "is_sparse", "is_quantized",
+               "is_meta", "layout", "is_mkldnn", "is_nested", "itemsize", "nbytes"}
+# Attributes that are tensors (graph nodes through getattr).
+_TENSOR_ATTRS = {"T", "mT", "H", "mH", "real", "imag"}
+# Reading data is a graph break (data-dependent); the reason code names what was asked.
+_DATA_METHODS = {"item": "tensor_item", "tolist": "tensor_tolist", "numpy": "tensor_numpy",
+                 "__bool__": "tensor_branch", "nonzero": "dynamic_output_shape",
+                 "unique": "dynamic_output_shape", "masked_select": "dynamic_output_shape",
+                 "unique_consecutive": "dynamic_output_shape", "argwhere": "dynamic_output_shape",
+                 "bincount": "dynamic_output_shape", "repeat_interleave": "dynamic_output_shape",
+                 "data_ptr": "tensor_data_ptr", "untyped_storage": "tensor_storage",
+                 "register_hook": "tensor_hook", "backward": "tensor_backward",
+                 "__index__": "tensor_item", "__int__": "tensor_item", "__float__": "tensor_item",
+                 "equal": "tensor_item", "is_nonzero": "tensor_item", "allclose": "tensor_item"}
+
+
+class TensorVariable(VariableTracker):
+    def __init__(self, node, example: torch.Tensor, device: torch.device, source=None, cls=torch.Tensor):
+        super().__init__(source)
+        self.node = node
+        self.example = example
+        self.device = device
+        self.cls = cls
+
+    def python_type(self):
+        return self.cls
+
+    def sizes(self) -> tuple:
+        return tuple(self.example.shape)
+
+    def truthy(self, tx):
+        raise Unsupported("tensor_branch", "branching on the value of a tensor (data-dependent control flow)",
+                          hint="use torch.where / torch.cond, or move the branch out of the compiled region")
+
+    def var_getattr(self, tx, name):
+        if name == "shape":
+            return tx.wrap_constant_result(torch.Size(self.sizes()))
+        if name == "device":
+            return ObjectVariable(self.device)
+        if name in _META_ATTRS:
+            return tx.wrap_constant_result(getattr(self.example, name))
+        if name in _TENSOR_ATTRS:
+            return tx.output.call(tx, "call_function", getattr, [self, ConstantVariable(name)], {})
+        if name in ("grad", "data", "_version", "grad_fn"):
+            raise Unsupported("tensor_attr", f"reading Tensor.{name} inside a compiled region")
+        if hasattr(torch.Tensor, name):
+            return TensorMethodVariable(self, name)
+        raise Unsupported("tensor_attr", f"Tensor has no attribute {name!r}")
+
+    def setattr(self, tx, name, value):
+        raise Unsupported("tensor_setattr", f"setting Tensor.{name}")
+
+    def call_method(self, tx, name, args, kwargs):
+        return TensorMethodVariable(self, name).call_function(tx, args, kwargs)
+
+    def has_unpack_var_sequence(self, tx):
+        return self.example.dim() > 0
+
+    def unpack_var_sequence(self, tx):
+        if self.example.dim() == 0:
+            raise Unsupported("iter_0d", "iteration over a 0-d tensor")
+        import operator
+        return [tx.output.call(tx, "call_function", operator.getitem, [self, ConstantVariable(i)], {})
+                for i in range(self.sizes()[0])]
+
+    def reconstruct(self, cg):
+        return cg.load_tensor(self)
+
+    def __repr__(self):
+        return f"TensorVariable({self.node}, {tuple(self.example.shape)}, {self.example.dtype})"
+
+
+class TensorMethodVariable(VariableTracker):
+    """`x.add` before it is called (also what `getattr(x, "add")` gives)."""
+
+    def __init__(self, tensor: TensorVariable, name: str):
+        super().__init__()
+        self.tensor, self.name = tensor, name
+
+    def call_function(self, tx, args, kwargs):
+        name = self.name
+        t = self.tensor
+        if name in _DATA_METHODS:
+            raise Unsupported(_DATA_METHODS[name], f"Tensor.{name}() reads tensor data (data-dependent)",
+                              hint="keep the value as a tensor inside the compiled region")
+        if name == "size":
+            sizes = torch.Size(t.sizes())
+            if args or kwargs:
+                dim = (args[0] if args else kwargs["dim"]).as_python_constant()
+                return tx.wrap_constant_result(sizes[dim])
+            return tx.wrap_constant_result(sizes)
+        if name in _META_METHODS:
+            cargs = [a.as_python_constant() for a in args]
+            ckw = {k: v.as_python_constant() for k, v in kwargs.items()}
+            if name == "get_device":
+                return ConstantVariable(t.device.index if t.device.type != "cpu" else -1)
+            return tx.wrap_constant_result(getattr(t.example, name)(*cargs, **ckw))
+        if name == "type" and not args and not kwargs:
+            return ConstantVariable(_type_string(t))
+        if name in ("cpu", "cuda") or name == "to":
+            return tx.output.call(tx, "call_method", name, [t, *args], kwargs)
+        if name in ("__len__",):
+            return ConstantVariable(t.sizes()[0])
+        return tx.output.call(tx, "call_method", name, [t, *args], kwargs)
+
+
+def _type_string(t: TensorVariable) -> str:
+    real = torch.empty(0, dtype=t.example.dtype)
+    name = real.type()
+    if t.device.type == "cuda":
+        return name.replace("torch.", "torch.cuda.")
+    return name

@@ -1,0 +1,101 @@
+"""torch functions (torch.*, torch.nn.functional.*, unbound Tensor methods) as graph calls.
+
+A call with a tensor among its arguments, or to a known tensor factory, becomes one FX node whose
+target is the torch-level function itself. A few queries about global state or types are
+answered at trace time (`CONSTANT_FOLD`). Anything else — functions that would act on the
+process (seeding, printing, setting flags) — is Unsupported rather than run while tracing.
+"""
+from __future__ import annotations
+
+import torch
+
+from pydynamo.exc import Unsupported
+from pydynamo.executor.variables.base import VariableTracker
+from pydynamo.executor.variables.constant import ConstantVariable
+
+FACTORIES = {getattr(torch, n) for n in (
+    "zeros", "ones", "empty", "full", "rand", "randn", "randint", "arange", "linspace", "logspace", "eye",
+    "tensor", "as_tensor", "empty_strided", "scalar_tensor", "randperm", "tril_indices", "triu_indices",
+    "normal", "range", "zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like",
+    "randint_like") if hasattr(torch, n)}
+
+CONSTANT_FOLD = {torch.is_tensor, torch.is_floating_point, torch.is_complex, torch.get_default_dtype,
+                 torch.promote_types, torch.result_type, torch.can_cast, torch.broadcast_shapes,
+                 torch.is_inference_mode_enabled, torch.numel, torch.typename, torch.cuda.is_available,
+                 torch.cuda.device_count, torch.is_autocast_enabled, torch.are_deterministic_algorithms_enabled}
+CONSTANT_FOLD |= {torch._C.is_grad_enabled, torch.is_grad_enabled}
+if hasattr(torch, "get_default_device"):
+    CONSTANT_FOLD.add(torch.get_default_device)
+
+_NOT_IN_GRAPH = {torch.manual_seed, torch.seed, torch.set_default_dtype, torch.set_printoptions}
+
+
+def _has_tensor_arg(args, kwargs) -> bool:
+    from pydynamo.executor.variables.containers import BaseListVariable
+    from pydynamo.executor.variables.tensor import TensorVariable
+
+    def has(v):
+        if isinstance(v, TensorVariable):
+            return True
+        return isinstance(v, BaseListVariable) and any(has(i) for i in v.items)
+    return any(has(a) for a in args) or any(has(v) for v in kwargs.values())
+
+
+class TorchFunctionVariable(VariableTracker):
+    def __init__(self, fn, source=None):
+        super().__init__(source)
+        self.fn = fn
+
+    def python_type(self):
+        return type(self.fn)
+
+    def as_python_constant(self):
+        return self.fn
+
+    def call_function(self, tx, args, kwargs):
+        fn = self.fn
+        from pydynamo.executor.variables.misc import GRAD_MODE_FNS
+        if fn in GRAD_MODE_FNS:
+            return GRAD_MODE_FNS[fn](tx, args, kwargs)
+        if fn in (torch.is_grad_enabled, torch._C.is_grad_enabled):
+            return ConstantVariable(tx.grad_enabled)
+        if fn in _NOT_IN_GRAPH:
+            raise Unsupported("torch_global", f"torch.{fn.__name__} changes process state")
+        if fn in CONSTANT_FOLD:
+            from pydynamo.executor.variables.tensor import TensorVariable
+            real = [a.example if isinstance(a, TensorVariable) else a.as_python_constant() for a in args]
+            kw = {k: v.as_python_constant() for k, v in kwargs.items()}
+            return tx.wrap_constant_result(fn(*real, **kw))
+        if fn is torch.Size:
+            from pydynamo.executor.variables.containers import SizeVariable
+            return SizeVariable(tx.unpack(args[0]) if args else [])
+        if fn in FACTORIES or _has_tensor_arg(args, kwargs):
+            return tx.output.call(tx, "call_function", fn, list(args), kwargs)
+        if all(a.is_python_constant() for a in args) and fn in (torch.device, torch.finfo, torch.iinfo):
+            return tx.wrap_constant_result(fn(*[a.as_python_constant() for a in args]))
+        raise Unsupported("torch_fn", f"{getattr(fn, '__module__', 'torch')}.{getattr(fn, '__name__', fn)} "
+                          "called without tensor arguments")
+
+    def var_getattr(self, tx, name):
+        if name in ("__name__", "__qualname__", "__module__"):
+            return ConstantVariable(getattr(self.fn, name))
+        return super().var_getattr(tx, name)
+
+    def reconstruct(self, cg):
+        return cg.load_const(self.fn)
+
+    def __repr__(self):
+        return f"TorchFunctionVariable({getattr(self.fn, '__name__', self.fn)})"
+
+
+def is_torch_callable(value) -> bool:
+    mod = getattr(value, "__module__", None) or ""
+    if isinstance(value, type):
+        return False
+    if mod == "torch" or mod.startswith("torch.") or mod.startswith("torch._C"):
+        return callable(value)
+    self_ = getattr(value, "__self__", None)
+    if self_ is not None and getattr(self_, "__name__", "").startswith("torch"):
+        return True
+    objclass = getattr(value, "__objclass__", None)
+    return objclass is torch._C.TensorBase or objclass is torch.Tensor

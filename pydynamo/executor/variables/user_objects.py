@@ -1,0 +1,222 @@
+"""User-defined classes and their instances (plain classes, dataclasses), and super().
+
+Attribute reads follow Python's lookup statically (`inspect.getattr_static`): instance dict ->
+tracked by source; functions -> bound methods (inlined when called); properties -> getter
+inlined; classmethod/staticmethod -> bound/unbound. Writes are recorded in side_effects and
+replayed after the graph. Instances created inside the frame run their Python `__init__`
+inlined on a fresh tracker and are rebuilt by the output code if they escape.
+Classes with a custom metaclass, `__new__`, `__getattr__` or slots-only storage are Unsupported.
+"""
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import types
+
+from pydynamo.exc import Unsupported
+from pydynamo.executor.variables.base import VariableTracker
+from pydynamo.executor.variables.constant import ConstantVariable
+from pydynamo.sources import AttrSource
+
+
+def class_attribute(tx, obj_var: VariableTracker, cls: type, name: str):
+    """`obj.name` found on the class (obj_var is an instance tracker)."""
+    try:
+        raw = inspect.getattr_static(cls, name)
+    except AttributeError:
+        if "__getattr__" in {k for c in cls.__mro__ if c is not object for k in c.__dict__} and \
+                not _is_torch_module_getattr(cls):
+            raise Unsupported("custom_getattr", f"{cls.__name__}.__getattr__ for {name!r}") from None
+        raise Unsupported("no_attribute", f"{cls.__name__!r} object has no attribute {name!r}") from None
+    from pydynamo.executor.variables.functions import UserFunctionVariable, UserMethodVariable
+    cls_src = None
+    if isinstance(raw, types.FunctionType):
+        return UserMethodVariable(UserFunctionVariable(raw), obj_var)
+    if isinstance(raw, staticmethod):
+        return tx.wrap(raw.__func__, None)
+    if isinstance(raw, classmethod):
+        return UserMethodVariable(tx.wrap(raw.__func__, None), tx.wrap(cls, None))
+    if isinstance(raw, property):
+        if raw.fget is None:
+            raise Unsupported("property", f"unreadable property {name!r}")
+        return tx.wrap(raw.fget, None).call_function(tx, [obj_var], {})
+    if hasattr(raw, "__get__") and not isinstance(raw, (type, types.BuiltinFunctionType)):
+        if type(raw).__name__ in ("member_descriptor", "getset_descriptor") and obj_var.source is not None:
+            value = getattr(obj_var.value, name)
+            return tx.wrap(value, AttrSource(obj_var.source, name))
+        if callable(raw) and type(raw).__name__ in ("method_descriptor", "wrapper_descriptor"):
+            return BuiltinMethodVariable(obj_var, name)
+        raise Unsupported("descriptor", f"descriptor {type(raw).__name__} for {cls.__name__}.{name}")
+    return tx.wrap(raw, cls_src)
+
+
+def _is_torch_module_getattr(cls) -> bool:
+    import torch
+    return issubclass(cls, torch.nn.Module)
+
+
+class BuiltinMethodVariable(VariableTracker):
+    """A C-level method of an object (e.g. dict.keys on a dict subclass instance)."""
+
+    def __init__(self, obj, name):
+        super().__init__()
+        self.obj, self.name = obj, name
+
+    def call_function(self, tx, args, kwargs):
+        if self.name == "__init__" and not args and not kwargs:
+            return ConstantVariable(None)
+        raise Unsupported("builtin_method", f"{self.name} of {type(self.obj).__name__}")
+
+
+class UserDefinedClassVariable(VariableTracker):
+    def __init__(self, cls: type, source=None):
+        super().__init__(source)
+        self.value = cls
+
+    def python_type(self):
+        return type(self.value)
+
+    def as_python_constant(self):
+        return self.value
+
+    def var_getattr(self, tx, name):
+        cls = self.value
+        try:
+            raw = inspect.getattr_static(cls, name)
+        except AttributeError:
+            raise Unsupported("no_attribute", f"class {cls.__name__} has no attribute {name!r}") from None
+        if isinstance(raw, staticmethod):
+            return tx.wrap(raw.__func__, None)
+        if isinstance(raw, classmethod):
+            from pydynamo.executor.variables.functions import UserMethodVariable
+            return UserMethodVariable(tx.wrap(raw.__func__, None), self)
+        src = AttrSource(self.source, name) if self.source is not None else None
+        return tx.wrap(getattr(cls, name), src)
+
+    def call_function(self, tx, args, kwargs):
+        cls = self.value
+        from pydynamo.executor.variables.containers import NamedTupleVariable
+        if issubclass(cls, tuple) and hasattr(cls, "_fields"):
+            bound = inspect.signature(cls).bind(*args, **kwargs)
+            bound.apply_defaults()
+            items = [bound.arguments[f] if f in bound.arguments else tx.wrap(cls._field_defaults[f], None)
+                     for f in cls._fields]
+            return NamedTupleVariable(items, cls)
+        if issubclass(cls, BaseException):
+            raise Unsupported("exception", f"constructing exception {cls.__name__}")
+        if type(cls) is not type or cls.__new__ is not object.__new__:
+            raise Unsupported("user_class", f"constructing {cls.__name__} (custom metaclass or __new__)")
+        import torch
+        if issubclass(cls, torch.nn.Module):
+            raise Unsupported("module_ctor", f"constructing nn.Module {cls.__name__} inside the graph")
+        obj = UserDefinedObjectVariable(None, cls=cls)
+        tx.side_effects.track_new(obj)
+        init = inspect.getattr_static(cls, "__init__")
+        if isinstance(init, types.FunctionType):
+            from pydynamo.executor.variables.functions import UserFunctionVariable
+            UserFunctionVariable(init).call_function(tx, [obj, *args], kwargs)
+        elif init is not object.__init__:
+            raise Unsupported("user_class", f"{cls.__name__}.__init__ is not a Python function")
+        elif args or kwargs:
+            raise Unsupported("bad_call", f"{cls.__name__}() takes no arguments")
+        return obj
+
+    def reconstruct(self, cg):
+        return cg.load_source(self.source) if self.source is not None else cg.load_const(self.value)
+
+    def __repr__(self):
+        return f"UserDefinedClassVariable({self.value.__name__})"
+
+
+class UserDefinedObjectVariable(VariableTracker):
+    """An instance of a user class; `value` is the real object (None when created in the frame)."""
+
+    def __init__(self, value, source=None, cls=None):
+        super().__init__(source)
+        self.value = value
+        self.cls = cls if cls is not None else type(value)
+        self.attrs: dict[str, VariableTracker] = {}   # stores made during tracing (and new objects)
+
+    def python_type(self):
+        return self.cls
+
+    def truthy(self, tx):
+        for name in ("__bool__", "__len__"):
+            if hasattr(self.cls, name):
+                r = self.call_method(tx, name, [], {})
+                return bool(r.as_python_constant())
+        return True
+
+    def var_getattr(self, tx, name):
+        if name in self.attrs:
+            return self.attrs[name]
+        if name == "__class__":
+            return tx.wrap(self.cls, None)
+        if self.value is not None:
+            d = getattr(self.value, "__dict__", {})
+            if name in d and not _data_descriptor(self.cls, name):
+                return tx.wrap(d[name], AttrSource(self.source, name) if self.source is not None else None)
+        elif name == "__dict__":
+            raise Unsupported("user_dict", "__dict__ of an object created in the graph")
+        return class_attribute(tx, self, self.cls, name)
+
+    def setattr(self, tx, name, value):
+        if _data_descriptor(self.cls, name):
+            raw = inspect.getattr_static(self.cls, name)
+            if isinstance(raw, property) and raw.fset is not None:
+                tx.wrap(raw.fset, None).call_function(tx, [self, value], {})
+                return
+            raise Unsupported("descriptor", f"setting {name!r} through a descriptor")
+        if "__setattr__" in {k for c in self.cls.__mro__ if c is not object for k in c.__dict__}:
+            raise Unsupported("custom_setattr", f"{self.cls.__name__}.__setattr__")
+        tx.side_effects.store_attr(self, name, value)
+        self.attrs[name] = value
+
+    def call_function(self, tx, args, kwargs):
+        return self.call_method(tx, "__call__", args, kwargs)
+
+    def call_method(self, tx, name, args, kwargs):
+        return self.var_getattr(tx, name).call_function(tx, args, kwargs)
+
+    def reconstruct(self, cg):
+        if self.source is not None:
+            return cg.load_source(self.source)
+        return cg.new_object(self)
+
+    def __repr__(self):
+        return f"UserDefinedObjectVariable({self.cls.__name__})"
+
+
+def _data_descriptor(cls, name) -> bool:
+    try:
+        raw = inspect.getattr_static(cls, name)
+    except AttributeError:
+        return False
+    return hasattr(type(raw), "__set__") and not isinstance(raw, types.FunctionType)
+
+
+class SuperVariable(VariableTracker):
+    def __init__(self, cls: type, obj: VariableTracker):
+        super().__init__()
+        self.cls, self.obj = cls, obj
+
+    def var_getattr(self, tx, name):
+        mro = self.obj.python_type().__mro__
+        from pydynamo.executor.variables.functions import UserFunctionVariable, UserMethodVariable
+        for klass in mro[mro.index(self.cls) + 1:]:
+            if name in klass.__dict__:
+                raw = klass.__dict__[name]
+                if isinstance(raw, types.FunctionType):
+                    return UserMethodVariable(UserFunctionVariable(raw), self.obj)
+                if isinstance(raw, classmethod):
+                    return UserMethodVariable(tx.wrap(raw.__func__, None), tx.wrap(self.obj.python_type(), None))
+                if isinstance(raw, staticmethod):
+                    return tx.wrap(raw.__func__, None)
+                if name == "__init__" and klass is object:
+                    return BuiltinMethodVariable(self.obj, "__init__")
+                raise Unsupported("super", f"super().{name} resolves to {type(raw).__name__}")
+        raise Unsupported("no_attribute", f"super() has no attribute {name!r}")
+
+
+def is_dataclass_instance(value) -> bool:
+    return dataclasses.is_dataclass(value) and not isinstance(value, type)

@@ -1,0 +1,223 @@
+"""Guards: the assumptions a compiled entry was traced under, as data, compiled to one function.
+
+`Guard(source, kind, expected, origin)` records one assumption; `origin` is the user's file:line
+that made the translator look at the value. `compile_guards` turns a list into one Python
+function `guard(L) -> bool` (L = the frame_locals dict the hook passes), ordered cheapest and most
+discriminating first, with each source expression evaluated once and kept in a local. This
+function runs on every call of a compiled frame: it is the hot path, so it is generated source
+(no loops, no per-guard calls), and any exception while checking means "miss".
+`failures(...)` re-checks guards one at a time to explain a miss (old value vs new).
+"""
+from __future__ import annotations
+
+import dataclasses
+import enum
+from typing import Any, Optional
+
+import torch
+
+from pydynamo.sources import Source
+
+
+class GuardKind(str, enum.Enum):
+    # value is the sort rank: cheaper / more discriminating kinds run first
+    GLOBAL_STATE = "GLOBAL_STATE"
+    ID_MATCH = "ID_MATCH"
+    TYPE_MATCH = "TYPE_MATCH"
+    EQUALS_MATCH = "EQUALS_MATCH"
+    LEN = "LEN"
+    DICT_KEYS = "DICT_KEYS"
+    TENSOR_MATCH = "TENSOR_MATCH"
+    TENSOR_ALIASING = "TENSOR_ALIASING"
+    SHAPE_ENV = "SHAPE_ENV"
+
+
+_RANK = {k: i for i, k in enumerate(GuardKind)}
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorSpec:
+    """What TENSOR_MATCH pins. A None entry in `shape`/`stride` means "any" (dynamic dims later)."""
+    cls: type
+    dtype: torch.dtype
+    device: torch.device
+    shape: tuple
+    stride: tuple
+    requires_grad: bool
+    dispatch_keys: Any
+
+    @staticmethod
+    def of(t: torch.Tensor) -> "TensorSpec":
+        return TensorSpec(type(t), t.dtype, t.device, tuple(t.shape), tuple(t.stride()),
+                          t.requires_grad, torch._C._dispatch_keys(t))
+
+
+@dataclasses.dataclass(frozen=True)
+class Guard:
+    source: Optional[Source]
+    kind: GuardKind
+    expected: Any
+    origin: str = ""            # user file:line that introduced the guard
+
+    def describe(self) -> str:
+        where = f"  # {self.origin}" if self.origin else ""
+        name = self.source.name() if self.source is not None else "<global state>"
+        return f"{self.kind.value}: {name} {_short(self.expected)}{where}"
+
+
+def _short(v: Any) -> str:
+    if isinstance(v, TensorSpec):
+        return (f"dtype={v.dtype} device={v.device} shape={list(v.shape)} "
+                f"stride={list(v.stride)} requires_grad={v.requires_grad}")
+    if isinstance(v, tuple) and len(v) == 2 and isinstance(v[0], int) and v[1].__class__ is str:
+        return f"id=={v[1]}"
+    text = repr(v)
+    return text if len(text) < 80 else text[:77] + "..."
+
+
+# Global state a graph depends on: (name, getter). Getters are the cheapest spellings.
+GLOBAL_STATE_CHECKS = (
+    ("grad_enabled", torch._C.is_grad_enabled),
+    ("default_dtype", torch.get_default_dtype),
+    ("inference_mode", torch.is_inference_mode_enabled),
+    ("deterministic", torch.are_deterministic_algorithms_enabled),
+)
+
+
+def current_global_state() -> dict:
+    return {name: get() for name, get in GLOBAL_STATE_CHECKS}
+
+
+class _Emitter:
+    """Builds the guard function's source: constants become closure variables c0, c1, ...;
+    source expressions become locals v0, v1, ... computed once, bases before derived."""
+
+    def __init__(self):
+        self.consts: list = []
+        self.lines: list[str] = []
+        self.bound: dict[Source, str] = {}
+
+    def const(self, value) -> str:
+        self.consts.append(value)
+        return f"c{len(self.consts) - 1}"
+
+    def value(self, source: Source) -> str:
+        if source in self.bound:
+            return self.bound[source]
+        base = source.base
+        if base is not None:
+            base_var = self.value(base)
+            # render the last step on top of the already-bound base
+            expr = source.render(lambda n: "", lambda n: "", True)
+            base_text = base.render(lambda n: "", lambda n: "", True)
+            expr = base_var + expr[len(base_text):]
+        else:
+            expr = source.guard_expr()
+        var = f"v{len(self.bound)}"
+        self.bound[source] = var
+        self.lines.append(f"{var} = {expr}")
+        return var
+
+    def check(self, cond: str) -> None:
+        self.lines.append(f"if not ({cond}): return False")
+
+
+def _emit_guard(em: _Emitter, g: Guard) -> None:
+    k = g.kind
+    if k is GuardKind.GLOBAL_STATE:
+        for name, get in GLOBAL_STATE_CHECKS:
+            em.check(f"{em.const(get)}() == {em.const(g.expected[name])}")
+        return
+    v = em.value(g.source)
+    if k is GuardKind.TYPE_MATCH:
+        em.check(f"type({v}) is {em.const(g.expected)}")
+    elif k is GuardKind.ID_MATCH:
+        em.check(f"id({v}) == {g.expected[0]}")
+    elif k is GuardKind.EQUALS_MATCH:
+        em.check(f"type({v}) is {em.const(type(g.expected))} and {v} == {em.const(g.expected)}")
+    elif k is GuardKind.LEN:
+        em.check(f"len({v}) == {int(g.expected)}")
+    elif k is GuardKind.DICT_KEYS:
+        em.check(f"list({v}.keys()) == {em.const(list(g.expected))}")
+    elif k is GuardKind.TENSOR_MATCH:
+        s: TensorSpec = g.expected
+        conds = [f"type({v}) is {em.const(s.cls)}", f"{v}.dtype is {em.const(s.dtype)}"]
+        if all(d is not None for d in s.shape):
+            conds.append(f"{v}.shape == {em.const(s.shape)}")
+        else:
+            conds.append(f"{v}.dim() == {len(s.shape)}")
+            conds += [f"{v}.size({i}) == {d}" for i, d in enumerate(s.shape) if d is not None]
+        if all(d is not None for d in s.stride):
+            conds.append(f"{v}.stride() == {em.const(s.stride)}")
+        conds.append(f"{v}.requires_grad is {s.requires_grad}")
+        conds.append(f"{v}.device == {em.const(s.device)}")
+        conds.append(f"{em.const(torch._C._dispatch_keys)}({v}) == {em.const(s.dispatch_keys)}")
+        em.check(" and ".join(conds))
+    elif k is GuardKind.TENSOR_ALIASING:
+        other = em.value(g.expected)
+        em.check(f"{v} is {other}")
+    else:
+        raise NotImplementedError(k)
+
+
+def sort_guards(guards: list[Guard]) -> list[Guard]:
+    seen = set()
+    out = []
+    for g in sorted(guards, key=lambda g: _RANK[g.kind]):
+        key = (g.source, g.kind, _hashable(g.expected))
+        if key not in seen:
+            seen.add(key)
+            out.append(g)
+    return out
+
+
+def _hashable(v):
+    try:
+        hash(v)
+        return v
+    except TypeError:
+        return repr(v)
+
+
+def compile_guards(guards: list[Guard], frame_globals: dict):
+    """One check function for all guards. Attributes: `.guards` (sorted list), `.source_text`."""
+    guards = sort_guards(guards)
+    em = _Emitter()
+    for g in guards:
+        _emit_guard(em, g)
+    body = "\n".join("        " + line for line in em.lines) or "        pass"
+    names = ", ".join(f"c{i}" for i in range(len(em.consts)))
+    text = (f"def ___make_guard(G, {names}):\n"
+            f"    def guard(L):\n"
+            f"      try:\n{body}\n"
+            f"      except Exception:\n"
+            f"        return False\n"
+            f"      return True\n"
+            f"    return guard\n")
+    scope: dict = {}
+    exec(compile(text, "<pydynamo guard>", "exec"), scope)
+    fn = scope["___make_guard"](frame_globals, *em.consts)
+    fn.guards = guards
+    fn.source_text = text
+    return fn
+
+
+def failures(guards: list[Guard], frame_locals: dict, frame_globals: dict) -> list[str]:
+    """Each failing guard, described with the value it now sees (for recompile explanations)."""
+    out = []
+    for g in guards:
+        if compile_guards([g], frame_globals)(frame_locals):
+            continue
+        try:
+            if g.source is None:
+                now = current_global_state()
+            else:
+                now = eval(g.source.guard_expr(), {"L": frame_locals, "G": frame_globals})
+                if g.kind is GuardKind.TENSOR_MATCH and isinstance(now, torch.Tensor):
+                    now = TensorSpec.of(now)
+                elif g.kind is GuardKind.TYPE_MATCH:
+                    now = type(now)
+        except Exception as e:  # the value is gone altogether
+            now = f"<{type(e).__name__}>"
+        out.append(f"{g.describe()}; now {_short(now)}")
+    return out

@@ -1,0 +1,139 @@
+"""Sources: where a traced value came from.
+
+One Source object does two jobs, so they can never disagree:
+  * `name()` — the text used in guards and messages: L['x'], G['W'], L['self'].fc.weight
+  * `reload()` — the Python expression that re-reads the value inside the generated output code
+    (arguments and free variables are plain names there; globals are read by name).
+`guard_expr()` is `name()` made cheap to evaluate: nn.Module parameters/submodules are read
+straight from `_parameters` / `_modules` / `_buffers` instead of through `Module.__getattr__`.
+Sources are immutable and hashable; equal sources name the same value.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+
+class Source:
+    def render(self, local: Callable[[str], str], glob: Callable[[str], str], fast: bool) -> str:
+        raise NotImplementedError
+
+    def name(self) -> str:
+        return self.render(lambda n: f"L[{n!r}]", lambda n: f"G[{n!r}]", False)
+
+    def guard_expr(self) -> str:
+        return self.render(lambda n: f"L[{n!r}]", lambda n: f"G[{n!r}]", True)
+
+    def reload(self) -> str:
+        return self.render(lambda n: n, lambda n: n, True)
+
+    @property
+    def base(self) -> "Source | None":
+        return None
+
+    def root(self) -> "Source":
+        src = self
+        while src.base is not None:
+            src = src.base
+        return src
+
+    def __str__(self) -> str:
+        return self.name()
+
+
+@dataclasses.dataclass(frozen=True)
+class LocalSource(Source):
+    """An argument or free variable of the frame, as found in `frame_locals`."""
+    local_name: str
+
+    def render(self, local, glob, fast):
+        return local(self.local_name)
+
+
+@dataclasses.dataclass(frozen=True)
+class GlobalSource(Source):
+    global_name: str
+
+    def render(self, local, glob, fast):
+        return glob(self.global_name)
+
+
+@dataclasses.dataclass(frozen=True)
+class AttrSource(Source):
+    src: Source
+    attr: str
+
+    @property
+    def base(self):
+        return self.src
+
+    def render(self, local, glob, fast):
+        return f"{self.src.render(local, glob, fast)}.{self.attr}"
+
+
+@dataclasses.dataclass(frozen=True)
+class ModuleDictSource(Source):
+    """`mod.attr` where attr lives in one of nn.Module's registries (_parameters/_buffers/_modules).
+    Named like an attribute; read through the registry dict in guards and output code (faster)."""
+    src: Source
+    registry: str
+    attr: str
+
+    @property
+    def base(self):
+        return self.src
+
+    def render(self, local, glob, fast):
+        inner = self.src.render(local, glob, fast)
+        if fast:
+            return f"{inner}.{self.registry}[{self.attr!r}]"
+        return f"{inner}.{self.attr}"
+
+
+@dataclasses.dataclass(frozen=True)
+class GetItemSource(Source):
+    src: Source
+    index: Any  # a hashable Python constant: int, str, slice-free
+
+    @property
+    def base(self):
+        return self.src
+
+    def render(self, local, glob, fast):
+        return f"{self.src.render(local, glob, fast)}[{self.index!r}]"
+
+
+@dataclasses.dataclass(frozen=True)
+class DefaultsSource(Source):
+    """A default argument value of a function reached through `fn_source`."""
+    fn_source: Source
+    index: Any
+    kw: bool = False
+
+    @property
+    def base(self):
+        return self.fn_source
+
+    def render(self, local, glob, fast):
+        inner = self.fn_source.render(local, glob, fast)
+        if self.kw:
+            return f"{inner}.__kwdefaults__[{self.index!r}]"
+        return f"{inner}.__defaults__[{self.index!r}]"
+
+
+@dataclasses.dataclass(frozen=True)
+class ClosureSource(Source):
+    """The contents of cell `index` of a function's closure."""
+    fn_source: Source
+    index: int
+
+    @property
+    def base(self):
+        return self.fn_source
+
+    def render(self, local, glob, fast):
+        return f"{self.fn_source.render(local, glob, fast)}.__closure__[{self.index}].cell_contents"
+
+
+def is_from_local(source: Source | None) -> bool:
+    return source is not None and isinstance(source.root(), LocalSource)
