@@ -160,6 +160,18 @@ def size_source(tensor_source, dim: int):
     return TextSource(f"{tensor_source.name()}.size()[{dim}]")
 
 
+def stride_source(tensor_source, dim: int):
+    """Source of `tensor_source.stride()[dim]`; uses a class from pydynamo.sources if present."""
+    try:
+        from pydynamo import sources
+        cls = getattr(sources, "TensorPropertySource", None)
+        if cls is not None:
+            return cls(tensor_source, "stride", dim)
+    except (ImportError, TypeError):
+        pass
+    return TextSource(f"{tensor_source.name()}.stride()[{dim}]")
+
+
 def _source_code(source) -> str:
     guard_expr = getattr(source, "guard_expr", None)
     return guard_expr() if guard_expr is not None else source.name()
@@ -176,10 +188,11 @@ class ShapeGuard:
 
 @dataclasses.dataclass(frozen=True)
 class SourceEquality:
-    """Duck shaping: `source` reads the same size as `expr` (a symbol, or what it became)."""
+    """`source` reads the value `expr` (in symbols): a duck-shaped size (`expr` is the symbol
+    first read elsewhere) or a dense tensor's stride (`L['y'].stride()[0] == L['y'].size()[1]`)."""
 
     source: Any
-    symbol: sympy.Symbol
+    expr: sympy.Expr
 
 
 class ConstraintViolation(PydynamoError):
@@ -190,7 +203,8 @@ class ConstraintViolation(PydynamoError):
 class _Range:
     lo: Any        # int or -oo
     hi: Any        # int or oo
-    lo_guarded: bool = False   # lo comes from a recorded guard (so the default bound is implied)
+    lo_guarded: bool = False   # lo comes from a recorded guard (not just "sizes are >= 2")
+    origin: Optional[str] = None   # user line of the guard that last tightened the range
 
 
 # ---------------------------------------------------------------------------------------------
@@ -273,6 +287,10 @@ class ShapeEnv:
         stride = tuple(tensor.stride())
         if any(isinstance(d, sympy.Basic) for d in shape):
             stride = dense_strides_like(shape, tuple(tensor.shape), stride) or stride
+            for i, st in enumerate(stride):
+                if isinstance(st, sympy.Basic) and not st.is_number:
+                    # the tensor guard cannot pin a symbolic stride; this equality does
+                    self.source_equalities.append(SourceEquality(stride_source(source, i), st))
         return shape, stride, tensor.storage_offset()
 
     # -- values --------------------------------------------------------------------------------
@@ -346,7 +364,7 @@ class ShapeEnv:
         if guard not in self._guard_set:
             self._guard_set.add(guard)
             self.guards.append(ShapeGuard(guard, origin, replaced))
-        self._update_range(guard)
+        self._update_range(guard, origin)
 
     def _add_replacement(self, eq, origin) -> Optional[sympy.Symbol]:
         diff = sympy.expand(eq.lhs - eq.rhs)
@@ -372,7 +390,7 @@ class ShapeEnv:
             return sym
         return None
 
-    def _update_range(self, guard) -> None:
+    def _update_range(self, guard, origin=None) -> None:
         bound = _single_symbol_bound(guard)
         if bound is None:
             return
@@ -381,9 +399,9 @@ class ShapeEnv:
         if r is None:
             return
         if lo is not None and lo > r.lo:
-            r.lo, r.lo_guarded = lo, True
+            r.lo, r.lo_guarded, r.origin = lo, True, origin or r.origin
         if hi is not None and hi < r.hi:
-            r.hi = hi
+            r.hi, r.origin = hi, origin or r.origin
 
     def _static_eval(self, rel) -> Optional[bool]:
         """Decide `rel` from symbol ranges alone, for linear and monotone product forms."""
@@ -437,54 +455,55 @@ class ShapeEnv:
 
     # -- guards out ----------------------------------------------------------------------------
     def produce_guards(self) -> list:
-        """The final guard relations, in checking order: duck-shaping source equalities, then
-        recorded relations (simplified, weaker single-symbol bounds dropped), then the default
-        `2 <= s` bounds not already implied. Each item: (sympy relation or None, text, origin)
-        where sources appear by name."""
+        """The final guards, in checking order: duck-shaping source equalities, then recorded
+        relations (simplified; single-symbol bounds are folded into ranges), then one range
+        guard per live symbol (`2 <= s`, `8 <= s <= 20`), as torch prints them. Items are
+        `_GuardOut(expr, text, origin)` where text names sources."""
         out = []
         names = self.source_names()
         for eq in self.source_equalities:
-            target = self.simplify(eq.symbol)
+            target = self.simplify(eq.expr)
             out.append(_GuardOut(None, f"{eq.source.name()} == {sympy_str(target, names)}", None,
                                  eq.source, target))
-        best = self._tightest_bounds()
+        seen: set = set()
         for g in self.guards:
             if g.replaced is not None:
                 # the guard that removed a symbol: keep the symbol, show what it became
                 expr = sympy.Eq(g.replaced, self.simplify(g.replaced), evaluate=False)
             else:
                 expr = self.simplify(g.expr)
-            if expr is sympy.true:
+                if expr is sympy.true or _single_symbol_bound(expr) is not None:
+                    continue
+            if expr in seen:
                 continue
-            if best.get(id(g)) is False:
-                continue
+            seen.add(expr)
             out.append(_GuardOut(expr, sympy_str(expr, names), g.origin))
         for sym, r in self.ranges.items():
-            if sym in self.replacements or r.lo_guarded or r.lo == -sympy.oo:
+            if sym in self.replacements:
+                out.extend(self._replaced_range_guards(sym, r, names))
                 continue
-            rel = sympy.Ge(sym, r.lo)
-            out.append(_GuardOut(rel, f"{r.lo} <= {names[sym]}", None))
+            rels, text = [], names[sym]
+            if r.lo != -sympy.oo:
+                rels.append(sympy.Ge(sym, r.lo))
+                text = f"{r.lo} <= {text}"
+            if r.hi != sympy.oo:
+                rels.append(sympy.Le(sym, r.hi))
+                text = f"{text} <= {r.hi}"
+            if rels:
+                out.append(_GuardOut(sympy.And(*rels), text, r.origin))
         return out
 
-    def _tightest_bounds(self) -> dict:
-        """id(guard) → whether it is the binding single-symbol bound (False = implied by another)."""
-        keep: dict = {}
-        best_lo: dict = {}
-        best_hi: dict = {}
-        for g in self.guards:
-            b = _single_symbol_bound(self.simplify(g.expr))
-            if b is None:
+    def _replaced_range_guards(self, sym, r: "_Range", names) -> list:
+        """Bounds learned about a symbol before it was replaced by an expression still hold for
+        that expression; keep those the other symbols' ranges do not already imply."""
+        value = self.simplify(sym)
+        out = []
+        for rel in ([sympy.Ge(value, r.lo)] if r.lo_guarded else []) + \
+                   ([sympy.Le(value, r.hi)] if r.hi != sympy.oo else []):
+            if rel is sympy.true or self._static_eval(rel) is True:
                 continue
-            sym, lo, hi = b
-            if lo is not None and (sym not in best_lo or lo > best_lo[sym][0]):
-                best_lo[sym] = (lo, id(g))
-            if hi is not None and (sym not in best_hi or hi < best_hi[sym][0]):
-                best_hi[sym] = (hi, id(g))
-        winners = {v[1] for v in best_lo.values()} | {v[1] for v in best_hi.values()}
-        for g in self.guards:
-            if _single_symbol_bound(self.simplify(g.expr)) is not None:
-                keep[id(g)] = id(g) in winners
-        return keep
+            out.append(_GuardOut(rel, sympy_str(rel, names), r.origin))
+        return out
 
     def guard_texts(self) -> list:
         return [g.text for g in self.produce_guards()]
