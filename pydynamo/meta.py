@@ -431,8 +431,8 @@ class _MetaArgs:
     def output_device(self) -> torch.device:
         if self.explicit_device is not None:
             dev = self.explicit_device
-            if dev.type == "cuda" and dev.index is None and torch.cuda.is_available():
-                dev = torch.device("cuda", torch.cuda.current_device())
+            if dev.type == "cuda" and dev.index is None:  # eager tensors always carry an index
+                dev = torch.device("cuda", torch.cuda.current_device() if torch.cuda.is_available() else 0)
             return dev
         # eager: a non-CPU tensor wins over CPU 0-dim tensors (which act like scalars)
         for dev, ndim in self.devices:
