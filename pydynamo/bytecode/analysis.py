@@ -7,6 +7,7 @@ Instructions unreachable from the first one get depth None.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Sequence
 
 from pydynamo.bytecode import opcodes as ops
@@ -90,3 +91,223 @@ def max_stack_depth(insts: Sequence[Instruction]) -> int:
             effects.append(ops.stack_effect(name, arg, jump=True))
         best = max(best, d, *(d + e for e in effects))
     return best
+
+
+def jump_targets(insts: Sequence[Instruction]) -> set[Instruction]:
+    """Instructions some jump or exception handler lands on."""
+    out = {i.target for i in insts if i.target is not None}
+    return out | {i.exn_tab_entry.target for i in insts if i.exn_tab_entry is not None}
+
+
+def find(insts: Sequence[Instruction], offset: int) -> Instruction:
+    """The instruction starting at byte `offset` (as numbered by the last disassembly)."""
+    for inst in insts:
+        if inst.offset == offset:
+            return inst
+    raise KeyError(f"no instruction starts at offset {offset}")
+
+
+# -- liveness ----------------------------------------------------------------------------------
+
+_READS = frozenset(n for n in ("LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_AND_CLEAR",
+                               "DELETE_FAST") if n in ops.OPMAP)
+_WRITES = frozenset(n for n in ("STORE_FAST", "STORE_FAST_MAYBE_NULL") if n in ops.OPMAP)
+# DELETE_FAST reads (it raises if the name is unbound) and LOAD_FAST_AND_CLEAR reads the old
+# value (3.12 comprehensions save it on the stack), so both count as uses.
+
+
+def _all_successors(insts: Sequence[Instruction]) -> list[list[int]]:
+    index = {id(i): k for k, i in enumerate(insts)}
+    out = []
+    for k, inst in enumerate(insts):
+        nxt = insts[k + 1] if k + 1 < len(insts) else None
+        succ = [index[id(s)] for s, _ in successors(inst, nxt)]
+        if inst.exn_tab_entry is not None:
+            succ.append(index[id(inst.exn_tab_entry.target)])
+        out.append(succ)
+    return out
+
+
+def live_locals(insts: Sequence[Instruction]) -> list[frozenset[str]]:
+    """Plain (fast) locals whose current value may be read before being overwritten, at the
+    start of each instruction.  Cell and free variables are not tracked (they live in cells)."""
+    succ = _all_successors(insts)
+    live: list[frozenset[str]] = [frozenset()] * len(insts)
+    changed = True
+    while changed:
+        changed = False
+        for k in range(len(insts) - 1, -1, -1):
+            inst = insts[k]
+            out: set[str] = set()
+            for s in succ[k]:
+                out |= live[s]
+            if inst.opname in _WRITES:
+                out.discard(inst.argval)
+            if inst.opname in _READS:
+                out.add(inst.argval)
+            new = frozenset(out)
+            if new != live[k]:
+                live[k] = new
+                changed = True
+    return live
+
+
+def maybe_unbound(insts: Sequence[Instruction], args: Sequence[str]) -> list[frozenset[str]]:
+    """Plain locals that may be unbound at the start of each instruction (reachable ones),
+    given that `args` are bound on entry."""
+    succ = _all_successors(insts)
+    names = frozenset(i.argval for i in insts if i.opname in _READS | _WRITES)
+    bound: list[frozenset[str] | None] = [None] * len(insts)
+    if not insts:
+        return []
+    bound[0] = frozenset(args)
+    work = [0]
+    while work:
+        k = work.pop()
+        inst, cur = insts[k], set(bound[k])
+        after = set(cur)
+        if inst.opname in _WRITES:
+            after.add(inst.argval)
+        if inst.opname in ("DELETE_FAST", "LOAD_FAST_AND_CLEAR"):
+            after.discard(inst.argval)
+        for s in succ[k]:
+            # an exception can be raised before the instruction's own store happens
+            flow = frozenset(cur if inst.exn_tab_entry and s == _index(insts, inst) else after)
+            new = flow if bound[s] is None else bound[s] & flow
+            if new != bound[s]:
+                bound[s] = new
+                work.append(s)
+    return [names - b if b is not None else names for b in bound]
+
+
+def _index(insts: Sequence[Instruction], inst: Instruction) -> int:
+    e = inst.exn_tab_entry
+    return next(k for k, i in enumerate(insts) if i is e.target)
+
+
+# -- exception-table regions -------------------------------------------------------------------
+
+WITH, TRY, CLEANUP = "with", "try", "cleanup"
+
+
+def handler_kind(insts: Sequence[Instruction], handler: Instruction) -> str:
+    """'with' (a with-statement's __exit__ path), 'try' (except/finally body) or 'cleanup'
+    (re-raise and bookkeeping code the compiler adds)."""
+    k = next(n for n, i in enumerate(insts) if i is handler)
+    if handler.opname != "PUSH_EXC_INFO":
+        return CLEANUP
+    if k + 1 < len(insts) and insts[k + 1].opname == "WITH_EXCEPT_START":
+        return WITH
+    return TRY
+
+
+@dataclass(frozen=True)
+class Region:
+    """A maximal run of instructions protected by one handler."""
+
+    kind: str                 # WITH / TRY / CLEANUP
+    start: Instruction        # first protected instruction
+    end: Instruction          # last protected instruction (inclusive)
+    handler: Instruction
+    depth: int                # stack depth kept when the handler runs
+    lasti: bool
+
+
+def exception_regions(insts: Sequence[Instruction]) -> list[Region]:
+    regions: list[Region] = []
+    prev = None
+    for inst in insts:
+        e = inst.exn_tab_entry
+        if e is not None and prev is not None and prev.exn_tab_entry == e:
+            last = regions[-1]
+            regions[-1] = Region(last.kind, last.start, inst, last.handler, last.depth, last.lasti)
+        elif e is not None:
+            regions.append(Region(handler_kind(insts, e.target), inst, inst, e.target, e.depth,
+                                  e.lasti))
+        prev = inst
+    return regions
+
+
+# -- what each stack slot holds ----------------------------------------------------------------
+
+VALUE, NULL, MAYBE_NULL, WITH_EXIT = "value", "null", "maybe_null", "with_exit"
+
+
+def _pushes(inst: Instruction) -> tuple[int, tuple[str, ...]] | None:
+    """(pops, pushed slot kinds) for opcodes that push NULL or a with-exit; None: generic."""
+    name, arg = inst.opname, inst.arg or 0
+    if name == "PUSH_NULL":
+        return 0, (NULL,)
+    if name == "LOAD_GLOBAL" and arg & 1:
+        return 0, (NULL, VALUE)
+    if name == "LOAD_METHOD" or (name == "LOAD_ATTR" and ops.PY312 and arg & 1):
+        return 1, (MAYBE_NULL, VALUE)
+    if name == "LOAD_SUPER_ATTR":
+        return 3, ((MAYBE_NULL, VALUE) if arg & 1 else (VALUE,))
+    if name == "LOAD_FAST_AND_CLEAR":
+        return 0, (MAYBE_NULL,)
+    if name == "BEFORE_WITH":
+        return 1, (WITH_EXIT, VALUE)
+    if name == "CALL":  # dis charges 3.11's PRECALL with the arguments, CALL with 2 slots
+        return (2 if ops.PY311 else arg + 2), (VALUE,)
+    return None
+
+
+def _merge(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[str, ...]:
+    out = []
+    for x, y in zip(a, b):
+        if x == y:
+            out.append(x)
+        elif {x, y} <= {NULL, MAYBE_NULL, VALUE}:
+            out.append(MAYBE_NULL)
+        else:
+            out.append(VALUE)
+    return tuple(out)
+
+
+def stack_slots(insts: Sequence[Instruction]) -> list[tuple[str, ...] | None]:
+    """Kind of every stack slot before each instruction (bottom first): VALUE, NULL,
+    MAYBE_NULL (a method load or a 3.12 comprehension save: NULL or a value at run time) or
+    WITH_EXIT (the bound __exit__ a with-statement keeps on the stack).  None: unreachable."""
+    index = {id(i): k for k, i in enumerate(insts)}
+    state: list[tuple[str, ...] | None] = [None] * len(insts)
+
+    def flow(k: int, st: tuple[str, ...]) -> None:
+        if state[k] is None:
+            state[k] = st
+            work.append(k)
+        else:
+            merged = _merge(state[k], st)
+            if merged != state[k]:
+                state[k] = merged
+                work.append(k)
+
+    work: list[int] = []
+    if insts:
+        flow(0, ())
+    while work:
+        k = work.pop()
+        inst, st = insts[k], state[k]
+        e = inst.exn_tab_entry
+        if e is not None:
+            flow(index[id(e.target)], st[:e.depth] + (VALUE,) * (int(e.lasti) + 1))
+        nxt = insts[k + 1] if k + 1 < len(insts) else None
+        for succ, jumped in successors(inst, nxt):
+            flow(index[id(succ)], _apply(inst, st, jumped))
+    return state
+
+
+def _apply(inst: Instruction, st: tuple[str, ...], jumped: bool) -> tuple[str, ...]:
+    name = inst.opname
+    if name == "COPY":
+        return st + (st[-inst.arg],)
+    if name == "SWAP":
+        lst = list(st)
+        lst[-1], lst[-inst.arg] = lst[-inst.arg], lst[-1]
+        return tuple(lst)
+    special = _pushes(inst)
+    if special is not None:
+        pops, pushed = special
+        return st[:len(st) - pops] + pushed
+    eff = ops.stack_effect(_real(name), _effect_arg(inst), jump=jumped)
+    return st[:len(st) + min(eff, 0)] + (VALUE,) * max(eff, 0)

@@ -166,6 +166,9 @@ def _layout_jumps(insts: Sequence[Instruction]) -> list[int]:
     for inst in insts:
         if inst.is_jump and id(inst.target) not in index:
             raise ValueError(f"{inst!r}: jump target is not in the instruction list")
+        if inst.opname == "FOR_ITER" and ops.PY312 and inst.target.opname != "END_FOR":
+            # 3.12's FOR_ITER skips one unit past its target when the iterator is exhausted
+            raise ValueError(f"{inst!r}: on 3.12 FOR_ITER must target an END_FOR")
     while True:
         offsets, pos = [], 0
         for k, inst in enumerate(insts):

@@ -269,6 +269,15 @@ def pop_top() -> Seq:
     return [Instruction("POP_TOP")]
 
 
+def pop_null() -> Seq:
+    """[..., NULL] -> [...]: POP_TOP cannot pop NULL, so call a no-op through it."""
+    return load_const(_noop) + call(0) + pop_top()
+
+
+def _noop() -> None:
+    return None
+
+
 def copy(i: int = 1) -> Seq:
     """Push a copy of the i-th item from the top (1 = TOS)."""
     return [Instruction("COPY", i)]

@@ -1,0 +1,253 @@
+"""Resume (continuation) functions: continue a frame of `code` at an instruction.
+
+`make_resume_function(code, offset, ...)` returns a `ResumeFunction` whose code object
+``__resume_at_<offset>_<n>`` takes the live state at `offset` as arguments and runs the original
+instructions from there with the original semantics:
+
+* arguments: the stack slots that are not NULL, bottom first (named ``___stack<i>``), then the
+  live plain locals (in co_varnames order).  NULL slots are re-pushed by the prologue.
+* cells: every cell and free variable of `code` becomes a *free* variable of the resume code
+  (``closure`` order), so the caller passes the frame's cell objects themselves and writes
+  through closures stay shared.  `emit_call` builds the function with MAKE_FUNCTION from
+  LOAD_CLOSURE, so the caller needs no globals entry.
+* with-blocks: a with-statement keeps its bound ``__exit__`` on the stack.  With
+  ``reenter_with=False`` the caller passes that callable as an ordinary stack value (the context
+  is still entered: e.g. the caller is the original frame cut in two).  With ``reenter_with=True``
+  (the executor's case: the context manager was exited, or never really entered, before the
+  call) the caller passes the *context manager object* in that slot and the prologue re-enters
+  it (``BEFORE_WITH; POP_TOP``), so e.g. `torch.no_grad()` is active again in the resumed code;
+  an exception while re-entering an inner block runs the exits of the outer ones.
+* try/except/finally and with regions: the copied instructions keep their exception-table
+  entries and the stack is rebuilt to the same depth, so handlers active at `offset` still are.
+* locals that may be unbound: pass `UNBOUND`; the prologue deletes them again.
+
+Resume code for the same (code, offset, stack layout, locals) is built once and cached, so the
+frame cache keys on it stay stable; `clear_cache()` drops the cache (call it from reset).
+Generators and coroutines are refused (ValueError): the frame hook never transforms them.
+"""
+from __future__ import annotations
+
+import itertools
+import weakref
+from dataclasses import dataclass
+from types import CodeType, FunctionType
+from typing import Iterable, Sequence
+
+from pydynamo.bytecode import analysis, emit
+from pydynamo.bytecode.analysis import MAYBE_NULL, NULL, WITH_EXIT
+from pydynamo.bytecode.assemble import CodeLayout, make_code
+from pydynamo.bytecode.instruction import ExnTabEntry, Instruction, clone_instructions, disassemble
+
+_GENERATOR_FLAGS = 0x20 | 0x80 | 0x100 | 0x200  # GENERATOR, COROUTINE, ITERABLE_COROUTINE, ASYNC_GEN
+
+
+class _Unbound:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "pydynamo.bytecode.resume.UNBOUND"
+
+    def __reduce__(self):
+        return "UNBOUND"
+
+
+UNBOUND = _Unbound()
+
+
+@dataclass(frozen=True)
+class ResumeFunction:
+    code: CodeType
+    name: str
+    offset: int
+    nstack: int
+    stack_args: tuple[int, ...]      # stack slots passed as arguments, bottom first
+    null_slots: tuple[int, ...]      # stack slots that hold NULL (not passed)
+    reenter_slots: tuple[int, ...]   # slots where the caller passes a context manager to re-enter
+    local_args: tuple[str, ...]      # live plain locals passed after the stack values
+    closure: tuple[str, ...]         # cells of the original frame, in co_freevars order
+
+    @property
+    def argnames(self) -> tuple[str, ...]:
+        return self.code.co_varnames[: self.code.co_argcount]
+
+    def make_function(self, globals_: dict, cells: Sequence = ()) -> FunctionType:
+        """A function object for direct calls (tests, tools); `cells` in `closure` order."""
+        return FunctionType(self.code, globals_, self.name, None, tuple(cells) or None)
+
+    def emit_call(self, unbound: Iterable[str] = (), maybe_unbound: Iterable[str] = (),
+                  exit_contexts: bool = False) -> list[Instruction]:
+        """Tail for a frame of the original code's layout whose stack holds exactly this
+        layout (NULLs at `null_slots`, context managers at `reenter_slots`): pops the stack
+        into temporaries, calls the resume function with them and the live locals, returns
+        its result.  Locals named in `unbound` are passed as UNBOUND; those in
+        `maybe_unbound` are checked at run time (``locals().get(name, UNBOUND)``).
+
+        With `exit_contexts`, the reenter slots instead hold the bound ``__exit__`` of
+        entered contexts: each is exited (innermost first, as ``__exit__(None, None, None)``)
+        and its context manager (``__exit__.__self__``) is passed for re-entry.
+
+        Temporaries are new locals named ``___resume_tmp<i>`` (make_code_like adds them)."""
+        out: list[Instruction] = []
+        for i in reversed(range(self.nstack)):
+            out += emit.pop_null() if i in self.null_slots else emit.store_fast(_tmp(i))
+            if exit_contexts and i in self.reenter_slots:
+                out += emit.call_function(emit.load_const(_exit_context), [emit.load_fast(_tmp(i))])
+                out += emit.store_fast(_tmp(i))
+        out += emit.push_null() + emit.make_function(self.code, self.closure)
+        out += [x for i in self.stack_args for x in emit.load_fast(_tmp(i))]
+        unbound, maybe = set(unbound), set(maybe_unbound)
+        for name in self.local_args:
+            if name in unbound:
+                out += emit.load_const(UNBOUND)
+            elif name in maybe:
+                out += emit.call_method(emit.push_null() + emit.load_const(locals) + emit.call(0),
+                                        "get", [emit.load_const(name), emit.load_const(UNBOUND)])
+            else:
+                out += emit.load_fast(name)
+        return out + emit.call(len(self.stack_args) + len(self.local_args)) + emit.return_value()
+
+
+def _exit_context(exit_fn):
+    exit_fn(None, None, None)
+    return exit_fn.__self__
+
+
+def _tmp(i: int) -> str:
+    return f"___resume_tmp{i}"
+
+
+_cache: dict[int, tuple[weakref.ref, dict]] = {}
+_counter = itertools.count()
+
+
+def clear_cache() -> None:
+    _cache.clear()
+
+
+def _cached(code: CodeType) -> dict:
+    entry = _cache.get(id(code))
+    if entry is None or entry[0]() is not code:
+        key = id(code)
+        entry = (weakref.ref(code, lambda _r: _cache.pop(key, None)), {})
+        _cache[key] = entry
+    return entry[1]
+
+
+def make_resume_function(code: CodeType, offset: int, *, nstack: int | None = None,
+                         null_slots: Iterable[int] | None = None, reenter_with: bool = True,
+                         live_locals: Iterable[str] | None = None) -> ResumeFunction:
+    """Continuation of `code` at the instruction starting at byte `offset` (as numbered by
+    `disassemble(code)`).
+
+    `nstack`: the stack depth there (checked against the analysis).  `null_slots`: which slots
+    hold NULL; required only where the analysis cannot tell (a slot after a method load).
+    `live_locals`: locals to pass (default: the liveness analysis; a given list must include
+    every live one).  See the module docstring for the calling convention."""
+    if code.co_flags & _GENERATOR_FLAGS or not code.co_flags & 0x01:  # 0x01: CO_OPTIMIZED
+        raise ValueError(f"can only resume plain function code, not {code.co_qualname}")
+    insts = disassemble(code)
+    k = next((n for n, i in enumerate(insts) if i.offset == offset), None)
+    if k is None:
+        raise ValueError(f"no instruction starts at offset {offset} in {code.co_qualname}")
+    if insts[k].opname == "END_FOR":  # 3.12: FOR_ITER jumps over it; never executed there
+        raise ValueError(f"cannot resume at END_FOR (offset {offset}); resume after it")
+    slots = analysis.stack_slots(insts)[k]
+    if slots is None:
+        raise ValueError(f"offset {offset} of {code.co_qualname} is unreachable")
+    if nstack is not None and nstack != len(slots):
+        raise ValueError(f"stack depth at offset {offset} is {len(slots)}, caller says {nstack}")
+    nulls = _null_slots(slots, null_slots, offset)
+    reenter = tuple(i for i, s in enumerate(slots) if s == WITH_EXIT) if reenter_with else ()
+    cells = code.co_cellvars + code.co_freevars
+    live = analysis.live_locals(insts)[k]
+    if live_locals is None:
+        names = live
+    else:
+        names = frozenset(live_locals)
+        if not live <= names:
+            raise ValueError(f"live locals missing at offset {offset}: {sorted(live - names)}")
+    local_args = tuple(n for n in dict.fromkeys(code.co_varnames) if n in names
+                       and n not in cells)
+    key = (offset, len(slots), nulls, reenter, local_args)
+    cache = _cached(code)
+    if key not in cache:
+        cache[key] = _build(code, insts, k, slots, nulls, reenter, local_args, cells)
+    return cache[key]
+
+
+def _null_slots(slots: Sequence[str], given: Iterable[int] | None, offset: int) -> tuple:
+    known = {i for i, s in enumerate(slots) if s == NULL}
+    if given is None:
+        unsure = [i for i, s in enumerate(slots) if s == MAYBE_NULL]
+        if unsure:
+            raise ValueError(f"stack slots {unsure} at offset {offset} may hold NULL: "
+                             "pass null_slots")
+        return tuple(sorted(known))
+    given = set(given)
+    wrong = [i for i in given if i >= len(slots) or slots[i] not in (NULL, MAYBE_NULL)]
+    if not known <= given or wrong:
+        raise ValueError(f"null_slots {sorted(given)} disagree with the stack {list(slots)}")
+    return tuple(sorted(given))
+
+
+def _build(code: CodeType, insts: list[Instruction], k: int, slots: Sequence[str],
+           nulls: tuple, reenter: tuple, local_args: tuple, cells: tuple) -> ResumeFunction:
+    body = clone_instructions(insts)
+    target = body[k]
+    name = f"__resume_at_{insts[k].offset}_{next(_counter)}"
+    stack_args = tuple(i for i in range(len(slots)) if i not in nulls)
+    argnames = tuple(f"___stack{i}" for i in stack_args) + local_args
+    maybe_unbound = analysis.maybe_unbound(insts, CodeLayout.of(code).argnames)[k]
+
+    pro: list[Instruction] = []
+    if cells:
+        pro.append(Instruction("COPY_FREE_VARS", len(cells)))
+    pro.append(Instruction("RESUME", 0))
+    for local in local_args:
+        if local in maybe_unbound:
+            pro += _delete_if_unbound(local)
+    exits = _with_handlers(body, slots)
+    for i in range(len(slots)):
+        entry = _innermost_exit(exits, i)
+        if i in nulls:
+            seq = emit.push_null()
+        elif i in reenter:
+            seq = emit.load_fast(f"___stack{i}") + [Instruction("BEFORE_WITH")] + emit.pop_top()
+        else:
+            seq = emit.load_fast(f"___stack{i}")
+        for inst in seq:
+            inst.exn_tab_entry = entry
+        pro += seq
+    pro += emit.jump(target)
+    for inst in pro:
+        inst.positions = target.positions
+    # the original prologue (MAKE_CELL / COPY_FREE_VARS) would act on the new layout
+    body = [i for i in body if i.opname not in ("MAKE_CELL", "COPY_FREE_VARS")]
+    layout = CodeLayout(argnames, freevars=cells,
+                        other_locals=tuple(n for n in code.co_varnames
+                                           if n not in argnames and n not in cells))
+    new = make_code(code, pro + body, layout, name=name, qualname=name,
+                    flags=code.co_flags & ~0x04 & ~0x08)  # no *args/**kwargs
+    return ResumeFunction(new, name, insts[k].offset, len(slots), stack_args, nulls, reenter,
+                          local_args, cells)
+
+
+def _delete_if_unbound(local: str) -> list[Instruction]:
+    skip = Instruction("NOP")
+    return (emit.load_fast(local) + emit.load_const(UNBOUND) + emit.is_op()
+            + emit.pop_jump_if(False, skip) + emit.delete_fast(local) + [skip])
+
+
+def _with_handlers(body: Sequence[Instruction], slots: Sequence[str]) -> dict[int, ExnTabEntry]:
+    """Exit slot -> an exception-table entry of that with-block (handler and depth)."""
+    out: dict[int, ExnTabEntry] = {}
+    for region in analysis.exception_regions(body):
+        if region.kind == analysis.WITH and region.depth - 1 < len(slots):
+            if slots[region.depth - 1] == WITH_EXIT:
+                out.setdefault(region.depth - 1, region.start.exn_tab_entry)
+    return out
+
+
+def _innermost_exit(exits: dict[int, ExnTabEntry], slot: int) -> ExnTabEntry | None:
+    below = [i for i in exits if i < slot]
+    return exits[max(below)] if below else None
