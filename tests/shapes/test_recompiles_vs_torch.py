@@ -1,0 +1,180 @@
+"""Guard semantics end to end, without the executor: a tiny stand-in tracer runs each function on
+symbolic tensors (TensorMeta + ShapeEnv through meta.propagate), keeps a cache of (static dims,
+shape-guard check) entries, and counts compiles over a sequence of input sizes. The count must
+equal torch.compile's on the same function and sizes (dynamic=True and automatic dynamic), and
+the symbolic outputs, at each call's sizes, must equal eager's shapes."""
+import operator
+
+import pytest
+import sympy
+import torch
+
+from pydynamo.meta import TensorMeta, propagate
+from pydynamo.shapes import AutomaticDynamic, ShapeEnv, SymInt, TextSource, dynamic_dims
+
+
+class FakeT:
+    """A traced tensor: metadata only; every method/operator goes through meta.propagate."""
+
+    def __init__(self, meta: TensorMeta, env: ShapeEnv):
+        self.meta, self.env = meta, env
+
+    @property
+    def shape(self):
+        return propagate("size", (self.meta,), env=self.env)
+
+    def size(self, dim=None):
+        return propagate("size", (self.meta,) if dim is None else (self.meta, dim), env=self.env)
+
+    def _call(self, target, args, kwargs=None):
+        unwrap = lambda v: v.meta if isinstance(v, FakeT) else v  # noqa: E731
+        out = propagate(target, tuple(unwrap(a) for a in args),
+                        {k: unwrap(v) for k, v in (kwargs or {}).items()}, env=self.env)
+        return FakeT(out, self.env) if isinstance(out, TensorMeta) else out
+
+    def __getattr__(self, name):
+        return lambda *args, **kwargs: self._call(name, (self, *args), kwargs)
+
+    def __getitem__(self, idx):
+        return self._call(operator.getitem, (self, idx))
+
+
+def _binop(op, reflected=False):
+    def method(self, other):
+        return self._call(op, (other, self) if reflected else (self, other))
+    return method
+
+
+for _name, _op in (("add", operator.add), ("sub", operator.sub), ("mul", operator.mul),
+                   ("truediv", operator.truediv), ("matmul", operator.matmul)):
+    setattr(FakeT, f"__{_name}__", _binop(_op))
+    setattr(FakeT, f"__r{_name}__", _binop(_op, True))
+
+
+def simulate(fn, calls, dynamic):
+    """Number of compiles our guards cause for `calls` (lists of input shapes), checking each
+    traced output's shape against eager at that call's sizes."""
+    entries, auto, compiles = [], AutomaticDynamic(), 0
+    for shapes in calls:
+        tensors = [torch.randn(*s) for s in shapes]
+        L = {f"x{i}": t for i, t in enumerate(tensors)}
+        entry = next((e for e in entries if _static_match(e[0], tensors) and e[1](L)), None)
+        if entry is None:
+            compiles += 1
+            env = ShapeEnv()
+            fakes, static = [], []
+            for name, t in L.items():
+                changed = auto.observe(f"L['{name}']", tuple(t.shape))
+                dims = dynamic_dims(t, dynamic=dynamic, changed_dims=changed)
+                shape, stride, off = env.create_tensor_sizes(t, TextSource(f"L['{name}']"), dims)
+                fakes.append(FakeT(TensorMeta.from_tensor(t, shape=shape, stride=stride), env))
+                static.append(tuple(d if isinstance(d, int) else None for d in shape))
+            out = fn(*fakes)
+            entry = (static, env.make_check_fn(), out.meta, env)
+            entries.append(entry)
+        _, _, out_meta, env = entry
+        values = {sym: sympy.Integer(eval(src.name(), {"L": L})) for sym, src in env.var_to_source.items()}
+        got = tuple(int(sympy.sympify(d).xreplace(values)) for d in out_meta.shape)
+        assert got == tuple(fn(*tensors).shape), (shapes, out_meta)
+    return compiles
+
+
+def _static_match(static, tensors):
+    return all(len(s) == t.dim() and all(d is None or d == real for d, real in zip(s, t.shape))
+               for s, t in zip(static, tensors))
+
+
+def torch_compiles(fn, calls, dynamic):
+    count = 0
+
+    def backend(gm, example_inputs):
+        nonlocal count
+        count += 1
+        return gm.forward
+
+    torch._dynamo.reset()
+    compiled = torch.compile(fn, backend=backend, dynamic=dynamic)
+    for shapes in calls:
+        compiled(*[torch.randn(*s) for s in shapes])
+    torch._dynamo.reset()
+    return count
+
+
+def f_design(a):
+    return (a if a.shape[0] * 2 < 16 else a + 1) * 2
+
+
+def f_pointwise(x):
+    return x * 2 + 1
+
+
+def f_two_sums(x, y):
+    return x.sum() + y.sum()
+
+
+def f_mod(x):
+    return (x * 2 if x.shape[0] % 2 == 0 else x) + 1
+
+
+def f_dim_relation(x, y):
+    return (x + 1 if x.shape[0] == y.shape[0] * 2 else x - 1).sum() + y.sum()
+
+
+def f_product(x):
+    return (x * 2 if x.shape[0] * x.shape[1] > 50 else x) + 1
+
+
+def f_broadcast(x, y):
+    return x + y
+
+
+def f_view(x):
+    return x.view(x.shape[0] // 2, -1) * 2
+
+
+def f_reshape_flat(x):
+    return x.reshape(-1) + x.sum()
+
+
+def f_matmul(x, w):
+    return (x @ w).relu()
+
+
+def f_slice(x):
+    return x[1:, : x.shape[1] - 1] * 2
+
+
+def f_size_arith(x):
+    n = x.shape[0]
+    return x.new_zeros(n * 2 - 1, x.shape[1]) + 1
+
+
+def f_softmax_sum(x):
+    return x.softmax(-1).sum(0, keepdim=True) * x.shape[-1]
+
+
+CASES = [
+    ("design", f_design, [[(8,)], [(9,)], [(100,)], [(3,)], [(4,)], [(1,)], [(2,)]]),
+    ("pointwise", f_pointwise, [[(4,)], [(5,)], [(6,)], [(1,)], [(7,)]]),
+    ("pointwise_2d", f_pointwise, [[(4, 3)], [(4, 5)], [(6, 5)], [(6, 1)], [(2, 9)]]),
+    ("two_sums_duck", f_two_sums, [[(3,), (3,)], [(4,), (5,)], [(6,), (6,)], [(7,), (2,)]]),
+    ("mod", f_mod, [[(4,)], [(6,)], [(5,)], [(7,)], [(8,)]]),
+    ("dim_relation", f_dim_relation, [[(8,), (4,)], [(10,), (5,)], [(10,), (4,)], [(6,), (3,)]]),
+    ("product", f_product, [[(8, 8)], [(4, 20)], [(5, 5)], [(3, 3)], [(9, 9)]]),
+    ("broadcast", f_broadcast, [[(4, 3), (3,)], [(5, 3), (3,)], [(5, 6), (6,)], [(5, 6), (1,)]]),
+    ("broadcast_both", f_broadcast, [[(4, 1), (1, 5)], [(6, 1), (1, 7)], [(3, 1), (1, 3)]]),
+    ("view", f_view, [[(8, 3)], [(10, 3)], [(12, 4)], [(6, 5)]]),
+    ("reshape_flat", f_reshape_flat, [[(3, 4)], [(5, 4)], [(5, 7)]]),
+    ("matmul", f_matmul, [[(3, 4), (4, 5)], [(6, 4), (4, 5)], [(6, 7), (7, 2)]]),
+    ("slice", f_slice, [[(5, 6)], [(7, 6)], [(7, 9)], [(2, 2)]]),
+    ("size_arith", f_size_arith, [[(3, 4)], [(5, 4)], [(8, 6)]]),
+    ("softmax_sum", f_softmax_sum, [[(3, 4)], [(5, 4)], [(5, 8)]]),
+]
+
+
+@pytest.mark.parametrize("dynamic", [True, None], ids=["dynamic", "auto"])
+@pytest.mark.parametrize("name,fn,calls", CASES, ids=[c[0] for c in CASES])
+def test_compile_count_matches_torch(name, fn, calls, dynamic):
+    ours = simulate(fn, calls, dynamic)
+    theirs = torch_compiles(fn, calls, dynamic)
+    assert ours == theirs, f"{name}: {ours} compiles, torch.compile {theirs}"
