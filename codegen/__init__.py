@@ -1,0 +1,158 @@
+"""codegen: compile a torch.fx graph to fused C++/OpenMP kernels behind a Python wrapper.
+
+    compile_fx(gm, example_inputs, **options) -> callable(*inputs) -> outputs like gm(*inputs)
+
+Pipeline: GraphLowering (canonicalize, lower to loop IR, extern fallback per node) ->
+schedule (dead code, fusion, register-only buffers) -> C++ source for all kernels of the graph
+(one shared library, content-addressed on disk) -> generated Python wrapper. The returned
+callable carries `.kernel_count`, `.stats`, `.wrapper_path`, `.library_path`.
+
+Never a wrong answer: a graph the lowering cannot represent exactly runs eagerly (one warning
+naming the node, its source line and the reason); calls whose inputs need autograd, or differ
+from the compile-time inputs, run the original graph eagerly (counted in `counters`).
+Options: fuse=True (False: one kernel per buffer, for tests and debugging).
+"""
+from __future__ import annotations
+
+import collections
+import logging
+import os
+import sys
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Dict, List
+
+import torch
+
+log = logging.getLogger("pydynamo.codegen")
+output_code_log = logging.getLogger("pydynamo.output_code")
+
+counters: collections.Counter = collections.Counter()
+
+
+@dataclass
+class CompileStats:
+    kernels: int = 0
+    externs: int = 0
+    native_nodes: int = 0
+    extern_nodes: int = 0
+    extern_reasons: Dict[str, str] = field(default_factory=dict)
+    fallback: str = ""
+
+
+def _logs_enabled(channel: str) -> bool:
+    cfg = sys.modules.get("pydynamo.config")
+    logs = getattr(cfg, "logs", None) or os.environ.get("PYDYNAMO_LOGS", "")
+    return channel in [c.strip() for c in logs.split(",")]
+
+
+def _emit_output_code(text: str):
+    if not output_code_log.handlers:
+        h = logging.StreamHandler(sys.stderr)
+        output_code_log.addHandler(h)
+        output_code_log.setLevel(logging.INFO)
+    output_code_log.info("%s", text)
+
+
+def _eager(gm, reason: str, stats: CompileStats):
+    stats.fallback = reason
+    warnings.warn(f"pydynamo codegen: running this graph eagerly: {reason}", stacklevel=3)
+    counters["eager_fallback_graphs"] += 1
+
+    def run_eager(*args):
+        return gm(*args)
+    run_eager.kernel_count = 0
+    run_eager.stats = stats
+    run_eager.wrapper_path = None
+    run_eager.library_path = None
+    return run_eager
+
+
+def compile_fx(gm: torch.fx.GraphModule, example_inputs: List[Any], **options):
+    from codegen.graph import EagerFallback, GraphLowering
+    stats = CompileStats()
+    try:
+        g = GraphLowering(gm, example_inputs).run()
+    except EagerFallback as e:
+        return _eager(gm, str(e), stats)
+    try:
+        return _compile_lowered(gm, g, stats, options)
+    except Exception as e:  # a compiler bug must not become the user's crash or wrong answer
+        if options.get("strict"):
+            raise
+        log.warning("codegen failed", exc_info=True)
+        return _eager(gm, f"internal codegen error: {type(e).__name__}: {e}", stats)
+
+
+def _compile_lowered(gm, g, stats, options):
+    from codegen import codecache
+    from codegen.cpp import generate_source
+    from codegen.ir import ExternCall
+    from codegen.scheduler import FusedKernel, schedule
+    from codegen.wrapper import WrapperPrinter, ensure_layout
+
+    steps = schedule(g.buffers, g.outputs, list(g.mutations.values()),
+                     fuse=options.get("fuse", True))
+    kernels = [s for s in steps if isinstance(s, FusedKernel)]
+    stats.kernels = len(kernels)
+    stats.externs = sum(1 for s in steps if isinstance(s, ExternCall))
+    stats.native_nodes, stats.extern_nodes = g.stats.native, g.stats.extern
+    stats.extern_reasons = dict(g.stats.extern_reasons)
+
+    lib = so = None
+    arg_names: Dict[str, List[str]] = {}
+    if kernels:
+        src, arg_names = generate_source(kernels, g.buffers_by_name)
+        lib, so = codecache.load_library(src)
+    may_err = {k.name: any(n.reads(len(k.outer)).indirect for n in k.nodes) for k in kernels}
+    wp = WrapperPrinter(g, steps, arg_names, may_err)
+    title = f"{type(gm).__name__} ({so or 'no kernels'})"
+    wsrc = wp.generate(title)
+    path = codecache.write_wrapper(wsrc)
+    if _logs_enabled("output_code"):
+        _emit_output_code(f"wrapper {path}\n{wsrc}")
+
+    import ctypes
+    ns: Dict[str, Any] = {"torch": torch, "_consts": wp.consts, "_externs": wp.externs,
+                          "_empty": torch.empty_strided, "_ensure": ensure_layout,
+                          "_grad_enabled": torch.is_grad_enabled}
+    for b in g.constants:           # module parameters / traced constants, held by reference
+        ns[b.name] = b.tensor
+    for k in kernels:
+        fn = getattr(lib, k.name)
+        names = arg_names[k.name]
+        fn.argtypes = [ctypes.c_int64 if a.startswith("s") else ctypes.c_void_p for a in names]
+        fn.restype = ctypes.c_int
+        ns[k.name] = fn
+
+    warned = []
+
+    def eager_grad(*args):
+        counters["eager_grad_calls"] += 1
+        if not warned:
+            warned.append(1)
+            log.info("codegen: inputs require grad under grad mode; running %s eagerly",
+                     type(gm).__name__)
+        return gm(*args)
+
+    def mismatch(*args):
+        counters["input_mismatch_calls"] += 1
+        if not warned:
+            warned.append(1)
+            warnings.warn("pydynamo codegen: inputs differ from the compiled ones "
+                          "(shape/stride/dtype/device); running the graph eagerly", stacklevel=3)
+        return gm(*args)
+    ns["_eager_grad"], ns["_mismatch"] = eager_grad, mismatch
+    exec(compile(wsrc, path, "exec"), ns)
+    call = ns["call"]
+    call.kernel_count = stats.kernels
+    call.stats = stats
+    call.wrapper_path = path
+    call.library_path = so
+    call._lib = lib       # keep the library alive as long as the callable
+    counters["graphs_compiled"] += 1
+    counters["kernels"] += stats.kernels
+    return call
+
+
+__all__ = ["compile_fx", "counters", "CompileStats"]

@@ -1,0 +1,560 @@
+"""C++/OpenMP kernel printer: one `extern "C" int kernelN(...)` per FusedKernel.
+
+`CppKernelPrinter` is an `ops` handler: running a loop body under it emits one typed C++
+statement per op into the innermost open scope, with common-subexpression elimination per scope
+(a value defined inside a loop is never used outside it). Loop structure follows the scheduler's
+FusedKernel: shared outer loops (OpenMP-parallel when there is enough work), then each node's
+inner loops (innermost `#pragma omp simd`). Reductions keep one accumulator per outer iteration;
+when the outer loops are too small to parallelize, each reduction is split across threads with
+per-thread accumulators combined under a critical section. Every kernel returns an error flag
+(an indirect index out of bounds) that the wrapper turns into an IndexError.
+
+Only C++ lives here: the wrapper (codegen/wrapper.py) decides allocation and call order.
+"""
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+import sympy
+import torch
+
+from codegen.ir import Reduction
+from codegen.ops import HandlerBase, set_handler
+from codegen.scheduler import FusedKernel
+from codegen.sizevars import (cexpr, contiguous_strides, flat_index, loop_vars, product,
+                              simplify_index, static_int, sym)
+
+CTYPES = {torch.float32: "float", torch.float64: "double", torch.int64: "int64_t",
+          torch.int32: "int32_t", torch.int16: "int16_t", torch.int8: "int8_t",
+          torch.uint8: "uint8_t", torch.bool: "bool"}
+
+PARALLEL_MIN_WORK = 32768
+NUM_THREADS = os.cpu_count() or 1
+
+PREAMBLE = r"""
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <algorithm>
+#include <limits>
+#include <type_traits>
+#include <omp.h>
+
+template <typename T> static inline bool pd_isnan(T a) {
+  if constexpr (std::is_floating_point_v<T>) return std::isnan(a); else return false;
+}
+template <typename T> static inline T pd_max(T a, T b) {
+  if (pd_isnan(a)) return a; if (pd_isnan(b)) return b; return a > b ? a : b;
+}
+template <typename T> static inline T pd_min(T a, T b) {
+  if (pd_isnan(a)) return a; if (pd_isnan(b)) return b; return a < b ? a : b;
+}
+template <typename T> static inline T pd_relu(T a) { return a < T(0) ? T(0) : a; }
+template <typename T> static inline T pd_sigmoid(T a) { return T(1) / (T(1) + std::exp(-a)); }
+template <typename T> static inline T pd_sign(T a) {
+  if constexpr (std::is_floating_point_v<T>) { if (std::isnan(a)) return T(0); }
+  if constexpr (std::is_unsigned_v<T>) return a > T(0) ? T(1) : T(0);
+  else return (T(0) < a) - (a < T(0));
+}
+template <typename T> static inline T pd_remainder(T a, T b) {
+  T m = std::fmod(a, b);
+  if (m != T(0) && ((b < T(0)) != (m < T(0)))) m += b;
+  return m;
+}
+template <typename T> static inline T pd_floordiv(T a, T b) {
+  if (b == T(0)) return a / b;
+  T m = std::fmod(a, b);
+  T div = (a - m) / b;
+  if (m != T(0) && ((b < T(0)) != (m < T(0)))) div -= T(1);
+  T fl;
+  if (div != T(0)) { fl = std::floor(div); if (div - fl > T(0.5)) fl += T(1); }
+  else fl = std::copysign(T(0), a / b);
+  return fl;
+}
+template <typename T> static inline T pd_xlogy(T x, T y) {
+  if (std::isnan(y)) return y;
+  if (x == T(0)) return T(0);
+  return x * std::log(y);
+}
+template <typename T> static inline T pd_sgn(T a) { return pd_sign(a); }
+"""
+
+
+def _fconst(v, ctype):
+    if math.isnan(v):
+        return f"std::numeric_limits<{ctype}>::quiet_NaN()"
+    if math.isinf(v):
+        return f"{'-' if v < 0 else ''}std::numeric_limits<{ctype}>::infinity()"
+    return f"static_cast<{ctype}>({float(v)!r})"
+
+
+def constant_literal(value, dtype) -> str:
+    ct = CTYPES[dtype]
+    if isinstance(value, sympy.Basic):
+        value = float(value) if not value.is_Integer else int(value)
+    if dtype == torch.bool:
+        return "true" if value else "false"
+    if dtype.is_floating_point:
+        return _fconst(float(value), ct)
+    v = int(value)
+    if v == -(2 ** 63):
+        return "std::numeric_limits<int64_t>::min()"
+    return f"static_cast<{ct}>({v}LL)"
+
+
+def _float_or(fn_float, fn_other=None):
+    return lambda a, dt: fn_float(a) if dt.is_floating_point else (fn_other or fn_float)(a)
+
+
+# op name -> (format(args...) -> str, result-is-bool)
+UNARY = {
+    "neg": lambda a: f"-{a}", "abs": lambda a: f"std::abs({a})",
+    "exp": lambda a: f"std::exp({a})", "exp2": lambda a: f"std::exp2({a})",
+    "expm1": lambda a: f"std::expm1({a})", "log": lambda a: f"std::log({a})",
+    "log2": lambda a: f"std::log2({a})", "log10": lambda a: f"std::log10({a})",
+    "log1p": lambda a: f"std::log1p({a})", "sqrt": lambda a: f"std::sqrt({a})",
+    "rsqrt": lambda a: f"(1 / std::sqrt({a}))", "sin": lambda a: f"std::sin({a})",
+    "cos": lambda a: f"std::cos({a})", "tan": lambda a: f"std::tan({a})",
+    "asin": lambda a: f"std::asin({a})", "acos": lambda a: f"std::acos({a})",
+    "atan": lambda a: f"std::atan({a})", "sinh": lambda a: f"std::sinh({a})",
+    "cosh": lambda a: f"std::cosh({a})", "tanh": lambda a: f"std::tanh({a})",
+    "asinh": lambda a: f"std::asinh({a})", "acosh": lambda a: f"std::acosh({a})",
+    "atanh": lambda a: f"std::atanh({a})", "erf": lambda a: f"std::erf({a})",
+    "erfc": lambda a: f"std::erfc({a})", "lgamma": lambda a: f"std::lgamma({a})",
+    "sigmoid": lambda a: f"pd_sigmoid({a})", "relu": lambda a: f"pd_relu({a})",
+    "floor": lambda a: f"std::floor({a})", "ceil": lambda a: f"std::ceil({a})",
+    "round": lambda a: f"std::nearbyint({a})", "trunc": lambda a: f"std::trunc({a})",
+    "frac": lambda a: f"({a} - std::trunc({a}))", "sign": lambda a: f"pd_sign({a})",
+    "sgn": lambda a: f"pd_sgn({a})", "reciprocal": lambda a: f"(1 / {a})",
+    "square": lambda a: f"({a} * {a})", "logical_not": lambda a: f"(!{a})",
+    "bitwise_not": lambda a: f"(~{a})", "isnan": lambda a: f"std::isnan({a})",
+    "isinf": lambda a: f"std::isinf({a})", "isfinite": lambda a: f"std::isfinite({a})",
+    "signbit": lambda a: f"std::signbit({a})",
+    "isposinf": lambda a: f"(std::isinf({a}) && {a} > 0)",
+    "isneginf": lambda a: f"(std::isinf({a}) && {a} < 0)",
+}
+BINARY = {
+    "add": lambda a, b: f"({a} + {b})", "sub": lambda a, b: f"({a} - {b})",
+    "mul": lambda a, b: f"({a} * {b})", "truediv": lambda a, b: f"({a} / {b})",
+    "floordiv": lambda a, b: f"pd_floordiv({a}, {b})",
+    "remainder": lambda a, b: f"pd_remainder({a}, {b})",
+    "fmod": lambda a, b: f"std::fmod({a}, {b})", "pow": lambda a, b: f"std::pow({a}, {b})",
+    "atan2": lambda a, b: f"std::atan2({a}, {b})", "maximum": lambda a, b: f"pd_max({a}, {b})",
+    "minimum": lambda a, b: f"pd_min({a}, {b})", "fmax": lambda a, b: f"std::fmax({a}, {b})",
+    "fmin": lambda a, b: f"std::fmin({a}, {b})",
+    "copysign": lambda a, b: f"std::copysign({a}, {b})",
+    "hypot": lambda a, b: f"std::hypot({a}, {b})",
+    "nextafter": lambda a, b: f"std::nextafter({a}, {b})",
+    "xlogy": lambda a, b: f"pd_xlogy({a}, {b})",
+    "eq": lambda a, b: f"({a} == {b})", "ne": lambda a, b: f"({a} != {b})",
+    "lt": lambda a, b: f"({a} < {b})", "le": lambda a, b: f"({a} <= {b})",
+    "gt": lambda a, b: f"({a} > {b})", "ge": lambda a, b: f"({a} >= {b})",
+    "logical_and": lambda a, b: f"(static_cast<bool>({a}) && static_cast<bool>({b}))",
+    "logical_or": lambda a, b: f"(static_cast<bool>({a}) || static_cast<bool>({b}))",
+    "logical_xor": lambda a, b: f"(static_cast<bool>({a}) != static_cast<bool>({b}))",
+    "bitwise_and": lambda a, b: f"({a} & {b})", "bitwise_or": lambda a, b: f"({a} | {b})",
+    "bitwise_xor": lambda a, b: f"({a} ^ {b})",
+}
+BOOL_RESULT = {"isnan", "isinf", "isfinite", "signbit", "isposinf", "isneginf", "logical_not",
+               "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor"}
+
+
+@dataclass
+class CppValue:
+    name: str
+    dtype: torch.dtype
+
+    def __str__(self):
+        return self.name
+
+
+@dataclass
+class Scope:
+    lines: List[str] = field(default_factory=list)
+    cse: Dict[str, CppValue] = field(default_factory=dict)
+
+
+class CppKernelPrinter(HandlerBase):
+    """Prints one FusedKernel as a C++ function."""
+
+    def __init__(self, kernel: FusedKernel, buffers: Dict[str, object]):
+        self.kernel = kernel
+        self.buffers = buffers
+        self.params: Dict[str, bool] = {}   # buffer name -> written?
+        self.ranges: Dict[sympy.Symbol, sympy.Expr] = {}
+        self.scopes: List[Scope] = [Scope()]
+        self.n_tmp = 0
+        self.n_ind = 0
+        self.forward: List[Dict[str, CppValue]] = [{}]
+        self.size_syms = set()
+        self.indent = 1
+
+    # ------------------------------------------------------------ emission helpers
+    def line(self, s):
+        self.scopes[-1].lines.append("    " * self.indent + s)
+
+    def tmp(self, expr: str, dtype) -> CppValue:
+        for sc in reversed(self.scopes):
+            if expr in sc.cse and sc.cse[expr].dtype == dtype:
+                return sc.cse[expr]
+        v = CppValue(f"tmp{self.n_tmp}", dtype)
+        self.n_tmp += 1
+        self.line(f"{CTYPES[dtype]} {v.name} = {expr};")
+        self.scopes[-1].cse[expr] = v
+        return v
+
+    def push(self):
+        self.scopes.append(Scope(lines=[]))
+        self.forward.append({})
+
+    def pop(self) -> List[str]:
+        self.forward.pop()
+        return self.scopes.pop().lines
+
+    def open_loop(self, var, size, pragma=None):
+        if pragma:
+            self.line(pragma)
+        self.line(f"for (int64_t {var} = 0; {var} < {self.idx(size)}; ++{var}) {{")
+        self.ranges[sym(var) if isinstance(var, str) else var] = size
+        self.indent += 1
+        self.push()
+
+    def close_loop(self):
+        body = self.pop()
+        self.scopes[-1].lines.extend(body)
+        self.indent -= 1
+        self.line("}")
+
+    def open_block(self):
+        self.line("{")
+        self.indent += 1
+        self.push()
+
+    close_block = close_loop
+
+    def idx(self, expr) -> str:
+        expr = simplify_index(expr, self.ranges)
+        for s in sympy.sympify(expr).free_symbols:
+            if s.name.startswith("s"):
+                self.size_syms.add(s)
+        return cexpr(expr)
+
+    # ------------------------------------------------------------ ops handler
+    def load(self, name, index):
+        key = f"{name}[{self.idx(index)}]"
+        for fw in reversed(self.forward):
+            if key in fw:
+                return fw[key]
+        if name in self.kernel.removed:
+            raise RuntimeError(f"load of register-only buffer {name} not forwarded")
+        self.params.setdefault(name, False)
+        return self.tmp(key, self.buffers[name].dtype)
+
+    def store(self, name, index, value):
+        key = f"{name}[{self.idx(index)}]"
+        self.forward[-1][key] = value
+        if name in self.kernel.removed:
+            return
+        self.params[name] = True
+        self.line(f"{key} = {value};")
+
+    def constant(self, value, dtype):
+        return self.tmp(constant_literal(value, dtype), dtype)
+
+    def index_expr(self, expr, dtype):
+        return self.tmp(f"static_cast<{CTYPES[dtype]}>({self.idx(expr)})", dtype)
+
+    def to_dtype(self, x, dtype):
+        if x.dtype == dtype:
+            return x
+        return self.tmp(f"static_cast<{CTYPES[dtype]}>({x})", dtype)
+
+    def indirect_indexing(self, value, size, check=True):
+        name = f"ind{self.n_ind}"
+        self.n_ind += 1
+        sz = self.idx(size)
+        self.line(f"int64_t {name} = static_cast<int64_t>({value});")
+        self.line(f"if ({name} < 0) {name} += {sz};")
+        self.line(f"if ({name} < 0 || {name} >= {sz}) {{ pd_err = 1; {name} = 0; }}")
+        s = sym(name)
+        self.ranges[s] = size
+        return s
+
+    def op(self, name, *args):
+        if name == "where":
+            c, a, b = args
+            return self.tmp(f"({c} ? {a} : {b})", a.dtype)
+        dt = args[0].dtype
+        if name in UNARY:
+            expr = UNARY[name](args[0])
+        else:
+            expr = BINARY[name](*args)
+        return self.tmp(expr, torch.bool if name in BOOL_RESULT else dt)
+
+    # ------------------------------------------------------------ kernel structure
+    def generate(self) -> str:
+        k = self.kernel
+        outer = list(k.outer)
+        xs = [f"x{i}" for i in range(len(outer))]
+        with set_handler(self):
+            work = product(outer) * max([product(n.inner_ranges(len(outer))) for n in k.nodes]
+                                        + [sympy.Integer(1)])
+            parallel_outer = self._outer_parallel(outer)
+            if not k.has_inner:
+                self._pointwise_nest(xs, outer, work)
+            else:
+                pragma = None
+                if parallel_outer and outer:
+                    coll = f" collapse({len(outer)})" if len(outer) > 1 else ""
+                    pragma = f"#pragma omp parallel for{coll}{self._if(work)}"
+                for i, (x, r) in enumerate(zip(xs, outer)):
+                    self.open_loop(x, r, pragma if i == 0 else None)
+                if not outer:
+                    self.open_block()
+                for j, node in enumerate(k.nodes):
+                    self._node(j, node, [sym(x) for x in xs], parallel_outer)
+                for _ in range(max(len(outer), 1)):
+                    self.close_loop()
+        body = self.scopes[0].lines
+        sig = self._signature()
+        return "\n".join([f'extern "C" int {k.name}({sig}) {{', "    int pd_err = 0;"] + body
+                         + ["    return pd_err;", "}"])
+
+    def _signature(self):
+        params = []
+        for name, written in self.params.items():
+            ct = CTYPES[self.buffers[name].dtype]
+            params.append(f"{'' if written else 'const '}{ct}* __restrict__ {name}")
+        for s in sorted(self.size_syms, key=lambda s: s.name):
+            params.append(f"int64_t {s.name}")
+        self.arg_names = list(self.params) + [s.name for s in sorted(self.size_syms,
+                                                                        key=lambda s: s.name)]
+        return ", ".join(params)
+
+    def _if(self, work):
+        w = static_int(work)
+        if w is not None:
+            return "" if w >= PARALLEL_MIN_WORK else " if(0)"
+        return f" if({self.idx(work)} >= {PARALLEL_MIN_WORK})"
+
+    def _outer_parallel(self, outer):
+        n = static_int(product(outer))
+        return n is None or n >= NUM_THREADS
+
+    def _pointwise_nest(self, xs, outer, work):
+        """All nodes share every loop; the last loop is the vector loop."""
+        if not outer:
+            self.open_block()
+            for node in self.kernel.nodes:
+                node_store(self, node, [])
+            self.close_block()
+            return
+        head = static_int(product(outer[:-1]))
+        par_head = len(outer) > 1 and (head is None or head >= NUM_THREADS)
+        for i, (x, r) in enumerate(zip(xs, outer)):
+            last = i == len(outer) - 1
+            pragma = None
+            if par_head and i == 0:
+                coll = f" collapse({len(outer) - 1})" if len(outer) > 2 else ""
+                pragma = f"#pragma omp parallel for{coll}{self._if(work)}"
+            elif last and par_head:
+                pragma = "#pragma omp simd" if not self._may_err() else None
+            elif last:
+                pragma = f"#pragma omp parallel for{'' if self._may_err() else ' simd'}{self._if(work)}"
+            self.open_loop(x, r, pragma)
+        for node in self.kernel.nodes:
+            node_store(self, node, [sym(x) for x in xs])
+        for _ in outer:
+            self.close_loop()
+
+    def _may_err(self):
+        return any(n.reads(len(self.kernel.outer)).indirect for n in self.kernel.nodes)
+
+    def _node(self, j, node, xs, parallel_outer):
+        k = len(xs)
+        inner = node.inner_ranges(k)
+        if not node.is_reduction:
+            ys = [f"y{j}_{i}" for i in range(len(inner))]
+            for i, (y, r) in enumerate(zip(ys, inner)):
+                par = i == 0 and not parallel_outer
+                vec = i == len(inner) - 1 and not self._may_err()
+                pragma = None
+                if par:
+                    pragma = f"#pragma omp parallel for{' simd' if vec else ''}" \
+                             f"{self._if(product(inner))}"
+                elif vec:
+                    pragma = "#pragma omp simd"
+                self.open_loop(y, r, pragma)
+            node_store(self, node, xs + [sym(y) for y in ys])
+            for _ in ys:
+                self.close_loop()
+            return
+        emit_reduction(self, j, node, xs, parallel_outer)
+
+
+def node_store(p: CppKernelPrinter, node, index):
+    buf = node.buf
+    val = buf.data.inner_fn(index)
+    val = p.to_dtype(val, buf.dtype)
+    p.store(buf.name, flat_index(index, contiguous_strides(buf.data.ranges)), val)
+
+
+# ------------------------------------------------------------------ reductions
+
+@dataclass
+class Acc:
+    ctype: str
+    init: str
+    update: str          # format with {acc} {v} {i}
+    combine: str         # format with {acc} {o}  (merge per-thread partial `o` into `acc`)
+    simd: Optional[str] = None   # omp simd reduction clause
+
+
+def _lowest(ct, is_float):
+    return f"-std::numeric_limits<{ct}>::infinity()" if is_float else \
+        f"std::numeric_limits<{ct}>::lowest()"
+
+
+def _highest(ct, is_float):
+    return f"std::numeric_limits<{ct}>::infinity()" if is_float else \
+        f"std::numeric_limits<{ct}>::max()"
+
+
+def accumulator(rtype, src_dtype) -> Acc:
+    ct = CTYPES[src_dtype]
+    f = src_dtype.is_floating_point
+    wide = "double" if f else ("int64_t" if src_dtype != torch.bool else "int64_t")
+    if rtype == "sum":
+        return Acc(wide, "0", "{acc} += {v};", "{acc} += {o};", "+")
+    if rtype == "prod":
+        return Acc(wide, "1", "{acc} *= {v};", "{acc} *= {o};", "*")
+    if rtype == "max":
+        if src_dtype == torch.bool:
+            return Acc("bool", "false", "{acc} = {acc} || {v};", "{acc} = {acc} || {o};", "||")
+        return Acc(ct, _lowest(ct, f), "{acc} = pd_max({acc}, {v});",
+                   "{acc} = pd_max({acc}, {o});")
+    if rtype == "min":
+        if src_dtype == torch.bool:
+            return Acc("bool", "true", "{acc} = {acc} && {v};", "{acc} = {acc} && {o};", "&&")
+        return Acc(ct, _highest(ct, f), "{acc} = pd_min({acc}, {v});",
+                   "{acc} = pd_min({acc}, {o});")
+    if rtype == "any":
+        return Acc("bool", "false", "{acc} = {acc} || {v};", "{acc} = {acc} || {o};", "||")
+    if rtype == "all":
+        return Acc("bool", "true", "{acc} = {acc} && {v};", "{acc} = {acc} && {o};", "&&")
+    raise NotImplementedError(rtype)
+
+
+def emit_reduction(p: CppKernelPrinter, j, node, xs, parallel_outer):
+    red: Reduction = node.buf.data
+    rtype = red.reduction_type
+    rs = [f"r{j}_{i}" for i in range(len(red.reduction_ranges))]
+    store_idx = flat_index(xs, contiguous_strides(red.ranges))
+    split = not parallel_outer     # too few outer iterations: split the reduction over threads
+
+    def loops(body, simd_clause=None, acc_name=None):
+        for i, (r, n) in enumerate(zip(rs, red.reduction_ranges)):
+            pragma = None
+            if i == 0 and split:
+                coll = f" collapse({len(rs)})" if len(rs) > 1 else ""
+                pragma = f"#pragma omp for{coll} nowait"
+            elif i == len(rs) - 1 and simd_clause and not split:
+                pragma = f"#pragma omp simd reduction({simd_clause}:{acc_name})"
+            p.open_loop(r, n, pragma)
+        body([sym(r) for r in rs])
+        for _ in rs:
+            p.close_loop()
+
+    def reduce_pass(acc_name, acc: Acc, value_fn):
+        """acc_name = reduction of value_fn(rindex) over the reduction ranges."""
+        p.line(f"{acc.ctype} {acc_name} = {acc.init};")
+        target = acc_name
+        if split:
+            p.line(f"#pragma omp parallel{p._if(product(red.reduction_ranges))}")
+            p.open_block()
+            target = acc_name + "_t"
+            p.line(f"{acc.ctype} {target} = {acc.init};")
+        loops(lambda r: p.line(acc.update.format(acc=target, v=value_fn(r))), acc.simd, target)
+        if split:
+            p.line("#pragma omp critical")
+            p.line("{ " + acc.combine.format(acc=acc_name, o=target) + " }")
+            p.close_block()
+
+    name = f"acc{j}"
+    if rtype == "welford":
+        # two passes (sum, then squared deviations) in double: vectorizable and as accurate
+        n = p.idx(product(red.reduction_ranges))
+        s = Acc("double", "0", "{acc} += {v};", "{acc} += {o};", "+")
+        reduce_pass(name + "_sum", s, lambda r: red.inner_fn(xs, r))
+        p.line(f"double {name}_mean = {name}_sum / static_cast<double>({n});")
+
+        def dev(r):
+            v = red.inner_fn(xs, r)
+            d = p.tmp(f"(static_cast<double>({v}) - {name}_mean)", torch.float64)
+            return p.tmp(f"({d} * {d})", torch.float64)
+        reduce_pass(name + "_m2", s, dev)
+        mean = CppValue(f"static_cast<{CTYPES[node.buf.dtype]}>({name}_mean)", node.buf.dtype)
+        m2 = CppValue(f"static_cast<{CTYPES[node.buf.dtype]}>({name}_m2)", node.buf.dtype)
+        p.store(node.buf.name, store_idx, p.tmp(str(mean), node.buf.dtype))
+        p.store(node.buf.aux.name, store_idx, p.tmp(str(m2), node.buf.dtype))
+        return
+    if rtype in ("argmax", "argmin"):
+        _emit_arg_reduction(p, name, red, xs, rs, split, loops, node, store_idx)
+        return
+    acc = accumulator(rtype, red.src_dtype)
+    reduce_pass(name, acc, lambda r: red.inner_fn(xs, r))
+    out = p.tmp(f"static_cast<{CTYPES[node.buf.dtype]}>({name})", node.buf.dtype)
+    p.store(node.buf.name, store_idx, out)
+
+
+def _emit_arg_reduction(p, name, red, xs, rs, split, loops, node, store_idx):
+    ct = CTYPES[red.src_dtype]
+    f = red.src_dtype.is_floating_point
+    is_max = red.reduction_type == "argmax"
+    init = _lowest(ct, f) if is_max else _highest(ct, f)
+    cmp = ">" if is_max else "<"
+    lin = flat_index([sym(r) for r in rs], contiguous_strides(red.reduction_ranges))
+    # NaN wins (first NaN); otherwise strictly better wins, so ties keep the first index
+    better = ("(!pd_isnan({av}) && (pd_isnan({v}) || {v} " + cmp + " {av}))")
+    p.line(f"{ct} {name}_v = {init}; int64_t {name}_i = 0; bool {name}_seen = false;")
+    tv, ti = name + "_v", name + "_i"
+    if split:
+        p.line(f"#pragma omp parallel{p._if(product(red.reduction_ranges))}")
+        p.open_block()
+        tv, ti = name + "_tv", name + "_ti"
+        p.line(f"{ct} {tv} = {init}; int64_t {ti} = -1;")
+
+    def body(r):
+        v = red.inner_fn(xs, r)
+        i = p.idx(lin)
+        cond = better.format(av=tv, v=v)
+        if split:
+            cond = f"({ti} < 0 || {cond})"
+        p.line(f"if ({cond}) {{ {tv} = {v}; {ti} = {i}; }}")
+    loops(body)
+    if split:
+        # merge: NaN first, then better value, then smaller index
+        p.line("#pragma omp critical")
+        p.line(f"{{ if ({ti} >= 0) {{ bool take = false;"
+               f" if (pd_isnan({tv}) || pd_isnan({name}_v)) take = pd_isnan({tv}) && "
+               f"(!pd_isnan({name}_v) || {ti} < {name}_i);"
+               f" else take = {tv} {cmp} {name}_v || ({tv} == {name}_v && {ti} < {name}_i);"
+               f" if (!{name}_seen) take = true;"
+               f" if (take) {{ {name}_v = {tv}; {name}_i = {ti}; }} {name}_seen = true; }} }}")
+        p.close_block()
+    p.line(f"(void){name}_seen;")
+    out = p.tmp(f"{name}_i", torch.int64)
+    p.store(node.buf.name, store_idx, out)
+
+
+def generate_source(kernels: List[FusedKernel], buffers) -> (str, Dict[str, List[str]]):
+    """The C++ translation unit for one graph, and each kernel's argument names in order."""
+    parts, arg_names = [PREAMBLE], {}
+    for k in kernels:
+        pr = CppKernelPrinter(k, buffers)
+        parts.append(pr.generate())
+        arg_names[k.name] = pr.arg_names
+    return "\n\n".join(parts) + "\n", arg_names

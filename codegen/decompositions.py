@@ -1,0 +1,598 @@
+"""Compound ops written in terms of the primitive lowerings (registered into LOWERINGS).
+
+Each decomposition mirrors the eager definition (same dtype rules, same reduction order of
+operations where it matters for accuracy, e.g. max-subtraction in softmax). Matrix products are
+extern calls; their bias/scale epilogues stay as pointwise work so they fuse into consumers.
+"""
+from __future__ import annotations
+
+import math
+
+import sympy
+import torch
+
+from codegen.ir import NotLowered, current
+from codegen.lowering import (LOWERINGS, amax, cast, clamp, div, float_dtype_for, is_float,
+                              is_tensor, make_reduction, mean, norm_dim, norm_dims, pointwise,
+                              register, reshape, sum_, var_mean_impl, where)
+from codegen.ops import ops
+from codegen.sizevars import product
+
+L = LOWERINGS
+
+
+def _f(x):
+    if not is_tensor(x):
+        raise NotLowered("tensor expected")
+    if not is_float(x.dtype):
+        raise NotLowered("float expected")
+    return x.dtype
+
+
+def unary(fn, x, dt=None):
+    return pointwise(fn, [x], dt or x.dtype)
+
+
+def _const(v, dt):
+    return ops.constant(v, dt)
+
+
+def _softmax_dtype(x, dtype):
+    if dtype is not None:
+        x = cast(x, dtype)
+    if not is_float(x.dtype):
+        raise NotLowered("softmax of int")
+    return x
+
+
+@register("softmax")
+def softmax(input, dim=None, _stacklevel=3, dtype=None):
+    x = _softmax_dtype(input, dtype)
+    if dim is None:
+        raise NotLowered("implicit softmax dim")
+    if x.ndim == 0:
+        return unary(lambda a: ops.constant(1.0, x.dtype), x)
+    d = norm_dim(dim, x.ndim)
+    m = amax(x, [d], True)
+    e = L["exp"](L["sub"](x, m))
+    s = sum_(e, [d], True)
+    return L["div"](e, s)
+
+
+@register("softmin")
+def softmin(input, dim=None, _stacklevel=3, dtype=None):
+    return softmax(L["neg"](_softmax_dtype(input, dtype)), dim)
+
+
+@register("log_softmax")
+def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
+    x = _softmax_dtype(input, dtype)
+    if dim is None:
+        raise NotLowered("implicit softmax dim")
+    if x.ndim == 0:
+        return unary(lambda a: ops.constant(0.0, x.dtype), x)
+    d = norm_dim(dim, x.ndim)
+    m = amax(x, [d], True)
+    shifted = L["sub"](x, m)
+    lse = L["log"](sum_(L["exp"](shifted), [d], True))
+    return L["sub"](shifted, lse)
+
+
+@register("logsumexp")
+def logsumexp(input, dim=(), keepdim=False):
+    x = input if is_float(input.dtype) else cast(input, torch.get_default_dtype())
+    dims = norm_dims(dim, x.ndim)
+    m = amax(x, dims, True)
+    m = pointwise(lambda a: ops.where(ops.isinf(a), ops.constant(0.0, x.dtype), a), [m], x.dtype)
+    s = sum_(L["exp"](L["sub"](x, m)), dims, True)
+    out = L["add"](L["log"](s), m)
+    if not keepdim:
+        out = L["squeeze"](out, dims) if dims else out
+    return out
+
+
+def _affine(y, weight, bias):
+    if weight is not None:
+        y = L["mul"](y, weight)
+    if bias is not None:
+        y = L["add"](y, bias)
+    return y
+
+
+@register("layer_norm")
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    _f(input)
+    k = len(tuple(normalized_shape))
+    dims = list(range(input.ndim - k, input.ndim))
+    var, mu = var_mean_impl(input, dims, correction=0, keepdim=True)
+    rstd = unary(lambda v: ops.rsqrt(ops.add(v, _const(eps, input.dtype))), var)
+    y = L["mul"](L["sub"](input, mu), rstd)
+    return _affine(y, weight, bias)
+
+
+@register("rms_norm")
+def rms_norm(input, normalized_shape, weight=None, eps=None):
+    dt = _f(input)
+    k = len(tuple(normalized_shape))
+    dims = list(range(input.ndim - k, input.ndim))
+    if eps is None:
+        eps = torch.finfo(dt).eps
+    ms = mean(unary(ops.square, input), dims, True)
+    r = unary(lambda v: ops.rsqrt(ops.add(v, _const(eps, dt))), ms)
+    return _affine(L["mul"](input, r), weight, None)
+
+
+@register("group_norm")
+def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
+    _f(input)
+    n, c = input.size[0], input.size[1]
+    rest = list(input.size[2:])
+    g = reshape(input, [n, num_groups, -1])
+    var, mu = var_mean_impl(g, [2], correction=0, keepdim=True)
+    rstd = unary(lambda v: ops.rsqrt(ops.add(v, _const(eps, input.dtype))), var)
+    y = reshape(L["mul"](L["sub"](g, mu), rstd), [n, c] + rest)
+    shape = [c] + [1] * len(rest)
+    return _affine(y, reshape(weight, shape) if weight is not None else None,
+                   reshape(bias, shape) if bias is not None else None)
+
+
+@register("batch_norm")
+def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
+               momentum=0.1, eps=1e-5):
+    if training or running_mean is None or running_var is None:
+        raise NotLowered("batch_norm training")
+    _f(input)
+    shape = [input.size[1]] + [1] * (input.ndim - 2)
+    rm, rv = reshape(running_mean, shape), reshape(running_var, shape)
+    rstd = unary(lambda v: ops.rsqrt(ops.add(v, _const(eps, rv.dtype))), rv)
+    y = L["mul"](L["sub"](input, rm), rstd)
+    return _affine(y, reshape(weight, shape) if weight is not None else None,
+                   reshape(bias, shape) if bias is not None else None)
+
+
+@register("gelu")
+def gelu(input, approximate="none"):
+    dt = _f(input)
+    c = lambda v: _const(v, dt)  # noqa: E731
+    if approximate == "tanh":
+        def fn(x):
+            inner = ops.mul(c(math.sqrt(2 / math.pi)),
+                            ops.add(x, ops.mul(c(0.044715), ops.mul(x, ops.mul(x, x)))))
+            return ops.mul(ops.mul(c(0.5), x), ops.add(c(1.0), ops.tanh(inner)))
+    else:
+        def fn(x):
+            return ops.mul(ops.mul(x, c(0.5)), ops.add(c(1.0), ops.erf(ops.mul(x, c(0.5 ** 0.5)))))
+    return unary(fn, input)
+
+
+@register("silu")
+def silu(input, inplace=False):
+    _f(input)
+    return unary(lambda x: ops.mul(x, ops.sigmoid(x)), input)
+
+
+def _softplus_fn(dt, beta=1.0, threshold=20.0):
+    c = lambda v: _const(v, dt)  # noqa: E731
+
+    def fn(x):
+        bx = ops.mul(x, c(beta))
+        soft = ops.truediv(ops.log1p(ops.exp(bx)), c(beta))
+        return ops.where(ops.gt(bx, c(threshold)), x, soft)
+    return fn
+
+
+@register("softplus")
+def softplus(input, beta=1.0, threshold=20.0):
+    return unary(_softplus_fn(_f(input), beta, threshold), input)
+
+
+@register("mish")
+def mish(input, inplace=False):
+    sp = _softplus_fn(_f(input))
+    return unary(lambda x: ops.mul(x, ops.tanh(sp(x))), input)
+
+
+@register("hardsigmoid")
+def hardsigmoid(input, inplace=False):
+    dt = _f(input)
+    c = lambda v: _const(v, dt)  # noqa: E731
+    return unary(lambda x: ops.truediv(ops.minimum(ops.maximum(ops.add(x, c(3.0)), c(0.0)), c(6.0)),
+                                       c(6.0)), input)
+
+
+@register("hardswish")
+def hardswish(input, inplace=False):
+    dt = _f(input)
+    c = lambda v: _const(v, dt)  # noqa: E731
+    return unary(lambda x: ops.truediv(
+        ops.mul(x, ops.minimum(ops.maximum(ops.add(x, c(3.0)), c(0.0)), c(6.0))), c(6.0)), input)
+
+
+@register("hardtanh")
+def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
+    if input.dtype == torch.bool:
+        raise NotLowered("hardtanh bool")
+    return clamp(input, min_val, max_val)
+
+
+@register("relu6")
+def relu6(input, inplace=False):
+    return hardtanh(input, 0.0, 6.0)
+
+
+@register("leaky_relu")
+def leaky_relu(input, negative_slope=0.01, inplace=False):
+    dt = _f(input)
+    return unary(lambda x: ops.where(ops.gt(x, _const(0, dt)), x,
+                                     ops.mul(x, _const(negative_slope, dt))), input)
+
+
+@register("elu")
+def elu(input, alpha=1.0, inplace=False):
+    dt = _f(input)
+    return unary(lambda x: ops.where(ops.gt(x, _const(0, dt)), x,
+                                     ops.mul(_const(alpha, dt), ops.expm1(x))), input)
+
+
+@register("celu")
+def celu(input, alpha=1.0, inplace=False):
+    dt = _f(input)
+    return unary(lambda x: ops.where(ops.gt(x, _const(0, dt)), x,
+                                     ops.mul(_const(alpha, dt),
+                                             ops.expm1(ops.truediv(x, _const(alpha, dt))))), input)
+
+
+@register("selu")
+def selu(input, inplace=False):
+    dt = _f(input)
+    a, s = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
+    return unary(lambda x: ops.mul(_const(s, dt), ops.where(
+        ops.gt(x, _const(0, dt)), x, ops.mul(_const(a, dt), ops.expm1(x)))), input)
+
+
+@register("threshold")
+def threshold(input, threshold, value, inplace=False):
+    dt = input.dtype
+    return unary(lambda x: ops.where(ops.le(x, _const(threshold, dt)), _const(value, dt), x),
+                 input)
+
+
+@register("softsign")
+def softsign(input):
+    dt = _f(input)
+    return unary(lambda x: ops.truediv(x, ops.add(_const(1.0, dt), ops.abs(x))), input)
+
+
+@register("tanhshrink")
+def tanhshrink(input):
+    _f(input)
+    return unary(lambda x: ops.sub(x, ops.tanh(x)), input)
+
+
+@register("logsigmoid")
+def logsigmoid(input):
+    dt = _f(input)
+    # -softplus(-x), stable form: min(x,0) - log1p(exp(-|x|))
+    return unary(lambda x: ops.sub(ops.minimum(x, _const(0.0, dt)),
+                                   ops.log1p(ops.exp(ops.neg(ops.abs(x))))), input)
+
+
+@register("dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout")
+def dropout(input, p=0.5, training=True, inplace=False):
+    if training and p > 0:
+        raise NotLowered("dropout in training")
+    return input
+
+
+@register("linear")
+def linear(input, weight, bias=None):
+    out = current.graph.call_extern(torch.nn.functional.linear, (input, weight), {})
+    if bias is not None:
+        out = L["add"](out, bias)
+    return out
+
+
+@register("addmm")
+def addmm(input, mat1, mat2, *, beta=1, alpha=1):
+    prod = current.graph.call_extern(torch.mm, (mat1, mat2), {})
+    if alpha != 1:
+        prod = L["mul"](prod, alpha)
+    if beta == 0:
+        return prod
+    return L["add"](prod, input if beta == 1 else L["mul"](input, beta))
+
+
+@register("lerp")
+def lerp(input, end, weight):
+    dt = L["add"](input, end).dtype
+    if not is_float(dt):
+        raise NotLowered("lerp int")
+    return L["add"](input, L["mul"](L["sub"](end, input), weight))
+
+
+@register("addcmul")
+def addcmul(input, tensor1, tensor2, *, value=1):
+    return L["add"](input, L["mul"](L["mul"](tensor1, tensor2), value))
+
+
+@register("addcdiv")
+def addcdiv(input, tensor1, tensor2, *, value=1):
+    q = div(tensor1, tensor2)
+    if not is_float(q.dtype) or not is_float(L["add"](input, q).dtype):
+        raise NotLowered("addcdiv int")
+    return L["add"](input, L["mul"](q, value))
+
+
+@register("masked_fill")
+def masked_fill(input, mask, value):
+    if is_tensor(value):
+        if value.ndim != 0:
+            raise NotLowered("masked_fill tensor value")
+        value = cast(value, input.dtype)
+    elif isinstance(value, float) and not is_float(input.dtype):
+        raise NotLowered("masked_fill float into int")
+    if mask.dtype != torch.bool:
+        raise NotLowered("mask dtype")
+    out = where(mask, value, input)
+    return cast(out, input.dtype)
+
+
+@register("nan_to_num")
+def nan_to_num(input, nan=0.0, posinf=None, neginf=None):
+    if not is_float(input.dtype):
+        return input
+    fi = torch.finfo(input.dtype)
+    posinf = fi.max if posinf is None else posinf
+    neginf = fi.min if neginf is None else neginf
+    dt = input.dtype
+
+    def fn(x):
+        x1 = ops.where(ops.isnan(x), _const(nan, dt), x)
+        x2 = ops.where(ops.isposinf(x1), _const(posinf, dt), x1)
+        return ops.where(ops.isneginf(x2), _const(neginf, dt), x2)
+    return unary(fn, input)
+
+
+@register("logaddexp")
+def logaddexp(input, other):
+    dt = L["add"](input, other).dtype
+    if not is_float(dt):
+        raise NotLowered("logaddexp int")
+
+    def fn(a, b):
+        m = ops.maximum(a, b)
+        both_inf = ops.logical_and(ops.isinf(a), ops.eq(a, b))
+        r = ops.add(m, ops.log1p(ops.exp(ops.neg(ops.abs(ops.sub(a, b))))))
+        return ops.where(both_inf, a, r)
+    return pointwise(fn, [input, other], dt)
+
+
+@register("sinc")
+def sinc(input):
+    dt = float_dtype_for(input.dtype)
+    pi = math.pi
+
+    def fn(x):
+        px = ops.mul(x, _const(pi, dt))
+        return ops.where(ops.eq(x, _const(0.0, dt)), _const(1.0, dt), ops.truediv(ops.sin(px), px))
+    return pointwise(fn, [input], dt)
+
+
+@register("deg2rad")
+def deg2rad(input):
+    return L["mul"](cast(input, float_dtype_for(input.dtype)), math.pi / 180)
+
+
+@register("rad2deg")
+def rad2deg(input):
+    return L["mul"](cast(input, float_dtype_for(input.dtype)), 180 / math.pi)
+
+
+@register("logit")
+def logit(input, eps=None):
+    dt = float_dtype_for(input.dtype)
+
+    def fn(x):
+        if eps is not None:
+            x = ops.minimum(ops.maximum(x, _const(eps, dt)), _const(1 - eps, dt))
+        return ops.log(ops.truediv(x, ops.sub(_const(1.0, dt), x)))
+    return pointwise(fn, [input], dt)
+
+
+@register("heaviside")
+def heaviside(input, values):
+    dt = L["add"](input, values).dtype
+    if input.dtype != values.dtype:
+        raise NotLowered("heaviside dtypes")
+    z = lambda: _const(0, dt)  # noqa: E731
+    return pointwise(lambda x, v: ops.where(ops.eq(x, z()), v, ops.where(
+        ops.gt(x, z()), _const(1, dt), z())), [input, values], dt)
+
+
+@register("outer", "ger")
+def outer(input, vec2):
+    return L["mul"](L["unsqueeze"](input, 1), L["unsqueeze"](vec2, 0))
+
+
+@register("mse_loss")
+def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    return _reduce_loss(unary(ops.square, L["sub"](input, target)), reduction, size_average, reduce)
+
+
+@register("l1_loss")
+def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    return _reduce_loss(L["abs"](L["sub"](input, target)), reduction, size_average, reduce)
+
+
+@register("smooth_l1_loss")
+def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
+    if beta == 0:
+        return l1_loss(input, target, reduction=reduction)
+    d = L["sub"](input, target)
+    dt = _f(d)
+    loss = unary(lambda x: ops.where(
+        ops.lt(ops.abs(x), _const(beta, dt)),
+        ops.truediv(ops.mul(_const(0.5, dt), ops.mul(x, x)), _const(beta, dt)),
+        ops.sub(ops.abs(x), _const(0.5 * beta, dt))), d)
+    return _reduce_loss(loss, reduction, size_average, reduce)
+
+
+@register("huber_loss")
+def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
+    if weight is not None:
+        raise NotLowered("huber weight")
+    d = L["sub"](input, target)
+    dt = _f(d)
+    loss = unary(lambda x: ops.where(
+        ops.lt(ops.abs(x), _const(delta, dt)), ops.mul(_const(0.5, dt), ops.mul(x, x)),
+        ops.mul(_const(delta, dt), ops.sub(ops.abs(x), _const(0.5 * delta, dt)))), d)
+    return _reduce_loss(loss, reduction)
+
+
+@register("binary_cross_entropy_with_logits")
+def bce_with_logits(input, target, weight=None, size_average=None, reduce=None,
+                    reduction="mean", pos_weight=None):
+    if pos_weight is not None:
+        raise NotLowered("pos_weight")
+    dt = _f(input)
+
+    def fn(x, y):
+        # (1 - y) * x + log1p(exp(-|x|)) + max(-x, 0)
+        return ops.add(ops.mul(ops.sub(_const(1.0, dt), y), x),
+                       ops.add(ops.log1p(ops.exp(ops.neg(ops.abs(x)))),
+                               ops.maximum(ops.neg(x), _const(0.0, dt))))
+    loss = pointwise(fn, [input, target], dt)
+    if weight is not None:
+        loss = L["mul"](loss, weight)
+    return _reduce_loss(loss, reduction, size_average, reduce)
+
+
+def _reduce_loss(loss, reduction, size_average=None, reduce=None):
+    if size_average is not None or reduce is not None:
+        raise NotLowered("legacy reduction args")
+    if reduction == "none":
+        return loss
+    if reduction == "sum":
+        return sum_(loss)
+    if reduction == "mean":
+        return mean(loss)
+    raise NotLowered(f"reduction {reduction}")
+
+
+@register("nll_loss")
+def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
+             reduction="mean"):
+    if size_average is not None or reduce is not None:
+        raise NotLowered("legacy reduction args")
+    _f(input)
+    if target.dtype != torch.int64 or input.ndim not in (1, 2) or input.ndim != target.ndim + 1:
+        raise NotLowered("nll_loss shapes")
+    if input.ndim == 1:
+        input, target = L["unsqueeze"](input, 0), L["unsqueeze"](target, 0)
+    valid = L["ne"](target, ignore_index)
+    safe_t = where(valid, target, 0)
+    picked = L["squeeze"](L["gather"](input, 1, L["unsqueeze"](safe_t, 1)), 1)
+    w = cast(valid, input.dtype)
+    if weight is not None:
+        w = L["mul"](w, L["squeeze"](L["embedding"](L["unsqueeze"](safe_t, 1),
+                                                    L["unsqueeze"](weight, 1)), [1, 2]))
+    loss = L["neg"](L["mul"](picked, w))
+    if reduction == "none":
+        return loss
+    if reduction == "sum":
+        return sum_(loss)
+    if reduction == "mean":
+        return L["div"](sum_(loss), sum_(w))
+    raise NotLowered(f"reduction {reduction}")
+
+
+@register("cross_entropy")
+def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
+                  reduction="mean", label_smoothing=0.0):
+    if label_smoothing != 0.0 or not is_tensor(target) or target.dtype != torch.int64:
+        raise NotLowered("cross_entropy variant")
+    if input.ndim != 2:
+        raise NotLowered("cross_entropy rank")
+    return nll_loss(LOWERINGS["log_softmax"](input, 1), target, weight, size_average,
+                    ignore_index, reduce, reduction)
+
+
+@register("normalize")
+def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
+    if p != 2.0 or out is not None:
+        raise NotLowered("normalize p")
+    _f(input)
+    n = unary(ops.sqrt, sum_(unary(ops.square, input), [norm_dim(dim, input.ndim)], True))
+    n = clamp(n, min=eps)
+    return L["div"](input, n)
+
+
+@register("norm", "linalg_vector_norm")
+def vector_norm(input, p=2, dim=None, keepdim=False, dtype=None, *, ord=None):
+    if ord is not None:
+        p = ord
+    if p in ("fro", None):
+        p = 2
+    if dtype is not None or not isinstance(p, (int, float)) or isinstance(p, bool):
+        raise NotLowered("norm args")
+    _f(input)
+    dims = norm_dims(dim, input.ndim)
+    a = L["abs"](input)
+    if p == 2:
+        return unary(ops.sqrt, sum_(unary(ops.square, a), dims, keepdim))
+    if p == 1:
+        return sum_(a, dims, keepdim)
+    if p == math.inf:
+        return make_reduction(a, dims, "max", keepdim)
+    raise NotLowered(f"norm p={p}")
+
+
+@register("count_nonzero")
+def count_nonzero(input, dim=None):
+    return sum_(L["ne"](input, 0), dim)
+
+
+@register("aminmax")
+def aminmax(input, *, dim=None, keepdim=False):
+    dims = norm_dims(dim, input.ndim)
+    return (make_reduction(input, dims, "min", keepdim), make_reduction(input, dims, "max", keepdim))
+
+
+@register("glu")
+def glu(input, dim=-1):
+    a, b = L["chunk"](input, 2, dim)
+    return L["mul"](a, L["sigmoid"](b))
+
+
+@register("square_")
+def _square(input):
+    return L["square"](input)
+
+
+@register("xlogy_")
+def _xlogy(input, other):
+    return L["xlogy"](input, other)
+
+
+@register("diff")
+def diff(input, n=1, dim=-1, prepend=None, append=None):
+    if n != 1 or prepend is not None or append is not None:
+        raise NotLowered("diff args")
+    d = norm_dim(dim, input.ndim)
+    m = int(input.size[d])
+    a = L["narrow"](input, d, 1, m - 1)
+    b = L["narrow"](input, d, 0, m - 1)
+    if input.dtype == torch.bool:
+        return L["logical_xor"](a, b)
+    return L["sub"](a, b)
+
+
+@register("trace")
+def trace(input):
+    if input.ndim != 2:
+        raise NotLowered("trace rank")
+    n = min(int(input.size[0]), int(input.size[1]))
+    from codegen.ir import TensorValue
+    diag = TensorValue([sympy.Integer(n)], input.dtype, lambda idx: input.loader([idx[0], idx[0]]),
+                       None, input.cost)
+    return sum_(diag)

@@ -1,0 +1,537 @@
+"""GraphLowering: walks an FX graph and builds the loop IR.
+
+One handler per FX node kind (placeholder, get_attr, call_*, output). A call node is
+canonicalized, lowered, and its result checked against the node's metadata (shape and dtype
+from ShapeProp, or `meta["val"]` when the tracer supplied it); any failure or mismatch turns
+that node into an extern call of the eager op, so the graph always compiles. Mutations are
+functionalized for unaliased values: an in-place op on a graph input rebinds the input's value
+and records a write-back the wrapper performs after all kernels ran; mutations we cannot prove
+safe (on views, on aliased tensors, setitem, out=) raise `EagerFallback` for the whole graph.
+"""
+from __future__ import annotations
+
+import logging
+import operator
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+import sympy
+import torch
+import torch.fx
+from torch.fx.passes.shape_prop import ShapeProp, TensorMetadata
+
+from codegen.canonical import Canonical, canonicalize
+from codegen.ir import (ArgRef, ComputedBuffer, ExternBuffer, ExternCall, InputBuffer, Layout,
+                        NotLowered, TensorValue, current, realize, strided_view_of)
+from codegen.lowering import LOWERINGS, SUPPORTED_DTYPES
+
+log = logging.getLogger("pydynamo.codegen")
+
+
+class EagerFallback(Exception):
+    """The whole graph must run eagerly (reason in the message)."""
+
+
+# canonical ops whose result may share storage with an argument
+VIEW_OPS = {"reshape", "view", "flatten", "unflatten", "view_as", "reshape_as", "permute",
+            "transpose", "swapaxes", "swapdims", "t", "movedim", "moveaxis", "unsqueeze",
+            "squeeze", "expand", "expand_as", "broadcast_to", "select", "narrow", "getitem",
+            "split", "split_with_sizes", "chunk", "unbind", "detach", "alias", "contiguous",
+            "to", "type_as", "float", "double", "long", "int", "bool", "short", "char", "byte",
+            "positive", "resolve_conj", "resolve_neg", "dropout"}
+
+
+@dataclass
+class Mutation:
+    position: int           # placeholder index
+    value: TensorValue      # final value to write back
+
+
+@dataclass
+class LoweringStats:
+    native: int = 0
+    extern: int = 0
+    extern_reasons: Dict[str, str] = field(default_factory=dict)
+
+
+def _tensor_meta(node):
+    val = node.meta.get("val")
+    if val is not None:
+        return val
+    return node.meta.get("tensor_meta")
+
+
+class GraphLowering:
+    def __init__(self, gm: torch.fx.GraphModule, example_inputs: List[Any]):
+        self.gm = gm
+        self.example_inputs = list(example_inputs)
+        self.buffers: List[Any] = []          # ComputedBuffer / ExternCall, in program order
+        self.buffers_by_name: Dict[str, Any] = {}
+        self.inputs: List[InputBuffer] = []   # placeholders (tensor ones)
+        self.scalar_inputs: Dict[int, Any] = {}
+        self.constants: List[InputBuffer] = []
+        self._const_ids: Dict[int, InputBuffer] = {}
+        self.env: Dict[torch.fx.Node, Any] = {}
+        self.outputs: List[Any] = []
+        self.mutations: Dict[int, Mutation] = {}
+        self.input_alias: Dict[torch.fx.Node, int] = {}   # node -> placeholder it is (in place)
+        self.stats = LoweringStats()
+        self.current_node: Optional[torch.fx.Node] = None
+        self._n = 0
+        self.needs_grad_params = False
+
+    # ------------------------------------------------------------ buffers
+    def _name(self, prefix="buf"):
+        self._n += 1
+        return f"{prefix}{self._n - 1}"
+
+    def _origins(self):
+        return [self.current_node] if self.current_node is not None else []
+
+    def new_computed(self, size, dtype, data, origins=None) -> ComputedBuffer:
+        origins = list(origins or [])
+        for o in self._origins():
+            if o not in origins:
+                origins.append(o)
+        buf = ComputedBuffer(self._name(), Layout.contiguous(size, dtype), origins, data)
+        self.buffers.append(buf)
+        self.buffers_by_name[buf.name] = buf
+        return buf
+
+    def new_aux(self, owner: ComputedBuffer) -> ComputedBuffer:
+        aux = ComputedBuffer(self._name(), Layout.contiguous(owner.layout.size, owner.dtype),
+                             owner.origins, None)
+        self.buffers_by_name[aux.name] = aux
+        return aux
+
+    def constant_tensor(self, t: torch.Tensor) -> TensorValue:
+        key = id(t)
+        if key not in self._const_ids:
+            if t.dtype not in SUPPORTED_DTYPES or t.device.type != "cpu" or t.is_sparse:
+                raise NotLowered("constant dtype/device")
+            if t.requires_grad:
+                self.needs_grad_params = True
+            buf = InputBuffer(self._name("const"), Layout([sympy.Integer(s) for s in t.shape],
+                                                          [sympy.Integer(s) for s in t.stride()],
+                                                          t.dtype), [], "constant", -1, t)
+            self.constants.append(buf)
+            self._const_ids[key] = buf
+            self.buffers_by_name[buf.name] = buf
+        return TensorValue.of_buffer(self._const_ids[key])
+
+    # ------------------------------------------------------------ externs
+    def to_arg(self, v):
+        """A lowering value -> what an extern call receives (ArgRef for tensors)."""
+        if isinstance(v, TensorValue):
+            ref = strided_view_of(v)
+            if ref is None:
+                ref = strided_view_of(realize(v))
+            return ref
+        if isinstance(v, (list, tuple)):
+            return type(v)(self.to_arg(x) for x in v)
+        if isinstance(v, dict):
+            return {k: self.to_arg(x) for k, x in v.items()}
+        if isinstance(v, sympy.Expr):
+            if v.is_Integer:
+                return int(v)
+            if v.is_Float:
+                return float(v)
+            raise NotLowered("symbolic scalar argument to extern")
+        return v
+
+    def call_extern(self, target, args, kwargs, meta=None):
+        """Run `target` eagerly from the wrapper; returns TensorValue(s) over its outputs."""
+        args, kwargs = self.to_arg(tuple(args)), self.to_arg(dict(kwargs))
+        call = ExternCall(target, args, kwargs, self.current_node)
+        out_meta = self._extern_meta(target, args, kwargs, meta)
+
+        def build(m, path):
+            if isinstance(m, (list, tuple)) and not _is_tensor_meta(m):
+                return type(m)(build(x, path + (i,)) for i, x in enumerate(m))
+            if m is None or not _is_tensor_meta(m):
+                raise NotLowered("extern returned a non-tensor")
+            stride = m.stride() if callable(m.stride) else m.stride
+            lay = Layout([sympy.sympify(s) for s in m.shape], [sympy.sympify(s) for s in stride],
+                         m.dtype)
+            b = ExternBuffer(self._name(), lay, self._origins(), call, path)
+            call.outputs.append(b)
+            self.buffers_by_name[b.name] = b
+            return TensorValue.of_buffer(b)
+        result = build(out_meta, ())
+        self.buffers.append(call)
+        return result
+
+    def _extern_meta(self, target, args, kwargs, meta):
+        def to_meta(a):
+            if isinstance(a, ArgRef):
+                return torch.empty_strided([int(s) for s in a.size], [int(s) for s in a.stride],
+                                           dtype=a.buffer.dtype, device="meta")
+            if isinstance(a, (list, tuple)):
+                return type(a)(to_meta(x) for x in a)
+            if isinstance(a, dict):
+                return {k: to_meta(x) for k, x in a.items()}
+            return a
+        try:
+            out = target(*to_meta(args), **to_meta(kwargs))
+            return _meta_of(out)
+        except Exception:
+            if meta is None:
+                raise NotLowered("extern output layout unknown")
+            return meta
+
+    # ------------------------------------------------------------ driver
+    def run(self):
+        self._check_mutations()
+        if not any(_tensor_meta(n) is not None for n in self.gm.graph.nodes if n.op != "output"):
+            with torch.no_grad():
+                ShapeProp(self.gm).propagate(*self.example_inputs)
+        prev = current.graph
+        current.graph = self
+        try:
+            for node in self.gm.graph.nodes:
+                self.current_node = node
+                self.env[node] = HANDLERS[node.op](self, node)
+        finally:
+            current.graph = prev
+            self.current_node = None
+        return self
+
+    def _check_mutations(self):
+        """Refuse graphs whose mutations we cannot functionalize exactly."""
+        aliased = set()
+        for n in self.gm.graph.nodes:
+            if n.op in ("call_method", "call_function") and _canon_name(n) in VIEW_OPS:
+                aliased.add(n)
+                for a in n.all_input_nodes:
+                    aliased.add(a)
+            elif n.op in ("call_method", "call_function", "call_module") and \
+                    _canon_name(n) is None and n.target is not operator.getitem:
+                # unknown ops may return views of their inputs
+                aliased.add(n)
+                aliased.update(n.all_input_nodes)
+        for n in self.gm.graph.nodes:
+            if n.op == "call_function" and n.target is operator.setitem:
+                raise EagerFallback("setitem mutates a tensor in place")
+            if "out" in n.kwargs and n.kwargs["out"] is not None:
+                raise EagerFallback("out= argument")
+            if not _is_inplace(n):
+                continue
+            target = n.args[0] if n.args else None
+            if not isinstance(target, torch.fx.Node) or target in aliased or \
+                    target.op == "get_attr" or _canon_name(n) is None:
+                raise EagerFallback(f"in-place {n.target} on a value that may be aliased")
+
+    # ------------------------------------------------------------ node handlers
+    def placeholder(self, node):
+        pos = len(self.inputs) + len(self.scalar_inputs)
+        ex = self.example_inputs[pos]
+        if not isinstance(ex, torch.Tensor):
+            self.scalar_inputs[pos] = ex
+            return ex
+        if ex.dtype not in SUPPORTED_DTYPES or ex.device.type != "cpu" or ex.layout != torch.strided:
+            raise EagerFallback(f"input {node.name}: {ex.dtype} on {ex.device}")
+        buf = InputBuffer(f"arg{pos}", Layout([sympy.Integer(s) for s in ex.shape],
+                                               [sympy.Integer(s) for s in ex.stride()], ex.dtype),
+                          [node], "input", pos)
+        self.inputs.append(buf)
+        self.buffers_by_name[buf.name] = buf
+        self.input_alias[node] = pos
+        return TensorValue.of_buffer(buf)
+
+    def get_attr(self, node):
+        val = _fetch_attr(self.gm, node.target)
+        if isinstance(val, torch.Tensor):
+            return self.constant_tensor(val)
+        return val
+
+    def call(self, node):
+        args, kwargs = self._eval_args(node.args), self._eval_args(node.kwargs)
+        if _tensor_meta(node) is None and not _has_tensor(args) and not _has_tensor(kwargs):
+            return self._eval_static(node.target if node.op == "call_function" else
+                                     _MethodCaller(node.target), args, kwargs, node)
+        canon = None
+        try:
+            canon = canonicalize(node, self.gm, args, kwargs)
+            if canon is not None:
+                canon.args = self._tensors_to_values(canon.args)
+                canon.kwargs = self._tensors_to_values(canon.kwargs)
+                result = self._lower(canon, node)
+                if isinstance(result, TensorValue) and result.buffer is None:
+                    result.origins = _origins_of((args, kwargs)) + [node]
+                if isinstance(result, TensorValue) and result.buffer is None and \
+                        result.cost > 1 and len(node.users) > 1:
+                    result = realize(result)   # shared by several users: compute once
+                self.stats.native += 1
+                return self._finish(node, canon, result)
+        except (NotLowered, TypeError, ValueError, IndexError, KeyError, NotImplementedError,
+                AttributeError, ZeroDivisionError, RuntimeError) as e:
+            reason = f"{type(e).__name__}: {e}"
+        else:
+            reason = "no lowering"
+        if canon is not None and canon.inplace:
+            raise EagerFallback(f"in-place {node.target} could not be lowered ({reason})")
+        self.stats.extern += 1
+        self.stats.extern_reasons[node.name] = f"{_target_name(node)}: {reason}"
+        result = self._extern_node(node, args, kwargs)
+        return result
+
+    def _lower(self, canon: Canonical, node):
+        fn = LOWERINGS[canon.name]
+        result = fn(*canon.args, **canon.kwargs)
+        if canon.inplace:
+            target = canon.args[0]
+            if not isinstance(result, TensorValue) or not isinstance(target, TensorValue):
+                raise NotLowered("in-place result")
+            if list(result.size) != list(target.size):
+                raise NotLowered("in-place broadcast changes shape")
+            result = LOWERINGS["to"](result, target.dtype)
+        self._check_meta(node, result)
+        return result
+
+    def _finish(self, node, canon, result):
+        if canon.inplace:
+            src = node.args[0]
+            self.env[src] = result
+            if src in self.input_alias:
+                pos = self.input_alias[src]
+                self.mutations[pos] = Mutation(pos, result)
+                self.input_alias[node] = pos
+        return result
+
+    def _check_meta(self, node, result):
+        meta = _tensor_meta(node)
+        if meta is None:
+            return
+
+        def check(m, r):
+            if isinstance(m, (list, tuple)) and not _is_tensor_meta(m):
+                if not isinstance(r, (list, tuple)) or len(m) != len(r):
+                    raise NotLowered("result structure differs from eager")
+                for a, b in zip(m, r):
+                    check(a, b)
+                return
+            if _is_tensor_meta(m):
+                if not isinstance(r, TensorValue):
+                    raise NotLowered("result is not a tensor")
+                if r.dtype != m.dtype:
+                    raise NotLowered(f"dtype {r.dtype} != eager {m.dtype}")
+                if [sympy.sympify(s) for s in m.shape] != [sympy.sympify(s) for s in r.size]:
+                    raise NotLowered(f"shape {r.size} != eager {list(m.shape)}")
+                if any(s == 0 for s in r.size):
+                    raise NotLowered("empty tensor")
+        check(meta, result)
+
+    def _extern_node(self, node, args, kwargs):
+        if node.op == "call_function":
+            target = node.target
+        elif node.op == "call_method":
+            target = _MethodCaller(node.target)
+        else:
+            target = self.gm.get_submodule(node.target)
+            for p in target.parameters():
+                if p.requires_grad:
+                    self.needs_grad_params = True
+        meta = _tensor_meta(node)
+        if meta is not None and not _all_tensor_meta(meta):
+            # non-tensor results (sizes, python scalars) are computed now, at compile time
+            return self._eval_static(target, args, kwargs, node)
+        if meta is None and not _has_tensor(args) and not _has_tensor(kwargs):
+            return self._eval_static(target, args, kwargs, node)
+        return self.call_extern(target, args, kwargs, meta)
+
+    def _eval_static(self, target, args, kwargs, node):
+        if _has_tensor(args) or _has_tensor(kwargs):
+            if node.op == "call_method" and node.target in ("size", "dim", "numel") or \
+                    node.op == "call_function" and node.target in (torch.numel,):
+                return _static_size_query(node.target, args, kwargs)
+            if node.op == "call_function" and node.target is getattr and args[1] in ("shape", "ndim", "dtype"):
+                x = args[0]
+                return {"shape": torch.Size([int(s) for s in x.size]), "ndim": x.ndim,
+                        "dtype": x.dtype}[args[1]]
+            raise EagerFallback(f"non-tensor result of {_target_name(node)} depends on tensor data")
+        return target(*args, **kwargs)
+
+    def output(self, node):
+        seen = set()
+
+        def finalize(n):
+            pos = self.input_alias.get(n)
+            if pos is not None and pos in self.mutations:
+                return self.to_arg(self._input_value(pos))   # the mutated input itself
+            v = self.env[n]
+            if isinstance(v, (list, tuple)):
+                return type(v)(self._fresh_output(x, False, seen) for x in v)
+            return self._fresh_output(v, _may_alias(n), seen)
+        self.outputs = torch.fx.node.map_arg(node.args[0], finalize)
+        for m in self.mutations.values():
+            m.value = self.to_arg(m.value)
+        return None
+
+    def _fresh_output(self, v, may_alias, seen):
+        """Outputs of non-view ops must be new tensors, as in eager."""
+        if not isinstance(v, TensorValue):
+            return v
+        ref = self.to_arg(v)
+        if not may_alias and (not isinstance(ref.buffer, ComputedBuffer) or ref.buffer.name in seen):
+            if not isinstance(ref.buffer, ExternBuffer) or ref.buffer.name in seen:
+                copy = TensorValue(list(v.size), v.dtype, v.loader, None, v.cost)
+                ref = self.to_arg(realize(copy))
+        seen.add(ref.buffer.name)
+        return ref
+
+    # ------------------------------------------------------------ helpers
+    def _input_value(self, pos):
+        return TensorValue.of_buffer(next(b for b in self.inputs if b.position == pos))
+
+    def _eval_args(self, a):
+        return torch.fx.node.map_arg(a, lambda n: self.env[n])
+
+    def _tensors_to_values(self, a):
+        if isinstance(a, torch.Tensor):
+            return self.constant_tensor(a)
+        if isinstance(a, (list, tuple)):
+            return type(a)(self._tensors_to_values(x) for x in a)
+        if isinstance(a, dict):
+            return {k: self._tensors_to_values(v) for k, v in a.items()}
+        return a
+
+
+@dataclass(frozen=True)
+class _InputRef:
+    pos: int
+
+
+class _MethodCaller:
+    """Calls tensor method `name` on its first argument (extern target for call_method)."""
+
+    def __init__(self, name):
+        self.name = name
+        self.__name__ = f"Tensor.{name}"
+
+    def __call__(self, self_, *args, **kwargs):
+        return getattr(self_, self.name)(*args, **kwargs)
+
+    def __repr__(self):
+        return f"Tensor.{self.name}"
+
+
+def _static_size_query(name, args, kwargs):
+    x = args[0]
+    if name == "size":
+        sizes = [int(s) if s.is_Integer else s for s in x.size]
+        d = args[1] if len(args) > 1 else kwargs.get("dim")
+        return torch.Size(sizes) if d is None and all(isinstance(s, int) for s in sizes) else (
+            sizes[d] if d is not None else tuple(sizes))
+    if name == "dim":
+        return x.ndim
+    from codegen.sizevars import product
+    n = product(x.size)
+    return int(n) if n.is_Integer else n
+
+
+def _fetch_attr(gm, target):
+    obj = gm
+    for part in target.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _target_name(node):
+    t = node.target
+    return t if isinstance(t, str) else getattr(t, "__name__", repr(t))
+
+
+def _canon_name(node):
+    from codegen.canonical import _method_name, function_table
+    if node.op == "call_function":
+        name = function_table().get(node.target)
+    elif node.op == "call_method":
+        name = _method_name(node.target)
+    else:
+        return None
+    if name is None:
+        return None
+    if name.endswith("_") and name[:-1] in LOWERINGS:
+        name = name[:-1]
+    return name if name in LOWERINGS else None
+
+
+def _may_alias(node) -> bool:
+    """Could eager's result of this node share storage with another tensor?"""
+    if node.op in ("placeholder", "get_attr"):
+        return True
+    name = _canon_name(node)
+    return name is None or name in VIEW_OPS
+
+
+def _is_inplace(node) -> bool:
+    if node.op not in ("call_method", "call_function", "call_module"):
+        return False
+    if node.kwargs.get("inplace"):
+        return True
+    if node.op == "call_module":
+        return False
+    name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
+    if node.target in (operator.iadd, operator.isub, operator.imul, operator.itruediv):
+        return True
+    return isinstance(name, str) and name.endswith("_") and not name.endswith("__") and \
+        (node.op == "call_method" or getattr(node.target, "__self__", None) is not None or
+         node.target in _tensor_method_objects())
+
+
+def _tensor_method_objects():
+    return {getattr(torch.Tensor, n) for n in dir(torch.Tensor)
+            if n.endswith("_") and not n.endswith("__")}
+
+
+def _is_tensor_meta(m):
+    return isinstance(m, (TensorMetadata, torch.Tensor))
+
+
+def _all_tensor_meta(m):
+    if _is_tensor_meta(m):
+        return True
+    if isinstance(m, (list, tuple)):
+        return len(m) > 0 and all(_all_tensor_meta(x) for x in m)
+    return _is_tensor_meta(m)
+
+
+def _meta_of(out):
+    if isinstance(out, torch.Tensor):
+        return out
+    if isinstance(out, (list, tuple)):
+        return type(out)(_meta_of(x) for x in out) if not hasattr(out, "_fields") else \
+            tuple(_meta_of(x) for x in out)
+    return out
+
+
+def _origins_of(a) -> list:
+    out = []
+    if isinstance(a, TensorValue):
+        out = list(a.origins)
+    elif isinstance(a, (list, tuple)):
+        for x in a:
+            out += [o for o in _origins_of(x) if o not in out]
+    elif isinstance(a, dict):
+        out = _origins_of(list(a.values()))
+    return out
+
+
+def _has_tensor(a):
+    if isinstance(a, TensorValue):
+        return True
+    if isinstance(a, (list, tuple)):
+        return any(_has_tensor(x) for x in a)
+    if isinstance(a, dict):
+        return any(_has_tensor(x) for x in a.values())
+    return False
+
+
+HANDLERS = {
+    "placeholder": GraphLowering.placeholder,
+    "get_attr": GraphLowering.get_attr,
+    "call_function": GraphLowering.call,
+    "call_method": GraphLowering.call,
+    "call_module": GraphLowering.call,
+    "output": GraphLowering.output,
+}

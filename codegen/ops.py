@@ -1,0 +1,187 @@
+"""Define-by-run `ops`: loop bodies are Python functions that call `ops.<name>(...)`.
+
+A body never builds an expression tree itself; whichever handler is installed with
+`set_handler` decides what a call means: `DepsHandler` records the buffers and indices a body
+reads, the C++ printer (codegen/cpp.py) emits one C++ statement per call, a Triton printer can
+emit Triton. Values passed between ops are opaque to the body; every handler must accept the
+values it itself returned.
+
+Vocabulary (the contract a printer implements):
+  load(name, index) / store(name, index, value)   index: sympy expr in loop/size variables
+  constant(value, dtype)  index_expr(expr, dtype)  to_dtype(x, dtype)
+  indirect_indexing(value, size) -> sympy symbol usable inside later indices
+  every name in POINTWISE_OPS below, with the arity given there.
+Operands of binary ops always share one dtype (lowering inserts casts); comparison and logical
+ops return bool.
+"""
+from __future__ import annotations
+
+import contextlib
+import threading
+from dataclasses import dataclass, field
+from typing import Any, List, Set, Tuple
+
+import sympy
+
+from codegen.sizevars import sym
+
+# name -> arity. Semantics follow the eager torch op of the same name (NaN-propagating
+# maximum/minimum, Python-style floor/remainder for floats, C-style for ints only where the
+# lowering guarantees no division by zero).
+POINTWISE_OPS = {
+    # unary
+    "neg": 1, "abs": 1, "exp": 1, "exp2": 1, "expm1": 1, "log": 1, "log2": 1, "log10": 1,
+    "log1p": 1, "sqrt": 1, "rsqrt": 1, "sin": 1, "cos": 1, "tan": 1, "asin": 1, "acos": 1,
+    "atan": 1, "sinh": 1, "cosh": 1, "tanh": 1, "asinh": 1, "acosh": 1, "atanh": 1, "erf": 1,
+    "erfc": 1, "sigmoid": 1, "relu": 1, "floor": 1, "ceil": 1, "round": 1, "trunc": 1,
+    "frac": 1, "sign": 1, "reciprocal": 1, "square": 1, "logical_not": 1, "bitwise_not": 1,
+    "isnan": 1, "isinf": 1, "isfinite": 1, "signbit": 1, "lgamma": 1, "sgn": 1,
+    "isposinf": 1, "isneginf": 1,
+    # binary
+    "add": 2, "sub": 2, "mul": 2, "truediv": 2, "floordiv": 2, "remainder": 2, "fmod": 2,
+    "pow": 2, "atan2": 2, "maximum": 2, "minimum": 2, "fmax": 2, "fmin": 2, "copysign": 2,
+    "hypot": 2, "eq": 2, "ne": 2, "lt": 2, "le": 2, "gt": 2, "ge": 2, "logical_and": 2,
+    "logical_or": 2, "logical_xor": 2, "bitwise_and": 2, "bitwise_or": 2, "bitwise_xor": 2,
+    "nextafter": 2, "xlogy": 2,
+    # ternary
+    "where": 3,
+}
+
+
+class _Local(threading.local):
+    handler: Any = None
+
+
+_local = _Local()
+
+
+@contextlib.contextmanager
+def set_handler(handler):
+    prev = _local.handler
+    _local.handler = handler
+    try:
+        yield handler
+    finally:
+        _local.handler = prev
+
+
+class _OpsProxy:
+    """`ops.exp(x)` forwards to the installed handler."""
+
+    def __getattr__(self, name):
+        # late-bound: `fn = ops.exp` may be taken at lowering time and called under any handler
+        def call(*args, **kwargs):
+            h = _local.handler
+            if h is None:
+                raise RuntimeError("no ops handler installed")
+            return getattr(h, name)(*args, **kwargs)
+        call.__name__ = name
+        return call
+
+
+ops = _OpsProxy()
+
+
+class HandlerBase:
+    """Routes every POINTWISE_OPS name to `self.op(name, *args)`."""
+
+    def __getattr__(self, name):
+        if name in POINTWISE_OPS:
+            return lambda *args: self.op(name, *args)
+        raise AttributeError(name)
+
+    def op(self, name, *args):
+        raise NotImplementedError
+
+
+@dataclass
+class ReadRecord:
+    name: str
+    index: sympy.Expr
+
+
+@dataclass
+class DepsHandler(HandlerBase):
+    """Interprets a body to list what it reads and how big it is (op count)."""
+    reads: List[ReadRecord] = field(default_factory=list)
+    writes: List[ReadRecord] = field(default_factory=list)
+    indirect: int = 0
+    n_ops: int = 0
+
+    def op(self, name, *args):
+        self.n_ops += 1
+        return None
+
+    def load(self, name, index):
+        self.reads.append(ReadRecord(name, sympy.sympify(index)))
+        return None
+
+    def store(self, name, index, value):
+        self.writes.append(ReadRecord(name, sympy.sympify(index)))
+
+    def constant(self, value, dtype):
+        return None
+
+    def index_expr(self, expr, dtype):
+        return None
+
+    def to_dtype(self, x, dtype):
+        return None
+
+    def indirect_indexing(self, value, size, check=True):
+        self.indirect += 1
+        return sym(f"i{self.indirect - 1}_dep")
+
+    @property
+    def read_names(self) -> Set[str]:
+        return {r.name for r in self.reads}
+
+
+def collect_deps(fn, *args) -> DepsHandler:
+    h = DepsHandler()
+    with set_handler(h):
+        fn(*args)
+    return h
+
+
+@dataclass
+class SimpleLoad:
+    """Result of `as_single_load`: the body is exactly one load of `name` at `index`."""
+    name: str
+    index: sympy.Expr
+
+
+class _SingleLoadProbe(HandlerBase):
+    def __init__(self):
+        self.loads: List[Tuple[str, Any]] = []
+        self.other = False
+
+    def op(self, name, *args):
+        self.other = True
+
+    def load(self, name, index):
+        self.loads.append((name, sympy.sympify(index)))
+        return ("load", len(self.loads) - 1)
+
+    def constant(self, value, dtype):
+        self.other = True
+
+    def index_expr(self, expr, dtype):
+        self.other = True
+
+    def to_dtype(self, x, dtype):
+        self.other = True
+
+    def indirect_indexing(self, value, size, check=True):
+        self.other = True
+        return sym("i_probe")
+
+
+def as_single_load(loader, index):
+    """If `loader(index)` is exactly one load (a pure view of a buffer), describe it."""
+    p = _SingleLoadProbe()
+    with set_handler(p):
+        out = loader(index)
+    if p.other or len(p.loads) != 1 or out != ("load", 0):
+        return None
+    return SimpleLoad(*p.loads[0])

@@ -1,0 +1,282 @@
+"""Scheduler: dead-code removal, fusion into kernels, and buffer lifetimes.
+
+Input: the program-ordered list of ComputedBuffers and ExternCalls from GraphLowering.
+Output: a list of steps, each a `FusedKernel` (one C++ function) or an `ExternCall`.
+
+A FusedKernel shares outer loops `outer` (sympy ranges, loop variables x0..) among its nodes.
+Each node is a pointwise buffer whose size is `outer + inner` (inner loop vars y0..) or a
+reduction whose kept ranges equal `outer` (reduction vars r0..). Nodes run in order inside one
+iteration of the outer loops, so a node may read what an earlier node of the same kernel wrote
+only at the element(s) written in the same outer iteration ("row-local" reads); that is the
+legality test for fusing. Fusion is greedy into the most recent kernel (program order is a
+topological order), so no node ever waits on work scheduled after it and nothing is recomputed
+beyond what lowering already inlined.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Set
+
+import sympy
+
+from codegen.ir import (ArgRef, ComputedBuffer, ExternCall, InputBuffer, Pointwise, Reduction)
+from codegen.ops import collect_deps
+from codegen.sizevars import contiguous_strides, flat_index, loop_vars, product
+
+
+@dataclass(eq=False)
+class SchedNode:
+    buf: ComputedBuffer
+
+    @property
+    def is_reduction(self):
+        return isinstance(self.buf.data, Reduction)
+
+    @property
+    def full_ranges(self):
+        d = self.buf.data
+        return list(d.ranges) + (list(d.reduction_ranges) if self.is_reduction else [])
+
+    @property
+    def outer_ranges(self):
+        return list(self.buf.data.ranges)
+
+    def inner_ranges(self, k):
+        d = self.buf.data
+        return list(d.reduction_ranges) if self.is_reduction else list(d.ranges[k:])
+
+    def inner_prefix(self):
+        return "r" if self.is_reduction else "y"
+
+    def vars(self, k):
+        d = self.buf.data
+        if self.is_reduction:
+            return loop_vars("x", len(d.ranges)), loop_vars("r", len(d.reduction_ranges))
+        return loop_vars("x", k), loop_vars(f"y_{self.buf.name}_", len(d.ranges) - k)
+
+    def reads(self, k):
+        xs, inner = self.vars(k)
+        d = self.buf.data
+        if self.is_reduction:
+            return collect_deps(d.inner_fn, xs, inner)
+        return collect_deps(d.inner_fn, xs + inner)
+
+    def store_index(self, k):
+        xs, inner = self.vars(k)
+        if self.is_reduction:
+            return flat_index(xs, contiguous_strides(self.buf.data.ranges))
+        return flat_index(xs + inner, contiguous_strides(self.buf.data.ranges))
+
+    def output_names(self):
+        return [self.buf.name] + ([self.buf.aux.name] if self.buf.aux is not None else [])
+
+
+@dataclass(eq=False)
+class FusedKernel:
+    name: str
+    outer: List[sympy.Expr]
+    nodes: List[SchedNode]
+    removed: Set[str] = field(default_factory=set)     # buffers kept in registers only
+
+    @property
+    def has_inner(self):
+        return any(n.is_reduction or len(n.full_ranges) > len(self.outer) for n in self.nodes)
+
+    def origins(self):
+        seen = []
+        for n in self.nodes:
+            for o in n.buf.origins:
+                if o not in seen:
+                    seen.append(o)
+        return seen
+
+
+def _same(a, b) -> bool:
+    return len(a) == len(b) and all(sympy.simplify(x - y) == 0 for x, y in zip(a, b))
+
+
+def _candidate_outer(nodes: List[SchedNode]) -> Optional[List[sympy.Expr]]:
+    """The shared outer ranges for these nodes, or None if they cannot share loops."""
+    reds = [n for n in nodes if n.is_reduction]
+    if reds:
+        outer = reds[0].outer_ranges
+        if not all(_same(r.outer_ranges, outer) for r in reds):
+            return None
+    else:
+        outer = nodes[0].full_ranges
+        for n in nodes[1:]:
+            if not _same(n.full_ranges, outer):
+                return None
+        return outer
+    for n in nodes:
+        if not n.is_reduction and not _same(n.full_ranges[:len(outer)], outer):
+            return None
+    return outer
+
+
+def _legal(nodes: List[SchedNode], outer) -> bool:
+    k = len(outer)
+    producer = {}
+    for n in nodes:
+        for name in n.output_names():
+            producer[name] = n
+    for n in nodes:
+        deps = n.reads(k)
+        if deps.indirect and any(r.name in producer for r in deps.reads):
+            return False
+        _, n_inner = n.vars(k)
+        for r in deps.reads:
+            m = producer.get(r.name)
+            if m is None:
+                continue
+            if m is n:
+                return False
+            if m.is_reduction:
+                if sympy.simplify(r.index - m.store_index(k)) != 0:
+                    return False
+                continue
+            _, m_inner = m.vars(k)
+            if len(m_inner) != len(n_inner) or not _same(m.inner_ranges(k), n.inner_ranges(k)):
+                return False
+            want = m.store_index(k).subs(dict(zip(m_inner, n_inner)))
+            if sympy.simplify(r.index - want) != 0:
+                return False
+    return True
+
+
+def buffer_readers(items, outputs, mutations) -> Dict[str, int]:
+    """How many consumers read each buffer name (kernels, externs, outputs, write-backs)."""
+    counts: Dict[str, int] = {}
+
+    def bump(name):
+        counts[name] = counts.get(name, 0) + 1
+    for it in items:
+        if isinstance(it, ComputedBuffer):
+            for name in SchedNode(it).reads(0).read_names:
+                bump(name)
+        else:
+            for ref in _argrefs(it.args) + _argrefs(it.kwargs):
+                bump(ref.buffer.name)
+    for ref in _argrefs(outputs) + _argrefs([m.value for m in mutations]):
+        bump(ref.buffer.name)
+    return counts
+
+
+def _argrefs(a) -> List[ArgRef]:
+    if isinstance(a, ArgRef):
+        return [a]
+    if isinstance(a, (list, tuple)):
+        return [r for x in a for r in _argrefs(x)]
+    if isinstance(a, dict):
+        return [r for x in a.values() for r in _argrefs(x)]
+    return []
+
+
+def eliminate_dead(items, outputs, mutations):
+    items = list(items)
+    while True:
+        counts = buffer_readers(items, outputs, mutations)
+        live = [it for it in items if not isinstance(it, ComputedBuffer) or
+                any(counts.get(n, 0) for n in SchedNode(it).output_names())]
+        if len(live) == len(items):
+            return live
+        items = live
+
+
+def schedule(items, outputs, mutations, fuse=True):
+    """-> list of FusedKernel | ExternCall."""
+    items = eliminate_dead(items, outputs, mutations)
+    steps: List[object] = []
+    for it in items:
+        if isinstance(it, ExternCall):
+            steps.append(it)
+            continue
+        node = SchedNode(it)
+        if fuse and _fuse_into_earlier(steps, node):
+            continue
+        outer = node.outer_ranges if node.is_reduction else node.full_ranges
+        steps.append(FusedKernel(f"kernel{len([s for s in steps if isinstance(s, FusedKernel)])}",
+                                 outer, [node]))
+    _mark_removed(steps, outputs, mutations)
+    return steps
+
+
+def _fuse_into_earlier(steps, node: SchedNode) -> bool:
+    """Fuse into the latest kernel that no later step's output feeds; True if fused.
+
+    Walking back from the end, a step that produces something `node` reads is the last
+    candidate (the node cannot run before its inputs exist). Pure nodes may move earlier past
+    unrelated steps: nothing scheduled after the target depends on them yet.
+    """
+    needs = node.reads(0).read_names
+    for s in reversed(steps):
+        produced = set()
+        if isinstance(s, FusedKernel):
+            for n in s.nodes:
+                produced.update(n.output_names())
+            cand = s.nodes + [node]
+            outer = _candidate_outer(cand)
+            if outer is not None and _legal(cand, outer):
+                s.nodes.append(node)
+                s.outer = outer
+                return True
+        else:
+            produced.update(b.name for b in s.outputs)
+        if produced & needs:
+            return False
+    return False
+
+
+def _mark_removed(steps, outputs, mutations):
+    """Buffers read only inside their own kernel, at the element just computed, need no memory."""
+    pinned = {r.buffer.name for r in _argrefs(outputs) + _argrefs([m.value for m in mutations])}
+    owner: Dict[str, FusedKernel] = {}
+    readers: Dict[str, Set[int]] = {}
+    for i, s in enumerate(steps):
+        if isinstance(s, FusedKernel):
+            for n in s.nodes:
+                for name in n.output_names():
+                    owner[name] = s
+                for name in n.reads(len(s.outer)).read_names:
+                    readers.setdefault(name, set()).add(i)
+        else:
+            for ref in _argrefs(s.args) + _argrefs(s.kwargs):
+                readers.setdefault(ref.buffer.name, set()).add(i)
+    for i, s in enumerate(steps):
+        if not isinstance(s, FusedKernel):
+            continue
+        for n in s.nodes:
+            if not n.is_reduction and s.has_inner:
+                continue
+            for name in n.output_names():
+                if name not in pinned and readers.get(name, set()) <= {i}:
+                    s.removed.add(name)
+
+
+def kernel_count(steps) -> int:
+    return sum(1 for s in steps if isinstance(s, FusedKernel))
+
+
+@dataclass
+class Lifetimes:
+    last_use: Dict[str, int]
+    first_def: Dict[str, int]
+
+
+def lifetimes(steps, outputs, mutations) -> Lifetimes:
+    last, first = {}, {}
+    for i, s in enumerate(steps):
+        if isinstance(s, FusedKernel):
+            for n in s.nodes:
+                for name in n.output_names():
+                    first.setdefault(name, i)
+                for name in n.reads(len(s.outer)).read_names:
+                    last[name] = i
+        else:
+            for b in s.outputs:
+                first.setdefault(b.name, i)
+            for ref in _argrefs(s.args) + _argrefs(s.kwargs):
+                last[ref.buffer.name] = i
+    for ref in _argrefs(outputs) + _argrefs([m.value for m in mutations]):
+        last[ref.buffer.name] = len(steps)
+    return Lifetimes(last, first)

@@ -1,0 +1,244 @@
+"""Sympy index arithmetic for the loop IR.
+
+Every size, stride and index in codegen is a sympy expression over non-negative integer symbols:
+loop variables (x0.., r0..), size variables (s0..) and indirect-index variables (i0..). Index
+maps of views use `FloorDiv` and `ModIdx` (= (a // div) % mod), both defined only for
+non-negative operands, which is what loop indices are. `simplify_index` folds the div/mod
+patterns that reshapes of contiguous data produce back into plain affine expressions, using the
+loop ranges it is given; anything it cannot prove it leaves alone (still correct, only slower).
+"""
+from __future__ import annotations
+
+import functools
+from typing import Dict, Iterable, Sequence
+
+import sympy
+
+
+class FloorDiv(sympy.Function):
+    """a // b for a >= 0, b > 0."""
+    is_integer = True
+    is_nonnegative = True
+
+    @classmethod
+    def eval(cls, a, b):
+        if b == 1:
+            return a
+        if a == 0:
+            return sympy.Integer(0)
+        if a.is_Integer and b.is_Integer:
+            return sympy.Integer(int(a) // int(b))
+        # (k*b*t + ...) // b with every term divisible by b
+        if isinstance(a, sympy.Add) or isinstance(a, sympy.Mul):
+            terms = sympy.Add.make_args(a)
+            q = [sympy.cancel(t / b) for t in terms]
+            if all(_is_int_poly(t) for t in q):
+                return sympy.Add(*q)
+        return None
+
+
+class ModIdx(sympy.Function):
+    """(a // div) % mod for a >= 0, div > 0, mod > 0."""
+    is_integer = True
+    is_nonnegative = True
+
+    @classmethod
+    def eval(cls, a, div, mod):
+        if mod == 1 or a == 0:
+            return sympy.Integer(0)
+        if a.is_Integer and div.is_Integer and mod.is_Integer:
+            return sympy.Integer((int(a) // int(div)) % int(mod))
+        return None
+
+
+def _is_int_poly(e) -> bool:
+    e = sympy.sympify(e)
+    if e.is_Integer:
+        return True
+    if e.is_Rational:
+        return False
+    for t in sympy.Add.make_args(e):
+        coeff, _ = t.as_coeff_Mul()
+        if not coeff.is_Integer:
+            return False
+        if any(isinstance(f, sympy.Pow) and f.exp < 0 for f in sympy.Mul.make_args(t)):
+            return False
+    return True
+
+
+@functools.lru_cache(None)
+def sym(name: str) -> sympy.Symbol:
+    return sympy.Symbol(name, integer=True, nonnegative=True)
+
+
+def loop_vars(prefix: str, n: int) -> list:
+    return [sym(f"{prefix}{i}") for i in range(n)]
+
+
+def product(xs: Iterable) -> sympy.Expr:
+    out = sympy.Integer(1)
+    for x in xs:
+        out = out * x
+    return out
+
+
+def contiguous_strides(size: Sequence) -> list:
+    strides, acc = [], sympy.Integer(1)
+    for s in reversed(list(size)):
+        strides.append(acc)
+        acc = acc * s
+    return list(reversed(strides))
+
+
+def flat_index(index: Sequence, strides: Sequence, offset=0) -> sympy.Expr:
+    return sympy.Add(sympy.sympify(offset), *[i * s for i, s in zip(index, strides)])
+
+
+def static_int(e):
+    """The int value of `e` if it is a constant, else None."""
+    e = sympy.sympify(e)
+    return int(e) if e.is_Integer else None
+
+
+def upper_bound(expr, ranges: Dict[sympy.Symbol, sympy.Expr]):
+    """An upper bound (exclusive) of a non-negative affine expression, or None if unknown."""
+    expr = sympy.expand(expr)
+    total = sympy.Integer(1)
+    for t in sympy.Add.make_args(expr):
+        coeff, rest = t.as_coeff_Mul()
+        if rest == 1:
+            total += coeff
+            continue
+        if not (isinstance(rest, sympy.Symbol) and rest in ranges and coeff >= 0):
+            return None
+        total += coeff * (ranges[rest] - 1)
+    return total
+
+
+def _provably_le(a, b) -> bool:
+    d = sympy.simplify(b - a)
+    return bool(d.is_nonnegative) if d.is_nonnegative is not None else False
+
+
+def simplify_index(expr, ranges: Dict[sympy.Symbol, sympy.Expr]) -> sympy.Expr:
+    """Fold FloorDiv / ModIdx patterns given loop-variable ranges (exclusive upper bounds)."""
+    expr = sympy.expand(sympy.sympify(expr))
+    for _ in range(8):
+        new = _simplify_once(expr, ranges)
+        if new == expr:
+            break
+        expr = new
+    return expr
+
+
+def _simplify_once(expr, ranges):
+    # Innermost first.
+    def rewrite(e):
+        if isinstance(e, ModIdx):
+            a, d, m = (simplify_index(x, ranges) for x in e.args)
+            ub = upper_bound(a, ranges)
+            if ub is not None and _provably_le(ub, d):
+                return sympy.Integer(0)
+            if ub is not None and _provably_le(ub, d * m):
+                return FloorDiv(a, d)
+            return ModIdx(a, d, m)
+        if isinstance(e, FloorDiv):
+            a, d = (simplify_index(x, ranges) for x in e.args)
+            ub = upper_bound(a, ranges)
+            if ub is not None and _provably_le(ub, d):
+                return sympy.Integer(0)
+            return FloorDiv(a, d)
+        return None
+
+    expr = expr.replace(lambda e: isinstance(e, (ModIdx, FloorDiv)), lambda e: rewrite(e) or e)
+    expr = sympy.expand(expr)
+    return _combine_terms(expr)
+
+
+def _as_modidx(t):
+    """term -> (coeff, base, div, mod or None) when t is c*ModIdx(...) or c*FloorDiv(...) or c*x."""
+    coeff, rest = t.as_coeff_Mul()
+    # symbolic coefficients: split factors
+    factors = sympy.Mul.make_args(rest)
+    core = [f for f in factors if isinstance(f, (ModIdx, FloorDiv))]
+    if len(core) != 1:
+        return None
+    c = coeff * sympy.Mul(*[f for f in factors if f is not core[0]])
+    f = core[0]
+    if isinstance(f, ModIdx):
+        return c, f.args[0], f.args[1], f.args[2]
+    return c, f.args[0], f.args[1], None
+
+
+def _combine_terms(expr):
+    """c*ModIdx(a,d,m) + c*m*ModIdx(a,d*m,m2) -> c*ModIdx(a,d,m*m2); FloorDiv is mod=None.
+
+    Also c*ModIdx(a,1,m)/FloorDiv parts that sum to c*a collapse to c*a.
+    """
+    terms = list(sympy.Add.make_args(expr))
+    changed = True
+    while changed:
+        changed = False
+        parsed = [_as_modidx(t) for t in terms]
+        for i, pi in enumerate(parsed):
+            if pi is None:
+                continue
+            for j, pj in enumerate(parsed):
+                if i == j or pj is None:
+                    continue
+                ci, ai, di, mi = pi
+                cj, aj, dj, mj = pj
+                if ai != aj or mi is None:
+                    continue
+                if sympy.simplify(dj - di * mi) != 0 or sympy.simplify(cj - ci * mi) != 0:
+                    continue
+                if mj is None:
+                    new = ci * FloorDiv(ai, di)
+                else:
+                    new = ci * ModIdx(ai, di, mi * mj)
+                terms = [t for k, t in enumerate(terms) if k not in (i, j)] + [new]
+                changed = True
+                break
+            if changed:
+                break
+    return sympy.Add(*terms)
+
+
+class CExprPrinter:
+    """Prints index expressions as C++ int64 arithmetic."""
+
+    def __call__(self, expr) -> str:
+        return self.p(sympy.sympify(expr))
+
+    def p(self, e) -> str:
+        if e.is_Integer:
+            return f"{int(e)}L" if abs(int(e)) > 2**31 - 1 else str(int(e))
+        if isinstance(e, sympy.Symbol):
+            return e.name
+        if isinstance(e, FloorDiv):
+            return f"({self.p(e.args[0])} / {self.p(e.args[1])})"
+        if isinstance(e, ModIdx):
+            a, d, m = e.args
+            inner = self.p(a) if d == 1 else f"({self.p(a)} / {self.p(d)})"
+            return f"({inner} % {self.p(m)})"
+        if isinstance(e, sympy.Add):
+            parts = [self.p(a) for a in sorted(e.args, key=sympy.default_sort_key)]
+            return "(" + " + ".join(parts) + ")"
+        if isinstance(e, sympy.Mul):
+            return "(" + " * ".join(self.p(a) for a in e.args) + ")"
+        if isinstance(e, sympy.Pow) and e.exp.is_Integer and e.exp > 0:
+            return "(" + " * ".join([self.p(e.base)] * int(e.exp)) + ")"
+        if isinstance(e, sympy.Max):
+            out = self.p(e.args[0])
+            for a in e.args[1:]:
+                out = f"std::max<int64_t>({out}, {self.p(a)})"
+            return out
+        if isinstance(e, sympy.Min):
+            out = self.p(e.args[0])
+            for a in e.args[1:]:
+                out = f"std::min<int64_t>({out}, {self.p(a)})"
+            return out
+        raise NotImplementedError(f"cannot print index expression {e!r}")
+
+
+cexpr = CExprPrinter()

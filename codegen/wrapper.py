@@ -1,0 +1,223 @@
+"""The per-graph Python wrapper: readable generated code that checks, allocates, launches.
+
+`WrapperPrinter(...).generate()` returns Python source defining `call(arg0, arg1, ...)`:
+  1. entry checks: autograd needed (grad mode and an input or parameter requires grad) or
+     inputs unlike the compile-time ones (shape, stride, dtype, device, scalar value) ->
+     run the original graph eagerly (counted);
+  2. one statement group per step, each preceded by the FX node(s) and user source line it
+     implements: allocate outputs (reusing dead buffers of the same byte size when only
+     kernels ever see them), call the kernel through ctypes with data pointers, or call the
+     extern op and pin its output layout;
+  3. write-backs of in-place ops on inputs, then the outputs in the graph's structure.
+The kernel printer knows nothing of this file; a Triton printer can reuse it unchanged apart
+from the launch line.
+"""
+from __future__ import annotations
+
+from typing import Dict, List
+
+import sympy
+import torch
+
+from codegen.ir import ArgRef, ExternCall, InputBuffer
+from codegen.scheduler import FusedKernel, _argrefs, lifetimes
+from codegen.sizevars import static_int
+
+
+def _tuple(xs):
+    xs = [int(x) for x in xs]
+    return "(" + ", ".join(map(str, xs)) + ("," if len(xs) == 1 else "") + ")"
+
+
+def _dtype(dt):
+    return str(dt)  # "torch.float32"
+
+
+def _source_line(node) -> str:
+    st = node.meta.get("stack_trace") if node is not None else None
+    if st:
+        lines = [ln.strip() for ln in st.strip().splitlines() if ln.strip().startswith("File")]
+        if lines:
+            return lines[-1]
+    return ""
+
+
+class WrapperPrinter:
+    def __init__(self, graph, steps, kernel_args: Dict[str, List[str]], may_err):
+        self.g = graph
+        self.steps = steps
+        self.kernel_args = kernel_args
+        self.may_err = may_err
+        self.lines: List[str] = []
+        self.consts: List[object] = []       # non-literal extern arguments
+        self.externs: List[object] = []
+        self.alias: Dict[str, str] = {}      # buffer name -> python variable holding it
+        self.allocated = set()               # buffers this wrapper allocates (reusable)
+
+    def emit(self, s, indent=1):
+        self.lines.append("    " * indent + s)
+
+    def const(self, v) -> str:
+        if v is None or isinstance(v, (bool, int, str)) or \
+                (isinstance(v, float) and v == v and v not in (float("inf"), float("-inf"))):
+            return repr(v)
+        if isinstance(v, torch.dtype):
+            return _dtype(v)
+        self.consts.append(v)
+        return f"_consts[{len(self.consts) - 1}]"
+
+    def ref(self, r: ArgRef) -> str:
+        name = self.alias.get(r.buffer.name, r.buffer.name)
+        lay = r.buffer.layout
+        if list(r.size) == list(lay.size) and list(r.stride) == list(lay.stride) and \
+                r.offset == lay.offset:
+            return name
+        return (f"torch.as_strided({name}, {_tuple(r.size)}, {_tuple(r.stride)}, "
+                f"{int(r.offset)})")
+
+    def value(self, a) -> str:
+        if isinstance(a, ArgRef):
+            return self.ref(a)
+        if isinstance(a, list):
+            return "[" + ", ".join(self.value(x) for x in a) + "]"
+        if isinstance(a, tuple):
+            return "(" + "".join(self.value(x) + ", " for x in a) + ")"
+        if isinstance(a, dict):
+            return "{" + ", ".join(f"{k!r}: {self.value(v)}" for k, v in a.items()) + "}"
+        return self.const(a)
+
+    # ------------------------------------------------------------------ generation
+    def generate(self, title: str) -> str:
+        g = self.g
+        n_params = len(g.inputs) + len(g.scalar_inputs)
+        params = [f"arg{i}" for i in range(n_params)]
+        kernels = [s for s in self.steps if isinstance(s, FusedKernel)]
+        externs = [s for s in self.steps if isinstance(s, ExternCall)]
+        head = [f"# pydynamo codegen wrapper: {title}",
+                f"# {len(kernels)} kernels, {len(externs)} extern calls, "
+                f"{g.stats.native} FX nodes lowered natively, {g.stats.extern} extern",
+                "import torch", "", "",
+                f"def call({', '.join(params)}):"]
+        self._entry_checks(params)
+        self._body()
+        return "\n".join(head + self.lines) + "\n"
+
+    def _entry_checks(self, params):
+        g = self.g
+        tensors = [f"arg{b.position}" for b in g.inputs]
+        grad = " or ".join([f"{t}.requires_grad" for t in tensors] +
+                           (["True"] if g.needs_grad_params else []))
+        if grad:
+            self.emit(f"if _grad_enabled() and ({grad}):")
+            self.emit(f"return _eager_grad({', '.join(params)})", 2)
+        conds = []
+        for b in g.inputs:
+            a = f"arg{b.position}"
+            conds.append(f"not {a}.is_cpu or {a}.dtype is not {_dtype(b.dtype)} or "
+                         f"{a}.shape != {_tuple(b.layout.size)} or "
+                         f"{a}.stride() != {_tuple(b.layout.stride)}")
+        for pos, v in g.scalar_inputs.items():
+            conds.append(f"arg{pos} != {self.const(v)}")
+        for c in conds:
+            self.emit(f"if {c}:")
+            self.emit(f"return _mismatch({', '.join(params)})", 2)
+
+    def _body(self):
+        g = self.g
+        life = lifetimes(self.steps, g.outputs, list(g.mutations.values()))
+        typed = {r.buffer.name for s in self.steps if isinstance(s, ExternCall)
+                 for r in _argrefs(s.args) + _argrefs(s.kwargs)}
+        typed |= {r.buffer.name for r in _argrefs(g.outputs) +
+                  _argrefs([m.value for m in g.mutations.values()])}
+        free: Dict[int, List[str]] = {}     # nbytes -> python variables free for reuse
+        for i, step in enumerate(self.steps):
+            self.emit("")
+            for node in _step_origins(step):
+                src = _source_line(node)
+                self.emit(f"# {node.format_node()}" + (f"   [{src}]" if src else ""))
+            if isinstance(step, FusedKernel):
+                self._kernel(step, typed, free)
+            else:
+                self._extern(step)
+            for name, last in life.last_use.items():
+                if last != i or name in typed or name not in self.allocated:
+                    continue
+                var = self.alias.get(name, name)
+                nbytes = self._nbytes(name)
+                if nbytes is not None and var not in sum(free.values(), []):
+                    free.setdefault(nbytes, []).append(var)
+        self.emit("")
+        for m in g.mutations.values():
+            self.emit(f"arg{m.position}.copy_({self.ref(m.value)})")
+        self.emit(f"return {self._out(g.outputs)}")
+
+    def _nbytes(self, name):
+        b = self.g.buffers_by_name[name]
+        n = static_int(b.layout.numel)
+        return None if n is None else n * b.dtype.itemsize
+
+    def _kernel(self, k: FusedKernel, typed, free):
+        for n in k.nodes:
+            for name in n.output_names():
+                if name in k.removed:
+                    continue
+                b = self.g.buffers_by_name[name]
+                nbytes = self._nbytes(name)
+                if name not in typed and nbytes is not None and free.get(nbytes):
+                    var = free[nbytes].pop()
+                    self.alias[name] = var
+                    self.allocated.add(name)
+                    self.emit(f"{name} = {var}  # reuse")
+                    continue
+                self.allocated.add(name)
+                self.emit(f"{name} = _empty({_tuple(b.layout.size)}, "
+                          f"{_tuple(b.layout.stride)}, dtype={_dtype(b.dtype)})")
+        args = []
+        for a in self.kernel_args[k.name]:
+            if a.startswith("s"):
+                raise NotImplementedError("symbolic sizes need a size binding")
+            args.append(f"{a}.data_ptr()")
+        call = f"{k.name}({', '.join(args)})"
+        if self.may_err.get(k.name):
+            self.emit(f"if {call}:")
+            self.emit(f"raise IndexError('index out of range in {k.name} "
+                      f"({', '.join(o.name for o in k.origins())})')", 2)
+        else:
+            self.emit(call)
+
+    def _extern(self, call: ExternCall):
+        self.externs.append(call.target)
+        idx = len(self.externs) - 1
+        args = ", ".join([self.value(a) for a in call.args] +
+                         [f"{k}={self.value(v)}" for k, v in call.kwargs.items()])
+        res = f"_r{idx}"
+        name = getattr(call.target, "__name__", type(call.target).__name__)
+        self.emit(f"{res} = _externs[{idx}]({args})  # {name}")
+        for b in call.outputs:
+            get = res + "".join(f"[{p}]" for p in b.out_path)
+            self.emit(f"{b.name} = _ensure({get}, {_tuple(b.layout.size)}, "
+                      f"{_tuple(b.layout.stride)}, {_dtype(b.dtype)})")
+
+    def _out(self, outs) -> str:
+        if isinstance(outs, ArgRef):
+            return self.ref(outs)
+        if isinstance(outs, list):
+            return "[" + ", ".join(self._out(o) for o in outs) + "]"
+        if isinstance(outs, tuple):
+            return "(" + "".join(self._out(o) + ", " for o in outs) + ")"
+        return self.const(outs)
+
+
+def _step_origins(step):
+    if isinstance(step, FusedKernel):
+        return step.origins()
+    return [step.origin] if step.origin is not None else []
+
+
+def ensure_layout(t, size, stride, dtype):
+    """Pin an extern result to the layout the kernels were compiled for (copy if it differs)."""
+    if t.stride() == stride and t.dtype is dtype:
+        return t
+    out = torch.empty_strided(size, stride, dtype=dtype)
+    out.copy_(t)
+    return out

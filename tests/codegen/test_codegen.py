@@ -1,0 +1,259 @@
+"""codegen.compile_fx end to end: outputs vs eager, kernel counts, fallbacks, cache, wrapper."""
+import os
+import subprocess
+import sys
+import warnings
+
+import pytest
+import torch
+import torch.fx
+import torch.nn as nn
+import torch.nn.functional as F
+
+import codegen
+from codegen import codecache
+
+
+def compile_and_check(fn, *args, rtol=1e-4, atol=1e-5, **options):
+    gm = fn if isinstance(fn, torch.fx.GraphModule) else torch.fx.symbolic_trace(fn)
+    compiled = codegen.compile_fx(gm, list(args), strict=True, **options)
+    out = compiled(*args)
+    ref = gm(*args)
+    torch.testing.assert_close(out, ref, rtol=rtol, atol=atol, equal_nan=True)
+    assert not compiled.stats.fallback, compiled.stats.fallback
+    return compiled
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)
+
+
+def test_pointwise_chain_is_one_kernel():
+    def f(x, y):
+        a = torch.sin(x) * 2 + y
+        b = torch.sigmoid(a) - torch.exp(-a.abs())
+        return F.gelu(b) + F.silu(x) * torch.tanh(y)
+    c = compile_and_check(f, torch.randn(33, 65), torch.randn(65))
+    assert c.kernel_count == 1
+    assert c.stats.extern_nodes == 0
+
+
+def test_reductions_match_eager():
+    def f(x):
+        return (x.sum(), x.mean(0), x.amax(1), x.argmax(1), x.argmin(), x.var(1), x.std(),
+                x.prod(1), (x > 0).any(1), (x > -3).all(), torch.max(x, 0), x.logsumexp(1))
+    compile_and_check(f, torch.randn(24, 40))
+
+
+def test_full_reduction_uses_threads_and_matches():
+    big = torch.randn(300_000)
+    compile_and_check(lambda x: (x.sum(), x.amax(), x.argmax(), x.var()), big, rtol=1e-4)
+
+
+def test_column_reduction():
+    compile_and_check(lambda x: x.sum(0) + x.mean(0), torch.randn(500, 70))
+
+
+@pytest.mark.parametrize("shape", [(16, 100), (2, 3, 4, 33)])
+def test_softmax_at_most_two_kernels(shape):
+    c = compile_and_check(lambda x: torch.softmax(x, -1), torch.randn(*shape))
+    assert c.kernel_count <= 2
+
+
+def test_layer_norm_at_most_two_kernels():
+    w, b = torch.randn(64), torch.randn(64)
+    c = compile_and_check(lambda x, w, b: F.layer_norm(x, (64,), w, b), torch.randn(8, 64), w, b)
+    assert c.kernel_count <= 2
+
+
+def test_extern_matmul_with_fused_epilogue():
+    def f(x, w, b):
+        return F.relu(F.linear(x, w, b)) @ w
+    c = compile_and_check(f, torch.randn(8, 16), torch.randn(16, 16), torch.randn(16))
+    assert c.stats.externs == 2          # two matrix products; bias + relu fused in a kernel
+    assert c.kernel_count == 1
+
+
+def test_views_as_index_maps():
+    def f(x):
+        a = x.t().reshape(-1).view(8, -1) + 1
+        b = x.permute(1, 0)[2:10:2, ::3] * 2
+        c = x.view(4, 8, 64).transpose(0, 1).reshape(8, 256).exp()
+        d = torch.cat([x, x * 2], 1).sum(-1)
+        e = torch.stack([x, x.cos()], 0)
+        g = x[:, None, :5] - x[None, :7, :5]
+        h = x.flip(0).roll(2, 1).repeat(2, 1)
+        return a, b, c, d, e, g, h, torch.tril(x) + torch.triu(x, 1)
+    compile_and_check(f, torch.randn(32, 64))
+
+
+def test_int_and_bool_dtypes():
+    def f(x, i):
+        m = (x > 0) & (x < 1)
+        return m, (i * 3 + 1) % 1 if False else i * 3 + 1, i.sum(), m.sum(1), x.int() + i, \
+            torch.where(m, i, -i), i.float() / 2
+    compile_and_check(f, torch.randn(6, 5) * 4, torch.randint(-5, 5, (6, 5)))
+
+
+def test_embedding_and_gather():
+    w = torch.randn(50, 16)
+    idx = torch.randint(0, 50, (4, 7))
+    compile_and_check(lambda i, w: F.embedding(i, w) * 2, idx, w)
+    x = torch.randn(5, 9)
+    g = torch.randint(0, 9, (5, 3))
+    compile_and_check(lambda x, g: torch.gather(x, 1, g) + 1, x, g)
+
+
+def test_out_of_range_index_raises():
+    gm = torch.fx.symbolic_trace(lambda i, w: F.embedding(i, w) + 1)
+    w = torch.randn(10, 4)
+    c = codegen.compile_fx(gm, [torch.randint(0, 10, (3,)), w], strict=True)
+    with pytest.raises(IndexError):
+        c(torch.tensor([1, 10, 2]), w)
+
+
+def test_losses():
+    x, t = torch.randn(16, 10), torch.randint(0, 10, (16,))
+    t[3] = -100
+    compile_and_check(lambda x, t: (F.cross_entropy(x, t), F.nll_loss(F.log_softmax(x, 1), t,
+                                                                     reduction="sum")), x, t)
+    compile_and_check(lambda a, b: (F.mse_loss(a, b), F.smooth_l1_loss(a, b)),
+                      torch.randn(7, 3), torch.randn(7, 3))
+
+
+def test_inplace_on_input_written_back():
+    def f(x, y):
+        x.add_(y)
+        x.mul_(2)
+        return x * 3
+    x0, y = torch.randn(10), torch.randn(10)
+    gm = torch.fx.symbolic_trace(f)
+    c = codegen.compile_fx(gm, [x0.clone(), y], strict=True)
+    x = x0.clone()
+    out = c(x, y)
+    torch.testing.assert_close(x, (x0 + y) * 2)
+    torch.testing.assert_close(out, (x0 + y) * 6)
+
+
+def test_inplace_on_view_runs_eagerly_with_warning():
+    def f(x):
+        v = x[0]
+        v.add_(1)
+        return x * 2
+    gm = torch.fx.symbolic_trace(f)
+    with pytest.warns(UserWarning, match="eagerly"):
+        c = codegen.compile_fx(gm, [torch.randn(3, 4)])
+    x = torch.randn(3, 4)
+    ref = x.clone()
+    ref[0] += 1
+    torch.testing.assert_close(c(x), ref * 2)
+    torch.testing.assert_close(x, ref)
+
+
+def test_outputs_are_fresh_tensors():
+    def f(x):
+        return x.clone(), x.clone(), x.view(-1)
+    x = torch.randn(4, 3)
+    c = codegen.compile_fx(torch.fx.symbolic_trace(f), [x], strict=True)
+    a, b, v = c(x)
+    assert a.data_ptr() != x.data_ptr() and b.data_ptr() != a.data_ptr()
+    assert v.data_ptr() == x.data_ptr()       # a view stays a view, as in eager
+    torch.testing.assert_close(a, x)
+
+
+class Block(nn.Module):
+    def __init__(self, d=32):
+        super().__init__()
+        self.ln = nn.LayerNorm(d)
+        self.fc1 = nn.Linear(d, 4 * d)
+        self.act = nn.GELU(approximate="tanh")
+        self.fc2 = nn.Linear(4 * d, d)
+        self.drop = nn.Dropout(0.1)
+
+    def forward(self, x):
+        return x + self.drop(self.fc2(self.act(self.fc1(self.ln(x)))))
+
+
+def test_nn_module_and_grad_mode_fallback():
+    m = Block().eval()
+    gm = torch.fx.symbolic_trace(m)
+    x = torch.randn(4, 32)
+    c = codegen.compile_fx(gm, [x], strict=True)
+    with torch.no_grad():
+        torch.testing.assert_close(c(x), m(x), rtol=1e-4, atol=1e-5)
+    before = codegen.counters["eager_grad_calls"]
+    out = c(x)                              # parameters require grad: eager, gradients kept
+    assert codegen.counters["eager_grad_calls"] == before + 1
+    out.sum().backward()
+    assert m.fc1.weight.grad is not None
+
+
+def test_input_mismatch_runs_eagerly():
+    gm = torch.fx.symbolic_trace(lambda x: x.exp() + 1)
+    c = codegen.compile_fx(gm, [torch.randn(4, 5)], strict=True)
+    y = torch.randn(5, 4)
+    with pytest.warns(UserWarning, match="differ"):
+        torch.testing.assert_close(c(y), y.exp() + 1)
+    z = torch.randn(5, 4).t()                 # same shape as compiled, other strides
+    torch.testing.assert_close(c(z), z.exp() + 1)
+
+
+def test_no_reference_leaks():
+    gm = torch.fx.symbolic_trace(lambda x: (x.sin() + 1).sum(0))
+    x = torch.randn(8, 8)
+    c = codegen.compile_fx(gm, [x], strict=True)
+    c(x)
+    before = sys.getrefcount(x)
+    for _ in range(20):
+        c(x)
+    assert sys.getrefcount(x) == before
+
+
+def test_fusion_off_gives_same_answer_more_kernels():
+    def f(x):
+        return torch.softmax(x * 2, -1) + 1
+    x = torch.randn(8, 32)
+    fused = compile_and_check(f, x)
+    unfused = compile_and_check(f, x, fuse=False)
+    assert unfused.kernel_count > fused.kernel_count
+
+
+def test_cache_hit_compiles_nothing_and_wrapper_is_readable():
+    def f(x):
+        return torch.cos(x) * 3 - 1
+    x = torch.randn(9, 9)
+    c1 = compile_and_check(f, x)
+    n = codecache.stats["compiles"]
+    c2 = compile_and_check(f, x)
+    assert codecache.stats["compiles"] == n
+    assert c1.library_path == c2.library_path
+    text = open(c2.wrapper_path).read()
+    assert "kernel0(" in text and "torch.cos" in text   # FX node printed beside the call
+    src = open(c1.library_path[:-3] + ".cpp").read()
+    assert "#pragma omp" in src
+
+
+def test_warm_process_compiles_nothing(tmp_path):
+    code = (
+        "import torch, torch.fx, codegen\n"
+        "from codegen import codecache\n"
+        "gm = torch.fx.symbolic_trace(lambda x: torch.erf(x) * 2 + x.sum(-1, keepdim=True))\n"
+        "x = torch.randn(5, 7)\n"
+        "c = codegen.compile_fx(gm, [x], strict=True)\n"
+        "torch.testing.assert_close(c(x), gm(x))\n"
+        "print(codecache.stats['compiles'])\n")
+    env = dict(os.environ, PYDYNAMO_CACHE_DIR=str(tmp_path))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    runs = [subprocess.run([sys.executable, "-c", code], env=env, cwd=root, capture_output=True,
+                           text=True, timeout=300) for _ in range(2)]
+    for r in runs:
+        assert r.returncode == 0, r.stderr
+    assert [r.stdout.split()[-1] for r in runs] == ["1", "0"]
+
+
+def test_output_code_log(capfd, monkeypatch):
+    monkeypatch.setenv("PYDYNAMO_LOGS", "output_code")
+    compile_and_check(lambda x: x.abs() + 2, torch.randn(3, 3))
+    err = capfd.readouterr().err
+    assert "def call(" in err
