@@ -108,7 +108,8 @@ _POINTWISE_BINARY = [
     torch.bitwise_or, torch.bitwise_xor, torch.hypot, torch.copysign, torch.xlogy, torch.where,
     torch.lerp, torch.addcmul, torch.addcdiv, torch.clamp, torch.clip, torch.masked_fill,
     torch.heaviside, torch.nextafter, torch.ldexp, torch.float_power, torch.isclose,
-    torch.bitwise_left_shift, torch.bitwise_right_shift, torch.gcd, torch.lcm,
+    torch.bitwise_left_shift, torch.bitwise_right_shift, torch.gcd, torch.lcm, torch.complex,
+    torch.polar,
     operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv, operator.mod,
     operator.pow, operator.eq, operator.ne, operator.lt, operator.le, operator.gt, operator.ge,
     operator.and_, operator.or_, operator.xor, operator.lshift, operator.rshift,
@@ -118,7 +119,7 @@ _POINTWISE_METHODS = [
     "remainder", "fmod", "pow", "maximum", "minimum", "fmax", "fmin", "atan2", "eq", "ne", "lt",
     "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or",
     "bitwise_xor", "hypot", "where", "lerp", "addcmul", "addcdiv", "clamp", "clip", "masked_fill",
-    "float_power", "xlogy", "copysign", "type_as",
+    "float_power", "xlogy", "copysign", "type_as", "isclose", "gcd", "lcm", "heaviside",
     "__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__",
     "__rtruediv__", "__floordiv__", "__rfloordiv__", "__mod__", "__rmod__", "__pow__", "__rpow__",
     "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__and__", "__or__", "__xor__",
@@ -270,6 +271,14 @@ def _rule_norm(ctx, x, p="fro", dim=None, keepdim=False, **kwargs):
     if not isinstance(x, TensorMeta) or not isinstance(keepdim, bool):
         raise NoRule()
     return _reduced_shape(x.shape, dim, keepdim)
+
+
+@register(F.cosine_similarity, F.pairwise_distance)
+def _rule_cosine_similarity(ctx, x1, x2, dim=1, *args, **kwargs):
+    shape = broadcast_shapes(ctx, x1.shape, x2.shape)
+    if ctx.target is F.pairwise_distance:
+        raise NoRule()
+    return _reduced_shape(shape, kwargs.get("dim", dim), False)
 
 
 @register(torch.topk, "topk")
@@ -646,6 +655,76 @@ def _rule_split(ctx, x, size_or_sizes, dim=0):
         outs.append(Out(tuple(shape), x.stride, _dim(x.storage_offset + start * x.stride[d])))
         start += m.shape[d]
     return outs
+
+
+@register("diagonal", torch.diagonal)
+def _rule_diagonal(ctx, x, offset=0, dim1=0, dim2=1):
+    if not isinstance(offset, int):
+        raise NoRule()
+    d1, d2 = _norm_dim(dim1, x.ndim), _norm_dim(dim2, x.ndim)
+    if d1 == d2:
+        raise NoRule()
+    n1, n2 = sympy.sympify(x.shape[d1]), sympy.sympify(x.shape[d2])
+    if offset >= 0:
+        length, start = sympy.Max(0, sympy.Min(n1, n2 - offset)), offset * x.stride[d2]
+    else:
+        length, start = sympy.Max(0, sympy.Min(n1 + offset, n2)), -offset * x.stride[d1]
+    keep = [i for i in range(x.ndim) if i not in (d1, d2)]
+    return Out(tuple(x.shape[i] for i in keep) + (_dim(length),),
+               tuple(x.stride[i] for i in keep) + (_dim(x.stride[d1] + x.stride[d2]),),
+               _dim(x.storage_offset + start))
+
+
+@register("diag", torch.diag)
+def _rule_diag(ctx, x, diagonal=0):
+    if x.ndim == 2:
+        return _rule_diagonal(ctx, x, diagonal).shape
+    if x.ndim != 1 or not isinstance(diagonal, int):
+        raise NoRule()
+    n = _dim(x.shape[0] + abs(diagonal))
+    return (n, n)
+
+
+@register(torch.view_as_real)
+def _rule_view_as_real(ctx, x):
+    return Out(tuple(x.shape) + (2,), tuple(_dim(2 * st) for st in x.stride) + (1,),
+               _dim(2 * x.storage_offset))
+
+
+@register(torch.einsum)
+def _rule_einsum(ctx, equation, *operands):
+    """Explicit or implicit output; no ellipsis, each operand's labels must match its rank."""
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    if not isinstance(equation, str) or "." in equation:
+        raise NoRule()
+    eq = equation.replace(" ", "")
+    lhs, _, rhs = eq.partition("->")
+    terms = lhs.split(",")
+    if len(terms) != len(operands):
+        raise NoRule()
+    sizes: dict = {}
+    for term, op in zip(terms, operands):
+        if len(term) != op.ndim:
+            raise NoRule()
+        for label, d in zip(term, op.shape):
+            if isinstance(d, int) and d == 1:
+                sizes.setdefault(label, 1)
+            elif label in sizes and not (isinstance(sizes[label], int) and sizes[label] == 1):
+                _check_eq(ctx, sizes[label], d)
+            else:
+                sizes[label] = d
+    if "->" not in eq:
+        counts = {c: lhs.count(c) for c in set(lhs.replace(",", ""))}
+        rhs = "".join(sorted(c for c, k in counts.items() if k == 1))
+    return tuple(sizes[c] for c in rhs)
+
+
+@register(torch.eye)
+def _rule_eye(ctx, n, m=None, **kwargs):
+    if not isinstance(n, (int, sympy.Basic)) or not isinstance(m, (int, sympy.Basic, type(None))):
+        raise NoRule()
+    return (_dim(n), _dim(n if m is None else m))
 
 
 # -- joining ------------------------------------------------------------------------------------------

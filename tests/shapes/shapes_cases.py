@@ -145,4 +145,15 @@ CASES = [
     ("numel", "numel", lambda n, m: ((r(n, m, 3),), {})),
     ("dim", "dim", lambda n, m: ((r(n, m),), {})),
     ("stride", "stride", lambda n, m: ((r(n, m, 3),), {})),
+    # less common ops the compat corpus uses
+    ("einsum", torch.einsum, lambda n, m: (("bij,bjk->bik", r(2, n, m), r(2, m, 3)), {})),
+    ("einsum_implicit", torch.einsum, lambda n, m: (("ij,jk", r(n, m), r(m, 5)), {})),
+    ("diagonal", torch.diagonal, lambda n, m: ((r(n, m),), {})),
+    ("diagonal_offset", "diagonal", lambda n, m: ((r(2, n, m), 1, 1, 2), {})),
+    ("diagonal_neg", torch.diagonal, lambda n, m: ((r(n, m), -1), {})),
+    ("diag_vec", torch.diag, lambda n, m: ((r(n), 1), {})),
+    ("eye", torch.eye, lambda n, m: ((Sym(n), Sym(m)), {})),
+    ("cosine_similarity", F.cosine_similarity, lambda n, m: ((r(n, m), r(1, m)), {"dim": -1})),
+    ("view_as_real", torch.view_as_real, lambda n, m: ((torch.randn(n, m, dtype=torch.complex64),), {})),
+    ("isclose", "isclose", lambda n, m: ((r(n, m), r(m)), {})),
 ]

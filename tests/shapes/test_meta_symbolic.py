@@ -41,15 +41,16 @@ def test_cat_guards_non_cat_dims():
 
 
 def test_no_rule_specializes_and_counts():
-    # torch.diagonal has no symbolic rule: the dims it touches are pinned, with guards, and the
+    # torch.kron has no symbolic rule: the dims it touches are pinned, with guards, and the
     # fallback is counted
-    env = check_op(torch.diagonal, lambda n, m: ((r(n, m),), {}), [dict(n=5, m=7)], expect_rule=False)
+    env = check_op(torch.kron, lambda n, m: ((r(n, m), r(2, 3)), {}), [dict(n=5, m=7)], expect_rule=False)
     assert env.stats["specialized_ops"] == 1
-    assert [k for k in env.specialized_ops if "diagonal" in k], env.specialized_ops
+    assert [k for k in env.specialized_ops if "kron" in k], env.specialized_ops
     texts = env.guard_texts()
     assert "L['a0'].size()[0] == 5" in texts and "L['a0'].size()[1] == 7" in texts
     check = env.make_check_fn()
-    assert check({"a0": r(5, 7)}) and not check({"a0": r(6, 7)})
+    assert check({"a0": r(5, 7), "a1": r(2, 3)}) and not check({"a0": r(6, 7), "a1": r(2, 3)})
+    assert not check({"a0": r(5, 7), "a1": r(2, 4)})
 
 
 def test_slicing_past_a_symbolic_end_guards():
