@@ -155,20 +155,23 @@ def live_locals(insts: Sequence[Instruction]) -> list[frozenset[str]]:
 def maybe_unbound(insts: Sequence[Instruction], args: Sequence[str]) -> list[frozenset[str]]:
     """Plain locals that may be unbound at the start of each instruction (reachable ones),
     given that `args` are bound on entry."""
-    succ = _all_successors(insts)
-    names = frozenset(i.argval for i in insts if i.opname in _READS | _WRITES)
-    bound: list[frozenset[str] | None] = [None] * len(insts)
     if not insts:
         return []
+    succ = _all_successors(insts)
+    slots = stack_slots(insts)
+    names = frozenset(i.argval for i in insts if i.opname in _READS | _WRITES)
+    bound: list[frozenset[str] | None] = [None] * len(insts)
     bound[0] = frozenset(args)
     work = [0]
     while work:
         k = work.pop()
         inst, cur = insts[k], set(bound[k])
         after = set(cur)
-        if inst.opname in _WRITES:
+        if inst.opname in _WRITES and slots[k] and slots[k][-1] != MAYBE_NULL:
             after.add(inst.argval)
-        if inst.opname in ("DELETE_FAST", "LOAD_FAST_AND_CLEAR"):
+        # storing a maybe-NULL (3.12 restoring a comprehension variable) may unbind
+        if inst.opname in ("DELETE_FAST", "LOAD_FAST_AND_CLEAR") or inst.opname in _WRITES \
+                and slots[k] and slots[k][-1] == MAYBE_NULL:
             after.discard(inst.argval)
         for s in succ[k]:
             # an exception can be raised before the instruction's own store happens

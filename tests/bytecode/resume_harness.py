@@ -34,7 +34,7 @@ def split_function(fn: types.FunctionType, offset: int, reenter_with: bool = Fal
     k = next(n for n, i in enumerate(insts) if i.offset == offset)
     maybe = analysis.maybe_unbound(insts, code.co_varnames[:code.co_argcount
                                                           + code.co_kwonlyargcount])[k]
-    tail = rf.emit_call(maybe_unbound=maybe)
+    tail = rf.emit_call(maybe_unbound=maybe, exit_contexts=reenter_with)
     old = insts[k]
     for inst in insts:  # everything that reached `offset` now reaches the hand-over
         if inst.target is old:
