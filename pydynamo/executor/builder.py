@@ -138,11 +138,31 @@ class VariableBuilder:
     def function(self, tx, value, source):
         if getattr(value, "__pydynamo_disabled__", False):
             return DisabledFunctionVariable(value, source)
+        if value.__code__.co_name == "decorate_context" and value.__module__ == "torch.utils._contextlib":
+            return self.grad_decorated(tx, value, source)
         if is_torch_callable(value):
             return by_identity(TorchFunctionVariable)(self, tx, value, source)
         if source is not None:
             tx.add_guard(source, GuardKind.ID_MATCH, (id(value), value.__qualname__))
         return UserFunctionVariable(value, source)
+
+    def grad_decorated(self, tx, value, source):
+        """A function decorated with @torch.no_grad() & co: the mode wraps the inlined call."""
+        from pydynamo.executor.variables.misc import GradModeWrappedFunction
+        cells = dict(zip(value.__code__.co_freevars, (c.cell_contents for c in value.__closure__)))
+        ctx = cells["ctx_factory"]()
+        if source is not None:
+            tx.add_guard(source, GuardKind.ID_MATCH, (id(value), value.__qualname__))
+        if isinstance(ctx, torch.no_grad):
+            mode = False
+        elif isinstance(ctx, torch.enable_grad):
+            mode = True
+        elif isinstance(ctx, torch.set_grad_enabled):
+            mode = ctx.mode
+        else:
+            raise Unsupported("context_decorator", f"function decorated with {type(ctx).__name__}")
+        func = self.wrap(tx, cells["func"], None)
+        return GradModeWrappedFunction(mode, func)
 
     def method(self, tx, value, source):
         fn = self.wrap(tx, value.__func__, AttrSource(source, "__func__") if source is not None else None)

@@ -68,10 +68,15 @@ def _is_impure(node: torch.fx.Node) -> bool:
         return node.target.endswith("_") and not node.target.endswith("__")
     if node.op == "call_function":
         name = getattr(node.target, "__name__", "")
-        if node.target in (operator.setitem, torch._C._set_grad_enabled):
+        if node.target in _IMPURE_FUNCTIONS:
             return True
         return (name.endswith("_") and not name.endswith("__")) or "out" in node.kwargs
     return False
+
+
+_IMPURE_FUNCTIONS = {operator.setitem, torch._C._set_grad_enabled, operator.iadd, operator.isub, operator.imul,
+                     operator.itruediv, operator.ifloordiv, operator.imod, operator.ipow, operator.imatmul,
+                     operator.iand, operator.ior, operator.ixor, operator.ilshift, operator.irshift}
 
 
 def _device_of(args, kwargs, kind, target) -> Optional[torch.device]:

@@ -152,10 +152,15 @@ def build_code(code: types.CodeType, cg: OutputCodegen, graph_call: str | None,
         body.append(f"{OUT} = {graph_call}")
     body += cg.lines
     body.append(f"return {ret_expr}")
-    # keep the original cell variables cells (the hook checks the layout)
-    cells = [c for c in code.co_cellvars]
+    # keep the original cell and free variables (the hook checks the layout): dead code that makes
+    # the compiler allocate the same cells; non-argument cell variables need a (dead) binding
+    cells = list(code.co_cellvars) + list(code.co_freevars)
     if cells:
-        body.append("if 0:\n        (lambda: (" + ", ".join(cells) + ",))")
+        unbound = [c for c in code.co_cellvars if c not in code.co_varnames[:_nargs(code)]]
+        body.append("if 0:")
+        if unbound:
+            body.append("    " + " = ".join(unbound) + " = None")
+        body.append("    (lambda: (" + ", ".join(cells) + ",))")
     inner = f"def {_fn_name(code)}({signature_text(code)}):\n" + "\n".join("    " + line for line in body)
     if code.co_freevars:
         outer = "def __pydynamo_outer(" + ", ".join(code.co_freevars) + "):\n"

@@ -229,12 +229,14 @@ class InstructionTranslatorBase:
 
     def inline_user_function(self, fn: BaseUserFunctionVariable, args, kwargs) -> VariableTracker:
         code = fn.get_code()
-        if code.co_flags & (0x20 | 0x80 | 0x100 | 0x200):  # generator, coroutine, async generator
-            raise Unsupported("generator", f"calling generator/coroutine function {code.co_name}")
+        if code.co_flags & (0x80 | 0x100 | 0x200):  # coroutine, iterable coroutine, async generator
+            raise Unsupported("generator", f"calling coroutine function {code.co_name}")
         if self.depth() >= MAX_INLINE_DEPTH:
             raise Unsupported("recursion", "inlining depth limit reached (recursive function?)")
         local_vars, cells = fn.bind(self, args, kwargs)
         sub = InliningTranslator(code, fn.get_globals(), self, local_vars, cells)
+        if code.co_flags & 0x20:
+            sub.yields = []  # a generator runs to completion; its values are handed out in order
         return sub.run_inline()
 
     def inline_method(self, obj: VariableTracker, func, args, kwargs) -> VariableTracker:
@@ -304,9 +306,12 @@ class InliningTranslator(InstructionTranslatorBase):
         self.locals = dict(local_vars)
         self.cells = dict(cells)
         self.return_value: Optional[VariableTracker] = None
+        self.yields: Optional[list] = None
 
     def run_inline(self) -> VariableTracker:
         self.run_loop()
+        if self.yields is not None:
+            return ListIteratorVariable(self.yields, types.GeneratorType)
         return self.return_value
 
     def do_return(self, value) -> None:
@@ -389,10 +394,10 @@ class InstructionTranslator(InstructionTranslatorBase):
 # Opcode handlers. Each states the Python versions it serves.
 # =============================================================================================
 
-unsupported("not produced for function bodies we trace", "CACHE", "EXTENDED_ARG", "LOAD_NAME", "STORE_NAME",
+unsupported("not produced for function bodies we trace", "CACHE", "LOAD_NAME", "STORE_NAME",
             "DELETE_NAME", "IMPORT_STAR", "SETUP_ANNOTATIONS", "LOAD_BUILD_CLASS", "PRINT_EXPR", "LOAD_LOCALS",
             "LOAD_CLASSDEREF", "LOAD_FROM_DICT_OR_GLOBALS", "INTERPRETER_EXIT", "RESERVED")
-unsupported("generators/coroutines are not traced", "YIELD_VALUE", "RETURN_GENERATOR", "SEND", "END_SEND",
+unsupported("yield from / coroutines are not traced", "SEND", "END_SEND",
             "GET_AWAITABLE", "GET_AITER", "GET_ANEXT", "END_ASYNC_FOR", "BEFORE_ASYNC_WITH", "ASYNC_GEN_WRAP",
             "GET_YIELD_FROM_ITER", "CLEANUP_THROW")
 unsupported("exception handling paths run only when something raises", "PUSH_EXC_INFO", "POP_EXCEPT",
@@ -418,6 +423,7 @@ def NOP(tx, inst):
 
 
 HANDLERS["RESUME"] = Handler(NOP, BOTH)
+HANDLERS["EXTENDED_ARG"] = Handler(NOP, BOTH)  # dis already folded it into the next instruction's arg
 HANDLERS["COPY_FREE_VARS"] = Handler(NOP, BOTH)
 HANDLERS["PRECALL"] = Handler(NOP, (V311,))
 
@@ -839,7 +845,7 @@ def BUILD_STRING(tx, inst):
 
 @op("KW_NAMES")
 def KW_NAMES(tx, inst):
-    tx.kw_names = tuple(inst.argval)
+    tx.kw_names = tuple(tx.code.co_consts[inst.arg])
 
 
 @op("CALL")
@@ -982,6 +988,23 @@ def FOR_ITER(tx, inst):
 @op("END_FOR", (V312,))
 def END_FOR(tx, inst):
     tx.popn(2)
+
+
+@op("RETURN_GENERATOR")
+def RETURN_GENERATOR(tx, inst):
+    """Start of a generator body (3.11, 3.12): the value 'sent' on first resume is None."""
+    if getattr(tx, "yields", None) is None:
+        raise Unsupported("generator", "generator frame")
+    tx.push(ConstantVariable(None))
+
+
+@op("YIELD_VALUE")
+def YIELD_VALUE(tx, inst):
+    """Generators are run to completion when called (3.11, 3.12): collect the value, resume with None."""
+    if getattr(tx, "yields", None) is None:
+        raise Unsupported("generator", "yield outside an inlined generator")
+    tx.yields.append(tx.pop())
+    tx.push(ConstantVariable(None))
 
 
 @op("BEFORE_WITH")

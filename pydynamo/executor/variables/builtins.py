@@ -140,7 +140,7 @@ def binary_op(tx, fn, a, b):
 
 def _user_dunder(tx, obj, name, other):
     from pydynamo.executor.variables.user_objects import UserDefinedObjectVariable
-    if isinstance(obj, UserDefinedObjectVariable) and hasattr(type(obj.value), name):
+    if isinstance(obj, UserDefinedObjectVariable) and hasattr(obj.cls, name):
         return obj.call_method(tx, name, [other], {})
     return None
 
@@ -155,8 +155,7 @@ def compare(tx, fn, a, b):
         return tx.wrap_constant_result(fn(a.as_python_constant(), b.as_python_constant()))
     if fn in (operator.eq, operator.ne):
         from pydynamo.executor.variables.user_objects import UserDefinedObjectVariable
-        if not isinstance(a, UserDefinedObjectVariable) or not hasattr(type(a.value), "__eq__") \
-                or type(a.value).__eq__ is object.__eq__:
+        if not isinstance(a, UserDefinedObjectVariable) or a.cls.__eq__ is object.__eq__:
             eq = _identical(a, b)
             return ConstantVariable(eq if fn is operator.eq else not eq)
         r = a.call_method(tx, "__eq__" if fn is operator.eq else "__ne__", [b], {})

@@ -125,7 +125,24 @@ class NamedTupleVariable(TupleVariable):
             idx = _structseq_index(self.cls, name)
             if isinstance(idx, int):
                 return self.items[idx]
+        if fields is not None and name in ("_replace", "_asdict"):
+            from pydynamo.executor.variables.base import MethodProxyVariable
+            return MethodProxyVariable(self, name)
+        if fields is not None and hasattr(self.cls, name):
+            from pydynamo.executor.variables.user_objects import class_attribute
+            return class_attribute(tx, self, self.cls, name)
         raise Unsupported("namedtuple_attr", f"{self.cls.__name__}.{name}")
+
+    def call_method(self, tx, name, args, kwargs):
+        fields = getattr(self.cls, "_fields", None)
+        if fields is not None and name == "_replace":
+            items = list(self.items)
+            for k, v in kwargs.items():
+                items[fields.index(k)] = v
+            return NamedTupleVariable(items, self.cls)
+        if fields is not None and name == "_asdict":
+            return ConstDictVariable(dict(zip(fields, self.items)))
+        return super().call_method(tx, name, args, kwargs)
 
     def reconstruct(self, cg):
         if self.source is not None:

@@ -44,13 +44,14 @@ def bind_args(code: types.CodeType, name: str, defaults: tuple, kwdefaults: dict
         raise Unsupported("bad_call", f"{name}(): {e}") from None
     bound.apply_defaults()
     out = {}
-    for pname, param in inspect.signature(stand_in).parameters.items():
+    real_names = code.co_varnames[:_nparams(code)]
+    for real, (pname, param) in zip(real_names, inspect.signature(stand_in).parameters.items()):
         v = bound.arguments[pname]
         if param.kind is inspect.Parameter.VAR_POSITIONAL:
             v = TupleVariable(list(v))
         elif param.kind is inspect.Parameter.VAR_KEYWORD:
             v = ConstDictVariable(dict(v))
-        out[pname] = v
+        out[real] = v
     return out
 
 
@@ -63,7 +64,8 @@ def _sig_code(code):
            code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS), code.co_varnames[:_nparams(code)])
     c = _sig_cache.get(key)
     if c is None:
-        params = list(code.co_varnames[:_nparams(code)])
+        params = [n if n.isidentifier() else f"__pydynamo_arg{i}"  # ".0" of comprehensions
+                  for i, n in enumerate(code.co_varnames[:_nparams(code)])]
         parts = []
         pos = params[:code.co_argcount]
         parts += pos[:code.co_posonlyargcount]

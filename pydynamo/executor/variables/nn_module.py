@@ -19,6 +19,13 @@ from pydynamo.guards import GuardKind
 from pydynamo.sources import AttrSource, ModuleDictSource
 
 
+_CONTAINERS = (torch.nn.Sequential, torch.nn.ModuleList, torch.nn.ModuleDict, torch.nn.ParameterList,
+               torch.nn.ParameterDict)
+_SPECIAL_METHODS = {"parameters", "buffers", "children", "modules", "named_parameters", "named_buffers",
+                    "named_children", "named_modules"}
+_CONTAINER_METHODS = {"__len__", "__iter__", "__getitem__", "__contains__", "keys", "values", "items"}
+
+
 class NNModuleVariable(VariableTracker):
     def __init__(self, module: torch.nn.Module, source=None):
         super().__init__(source)
@@ -35,9 +42,19 @@ class NNModuleVariable(VariableTracker):
     def _src(self, registry, name):
         return ModuleDictSource(self.source, registry, name) if self.source is not None else None
 
+    def has_unpack_var_sequence(self, tx):
+        return isinstance(self.value, _CONTAINERS)
+
+    def unpack_var_sequence(self, tx):
+        return self.call_method(tx, "__iter__", [], {}).unpack_var_sequence(tx)
+
     def var_getattr(self, tx, name):
         m = self.value
         d = m.__dict__
+        if name not in d and (name in _SPECIAL_METHODS or
+                              (name in _CONTAINER_METHODS and isinstance(m, _CONTAINERS))):
+            from pydynamo.executor.variables.base import MethodProxyVariable
+            return MethodProxyVariable(self, name)
         for registry in ("_parameters", "_buffers", "_modules"):
             reg = d.get(registry)
             if reg is not None and name in reg:
@@ -101,9 +118,7 @@ class NNModuleVariable(VariableTracker):
                     items.append(self._reach(tx, entry))
             from pydynamo.executor.variables.iterators import ListIteratorVariable
             return ListIteratorVariable(items)
-        containers = (torch.nn.Sequential, torch.nn.ModuleList, torch.nn.ModuleDict, torch.nn.ParameterList,
-                      torch.nn.ParameterDict)
-        if isinstance(m, containers):
+        if isinstance(m, _CONTAINERS):
             keys = list(m._modules) if not isinstance(m, (torch.nn.ParameterList, torch.nn.ParameterDict)) \
                 else list(m._parameters)
             reg = "_parameters" if isinstance(m, (torch.nn.ParameterList, torch.nn.ParameterDict)) else "_modules"

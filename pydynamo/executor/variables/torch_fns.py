@@ -7,6 +7,8 @@ process (seeding, printing, setting flags) — is Unsupported rather than run wh
 """
 from __future__ import annotations
 
+import types
+
 import torch
 
 from pydynamo.exc import Unsupported
@@ -73,6 +75,10 @@ class TorchFunctionVariable(VariableTracker):
             return tx.output.call(tx, "call_function", fn, list(args), kwargs)
         if all(a.is_python_constant() for a in args) and fn in (torch.device, torch.finfo, torch.iinfo):
             return tx.wrap_constant_result(fn(*[a.as_python_constant() for a in args]))
+        if isinstance(fn, types.FunctionType):
+            # a Python helper inside torch (argument checking, defaults): trace through it
+            from pydynamo.executor.variables.functions import UserFunctionVariable
+            return UserFunctionVariable(fn).call_function(tx, args, kwargs)
         raise Unsupported("torch_fn", f"{getattr(fn, '__module__', 'torch')}.{getattr(fn, '__name__', fn)} "
                           "called without tensor arguments")
 

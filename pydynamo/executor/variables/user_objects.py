@@ -108,7 +108,7 @@ class UserDefinedClassVariable(VariableTracker):
             raise Unsupported("user_class", f"constructing {cls.__name__} (custom metaclass or __new__)")
         import torch
         if issubclass(cls, torch.nn.Module):
-            raise Unsupported("module_ctor", f"constructing nn.Module {cls.__name__} inside the graph")
+            return _construct_stateless_module(tx, cls, args, kwargs)
         obj = UserDefinedObjectVariable(None, cls=cls)
         tx.side_effects.track_new(obj)
         init = inspect.getattr_static(cls, "__init__")
@@ -126,6 +126,21 @@ class UserDefinedClassVariable(VariableTracker):
 
     def __repr__(self):
         return f"UserDefinedClassVariable({self.value.__name__})"
+
+
+def _construct_stateless_module(tx, cls, args, kwargs):
+    """`torch.nn.ReLU()(x)` inside the frame: built now for real (constructors of library
+    modules are pure); only modules without parameters or buffers, whose state is constant."""
+    import torch
+    from pydynamo.executor.variables.nn_module import NNModuleVariable
+    if not cls.__module__.startswith("torch.nn") or not all(a.is_python_constant() for a in args) or \
+            not all(v.is_python_constant() for v in kwargs.values()):
+        raise Unsupported("module_ctor", f"constructing nn.Module {cls.__name__} inside the graph")
+    mod = cls(*[a.as_python_constant() for a in args], **{k: v.as_python_constant() for k, v in kwargs.items()})
+    if any(True for _ in mod.parameters()) or any(True for _ in mod.buffers()):
+        raise Unsupported("module_ctor", f"constructing nn.Module {cls.__name__} with parameters inside the graph")
+    assert isinstance(mod, torch.nn.Module)
+    return NNModuleVariable(mod, None)
 
 
 class UserDefinedObjectVariable(VariableTracker):
