@@ -12,6 +12,8 @@ from __future__ import annotations
 import collections
 import enum
 import functools
+import operator
+import os
 import types
 from typing import Callable
 
@@ -35,7 +37,8 @@ from pydynamo.sources import AttrSource, GetItemSource
 
 _BUILTIN_FUNCS = set(vars(vbuiltins).get("HANDLERS", {})) | vbuiltins.PURE | vbuiltins.TENSOR_OPS
 _BUILTIN_FUNCS |= {print, id, iter, next, enumerate, zip, map, filter, reversed, super, setattr,
-                   object.__setattr__, functools.partial, *ITERTOOLS}
+                   object.__setattr__, functools.partial, collections.OrderedDict, collections.defaultdict,
+                   *ITERTOOLS}
 for _fn in ITERTOOLS:
     vbuiltins.HANDLERS.setdefault(_fn, vbuiltins._make_iter(_fn))
 
@@ -138,7 +141,8 @@ class VariableBuilder:
     def function(self, tx, value, source):
         if getattr(value, "__pydynamo_disabled__", False):
             return DisabledFunctionVariable(value, source)
-        if value.__code__.co_name == "decorate_context" and value.__module__ == "torch.utils._contextlib":
+        if value.__code__.co_name == "decorate_context" and \
+                value.__code__.co_filename.endswith(os.path.join("torch", "utils", "_contextlib.py")):
             return self.grad_decorated(tx, value, source)
         if is_torch_callable(value):
             return by_identity(TorchFunctionVariable)(self, tx, value, source)
@@ -163,6 +167,11 @@ class VariableBuilder:
             raise Unsupported("context_decorator", f"function decorated with {type(ctx).__name__}")
         func = self.wrap(tx, cells["func"], None)
         return GradModeWrappedFunction(mode, func)
+
+    def getter(self, tx, value, source):
+        if source is not None:
+            tx.add_guard(source, GuardKind.ID_MATCH, (id(value), repr(value)))  # immutable object
+        return vbuiltins.GetterVariable(type(value), value.__reduce__()[1], source)
 
     def method(self, tx, value, source):
         fn = self.wrap(tx, value.__func__, AttrSource(source, "__func__") if source is not None else None)
@@ -240,7 +249,8 @@ WRAPPERS: list[tuple[Callable, Callable]] = [
     (lambda v: isinstance(v, types.FunctionType), _B.function),
     (lambda v: isinstance(v, types.MethodType), _B.method),
     (lambda v: isinstance(v, functools.partial), _B.partial),
-    (lambda v: is_torch_callable(v), by_identity(TorchFunctionVariable)),
+    (lambda v: is_torch_callable(v) or v is torch.Size or v is torch.device, by_identity(TorchFunctionVariable)),
+    (lambda v: type(v) in (operator.itemgetter, operator.attrgetter), VariableBuilder.getter),
     (lambda v: type(v) in (list, tuple) or (isinstance(v, tuple) and hasattr(type(v), "_fields")), _B.sequence),
     (lambda v: type(v) in (dict, collections.OrderedDict, collections.defaultdict), _B.mapping),
     (lambda v: type(v) in (set, frozenset), _B.set_),

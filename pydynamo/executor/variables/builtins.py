@@ -8,6 +8,7 @@ methods (inlined).
 from __future__ import annotations
 
 import builtins
+import collections
 import functools
 import math
 import operator
@@ -435,3 +436,46 @@ def _super(tx, *args):
         raise Unsupported("super", "super() without arguments outside a method")
     from pydynamo.executor.variables.user_objects import SuperVariable
     return SuperVariable(args[0].as_python_constant(), args[1])
+
+
+@handler(collections.OrderedDict)
+def _ordered_dict(tx, *args, **kwargs):
+    from pydynamo.executor.variables.containers import ConstDictVariable
+    d = ConstDictVariable({}, collections.OrderedDict)
+    d.call_method(tx, "update", list(args), kwargs)
+    return d
+
+
+@handler(collections.defaultdict)
+def _defaultdict(tx, factory=None, *args, **kwargs):
+    from pydynamo.executor.variables.containers import ConstDictVariable
+    if factory is not None and factory.is_python_constant() and factory.as_python_constant() is None:
+        factory = None
+    d = ConstDictVariable({}, collections.defaultdict, default_factory=factory)
+    d.call_method(tx, "update", list(args), kwargs)
+    return d
+
+
+class GetterVariable(VariableTracker):
+    """operator.itemgetter / attrgetter objects (made in the frame or found)."""
+
+    def __init__(self, kind, keys, source=None):
+        super().__init__(source)
+        self.kind, self.keys = kind, list(keys)
+
+    def call_function(self, tx, args, kwargs):
+        obj = args[0]
+        if self.kind is operator.itemgetter:
+            vals = [tx.getitem(obj, tx.wrap_constant_result(k)) for k in self.keys]
+        else:
+            vals = []
+            for k in self.keys:
+                v = obj
+                for part in k.split("."):
+                    v = tx.getattr(v, part)
+                vals.append(v)
+        return vals[0] if len(vals) == 1 else tx.tuple(vals)
+
+
+HANDLERS[operator.itemgetter] = lambda tx, *k: GetterVariable(operator.itemgetter, [x.as_python_constant() for x in k])
+HANDLERS[operator.attrgetter] = lambda tx, *k: GetterVariable(operator.attrgetter, [x.as_python_constant() for x in k])

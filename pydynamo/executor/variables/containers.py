@@ -149,7 +149,7 @@ class NamedTupleVariable(TupleVariable):
             return cg.load_source(self.source)
         inner = ", ".join(cg.reconstruct(i) for i in self.items)
         if hasattr(self.cls, "_fields"):
-            return f"{cg.load_const(self.cls)}({inner})"
+            return f"{cg.load_const(self.cls)}._make(({inner},))"
         return f"{cg.load_const(self.cls)}([{inner}])"
 
 
@@ -269,7 +269,7 @@ class ConstDictVariable(VariableTracker):
 
     def call_method(self, tx, name, args, kwargs):
         items = self.items
-        if name in ("__setitem__", "update", "pop", "setdefault", "clear", "__delitem__", "popitem"):
+        if name in ("__setitem__", "update", "pop", "setdefault", "clear", "__delitem__", "popitem", "move_to_end"):
             tx.side_effects.mutate(self)
         if name == "__getitem__":
             return self.getitem(tx, args[0])
@@ -304,6 +304,20 @@ class ConstDictVariable(VariableTracker):
             return items[k]
         elif name == "clear":
             items.clear()
+        elif name == "move_to_end" and self.cls is collections.OrderedDict:
+            k = self._key(args[0])
+            last = (args[1] if len(args) > 1 else kwargs.get("last", const(True))).as_python_constant()
+            v = items.pop(k)
+            if last:
+                items[k] = v
+            else:
+                self.items = {k: v, **items}
+        elif name == "popitem":
+            if not items:
+                raise Unsupported("key_error", "popitem(): dictionary is empty")
+            last = (args[0] if args else kwargs.get("last", const(True))).as_python_constant()
+            k = next(reversed(items)) if last else next(iter(items))
+            return TupleVariable([tx.wrap_constant_result(k), items.pop(k)])
         elif name == "keys":
             return TupleVariable(self.unpack_var_sequence(tx))
         elif name == "values":

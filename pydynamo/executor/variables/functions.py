@@ -44,8 +44,9 @@ def bind_args(code: types.CodeType, name: str, defaults: tuple, kwdefaults: dict
         raise Unsupported("bad_call", f"{name}(): {e}") from None
     bound.apply_defaults()
     out = {}
-    real_names = code.co_varnames[:_nparams(code)]
-    for real, (pname, param) in zip(real_names, inspect.signature(stand_in).parameters.items()):
+    real_name = dict(zip(stand_in.__code__.co_varnames, code.co_varnames[:_nparams(code)]))
+    for pname, param in inspect.signature(stand_in).parameters.items():
+        real = real_name[pname]
         v = bound.arguments[pname]
         if param.kind is inspect.Parameter.VAR_POSITIONAL:
             v = TupleVariable(list(v))
@@ -145,6 +146,11 @@ class UserFunctionVariable(BaseUserFunctionVariable):
         from pydynamo.executor.variables.constant import ConstantVariable
         if name in ("__name__", "__qualname__", "__module__", "__doc__"):
             return ConstantVariable(getattr(self.fn, name))
+        if name in ("__defaults__", "__kwdefaults__", "__code__", "__wrapped__", "__dict__"):
+            from pydynamo.sources import AttrSource
+            if not hasattr(self.fn, name):
+                raise Unsupported("no_attribute", f"function has no attribute {name!r}")
+            return tx.wrap(getattr(self.fn, name), AttrSource(self.source, name) if self.source else None)
         return super().var_getattr(tx, name)
 
     def __repr__(self):
