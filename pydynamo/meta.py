@@ -405,7 +405,9 @@ class _MetaArgs:
     def convert(self, v):
         if isinstance(v, TensorMeta):
             return self.tensor(v)
-        if hasattr(v, "__pydynamo_symint__") or isinstance(v, sympy.Basic):
+        if hasattr(v, "__pydynamo_symint__"):
+            return v.hint  # int for SymInt, float for SymFloat (the type drives promotion)
+        if isinstance(v, sympy.Basic):
             return _hint(self.env, v)
         if isinstance(v, torch.Tensor):  # a real constant tensor (e.g. a captured buffer)
             self.devices.append((v.device, v.dim()))

@@ -60,15 +60,43 @@ class FloorDiv(sympy.Function):
 
 
 def _sym(x) -> sympy.Expr:
-    if isinstance(x, SymInt):
+    if isinstance(x, _SymNumber):
         return x.expr
     if isinstance(x, bool):
         return sympy.Integer(int(x))
     if isinstance(x, int):
         return sympy.Integer(x)
+    if isinstance(x, float):
+        if not math.isfinite(x):
+            raise ValueError("non-finite float in a symbolic expression")
+        return sympy.Rational(x)  # exact: a float is a binary fraction
     if isinstance(x, sympy.Basic):
         return x
     return sympy.Integer(operator.index(x))
+
+
+def _py_number(e):
+    return int(e) if e.is_Integer else float(e)
+
+
+def _integral(rel):
+    """A relation with rational coefficients or positive denominators (`s0/2 < 13/2`,
+    `s0/s1 >= 3`) rewritten over integers (`s0 < 13`, `s0 >= 3*s1`), so guards are exact in
+    Python and single-symbol bounds are recognized."""
+    if not isinstance(rel, sympy.core.relational.Relational):
+        return rel
+    diff = rel.lhs - rel.rhs
+    if not diff.has(sympy.Rational) and not any(p.exp.is_negative for p in diff.atoms(sympy.Pow)):
+        return rel
+    if all(a.is_Integer for a in diff.atoms(sympy.Rational)) and \
+            not any(p.exp.is_negative for p in diff.atoms(sympy.Pow)):
+        return rel
+    num, den = sympy.fraction(sympy.together(diff))
+    if not den.is_positive:
+        return rel
+    num = sympy.expand(num)
+    const = num.as_coeff_Add()[0]
+    return type(rel)(num - const, -const)
 
 
 def _pyint(e):
@@ -269,6 +297,10 @@ class ShapeEnv:
         expr = self.simplify(_sym(expr))
         return int(expr) if expr.is_Integer else SymInt(expr, self)
 
+    def symfloat(self, expr):
+        expr = self.simplify(_sym(expr))
+        return float(expr) if expr.is_number else SymFloat(expr, self)
+
     def create_tensor_sizes(self, tensor, source, dynamic_dims: Iterable[int],
                             marked_dims: Iterable[int] = (), size_source_fn=None):
         """Symbolic (shape, stride, storage_offset) for a real tensor whose `dynamic_dims` are
@@ -295,15 +327,19 @@ class ShapeEnv:
 
     # -- values --------------------------------------------------------------------------------
     def size_hint(self, expr) -> int:
+        return int(self.value_hint(expr))
+
+    def value_hint(self, expr) -> sympy.Expr:
+        """The exact (sympy Integer or Rational) value of an expression on the hints."""
         expr = _sym(expr)
-        if expr.is_Integer:
-            return int(expr)
+        if expr.is_number:
+            return expr
         val = expr.xreplace(self.var_to_hint)
         if not val.is_number:
             val = sympy.simplify(val)
         if not val.is_number:
             raise ValueError(f"no hint for {expr} (unknown symbols {val.free_symbols})")
-        return int(val)
+        return val
 
     def simplify(self, expr):
         expr = _sym(expr)
@@ -318,7 +354,7 @@ class ShapeEnv:
     # -- decisions -----------------------------------------------------------------------------
     def evaluate(self, rel, origin: Optional[str] = None) -> bool:
         """Decide a relation on the hints, record the decision as a guard, return it."""
-        rel = self.simplify(rel)
+        rel = _integral(self.simplify(rel))
         if rel is sympy.true or rel is sympy.false:
             return bool(rel)
         static = self._static_eval(rel)
@@ -334,17 +370,18 @@ class ShapeEnv:
         if not self.evaluate(sympy.Eq(_sym(a), _sym(b)), origin):
             raise ValueError(f"sizes {a} and {b} differ ({self.size_hint(a)} vs {self.size_hint(b)})")
 
-    def specialize(self, expr, reason: str = "", origin: Optional[str] = None) -> int:
-        """Pin a symbolic value to its hint (guarded); returns the int."""
+    def specialize(self, expr, reason: str = "", origin: Optional[str] = None):
+        """Pin a symbolic value to its hint (guarded); returns the int (a float for a
+        non-integer rational value)."""
         expr = self.simplify(_sym(expr))
-        if expr.is_Integer:
-            return int(expr)
-        value = self.size_hint(expr)
+        if expr.is_number:
+            return _py_number(expr)
+        value = self.value_hint(expr)
         self.stats["specializations"] += 1
         if reason:
             self.stats[f"specialized: {reason}"] += 1
         self.evaluate(sympy.Eq(expr, value), origin)
-        return value
+        return _py_number(value)
 
     def count_specialized_op(self, op_name: str) -> None:
         self.specialized_ops[op_name] += 1
@@ -636,10 +673,10 @@ def dense_strides_like(sym_shape: tuple, shape: tuple, stride: tuple) -> Optiona
 # SymInt: what the executor holds for a symbolic Python int
 
 
-class SymInt:
-    """A symbolic int bound to a ShapeEnv. Arithmetic builds sympy expressions (no guards);
-    comparisons, bool(), int() and indexing decide on hints and record guards. Unhashable, like
-    torch.SymInt, because equality is a guarded decision."""
+class _SymNumber:
+    """Shared behaviour of SymInt and SymFloat: arithmetic builds sympy expressions (no guards);
+    comparisons and bool() decide on hints and record guards. Unhashable, like torch.SymInt,
+    because equality is a guarded decision."""
 
     __slots__ = ("expr", "env")
     __pydynamo_symint__ = True
@@ -648,97 +685,36 @@ class SymInt:
         self.expr = expr
         self.env = env
 
-    # -- inspection (no guards) ----------------------------------------------------------------
-    @property
-    def hint(self) -> int:
-        return self.env.size_hint(self.expr)
-
     @property
     def free_symbols(self):
         return self.expr.free_symbols
 
     def __repr__(self) -> str:
-        return f"SymInt({self.expr}, hint={self.hint})"
+        return f"{type(self).__name__}({self.expr}, hint={self.hint})"
 
     def __str__(self) -> str:
         return str(self.expr)
 
     __hash__ = None  # type: ignore[assignment]
 
-    # -- arithmetic ----------------------------------------------------------------------------
-    def _wrap(self, expr):
-        return self.env.symint(expr)
-
-    def _binary(self, other, fn, reflected=False):
-        if isinstance(other, float):
-            a, b = float(int(self)), other
-            return fn(b, a) if reflected else fn(a, b)
-        if not isinstance(other, (int, SymInt, sympy.Basic)):
-            return NotImplemented
-        a, b = self.expr, _sym(other)
-        return self._wrap(fn(b, a) if reflected else fn(a, b))
-
-    def __add__(self, o):
-        return self._binary(o, operator.add)
-
-    def __radd__(self, o):
-        return self._binary(o, operator.add, True)
-
-    def __sub__(self, o):
-        return self._binary(o, operator.sub)
-
-    def __rsub__(self, o):
-        return self._binary(o, operator.sub, True)
-
-    def __mul__(self, o):
-        return self._binary(o, operator.mul)
-
-    def __rmul__(self, o):
-        return self._binary(o, operator.mul, True)
-
-    def __floordiv__(self, o):
-        return self._binary(o, _floordiv)
-
-    def __rfloordiv__(self, o):
-        return self._binary(o, _floordiv, True)
-
-    def __mod__(self, o):
-        return self._binary(o, _mod)
-
-    def __rmod__(self, o):
-        return self._binary(o, _mod, True)
-
-    def __pow__(self, o):
-        return self._binary(o, _pow)
-
-    def __rpow__(self, o):
-        return self._binary(o, _pow, True)
-
-    def __truediv__(self, o):
-        # a float result: specialize (guarded) rather than carry symbolic floats
-        return int(self) / (int(o) if isinstance(o, SymInt) else o)
-
-    def __rtruediv__(self, o):
-        return o / int(self)
-
-    def __neg__(self):
-        return self._wrap(-self.expr)
-
-    def __pos__(self):
-        return self
-
-    def __abs__(self):
-        if self.env.evaluate(sympy.Ge(self.expr, 0)):
-            return self
-        return -self
+    def _operand(self, other):
+        """sympy form of an operand, or None if it is not a number we can combine."""
+        if isinstance(other, _SymNumber):
+            return other.expr
+        if isinstance(other, float) and not math.isfinite(other):
+            return None
+        if isinstance(other, (int, float, sympy.Basic)):
+            return _sym(other)
+        return None
 
     # -- decisions (guarded) -------------------------------------------------------------------
     def _cmp(self, other, rel):
-        if isinstance(other, float):
-            return rel(sympy.Integer(int(self)), sympy.Float(other)) == sympy.true
-        if not isinstance(other, (int, SymInt, sympy.Basic)):
+        o = self._operand(other)
+        if o is None:
+            if isinstance(other, float):  # inf / nan: decided by the value alone
+                return rel(sympy.Float(float(self.hint)), sympy.Float(other)) == sympy.true
             return NotImplemented
-        return self.env.evaluate(rel(self.expr, _sym(other)))
+        return self.env.evaluate(rel(self.expr, o))
 
     def __lt__(self, o):
         return self._cmp(o, sympy.Lt)
@@ -760,6 +736,102 @@ class SymInt:
 
     def __bool__(self):
         return self.env.evaluate(sympy.Ne(self.expr, 0))
+
+    # -- arithmetic shared by both (result type follows Python's) ------------------------------
+    def _arith(self, other, fn, reflected=False):
+        o = self._operand(other)
+        if o is None:
+            return NotImplemented
+        is_float = isinstance(self, SymFloat) or isinstance(other, (float, SymFloat))
+        expr = fn(o, self.expr) if reflected else fn(self.expr, o)
+        return self.env.symfloat(expr) if is_float else self.env.symint(expr)
+
+    def __add__(self, o):
+        return self._arith(o, operator.add)
+
+    def __radd__(self, o):
+        return self._arith(o, operator.add, True)
+
+    def __sub__(self, o):
+        return self._arith(o, operator.sub)
+
+    def __rsub__(self, o):
+        return self._arith(o, operator.sub, True)
+
+    def __mul__(self, o):
+        return self._arith(o, operator.mul)
+
+    def __rmul__(self, o):
+        return self._arith(o, operator.mul, True)
+
+    def __truediv__(self, o):
+        return self._div(o, False)
+
+    def __rtruediv__(self, o):
+        return self._div(o, True)
+
+    def _div(self, other, reflected):
+        o = self._operand(other)
+        if o is None:
+            return NotImplemented
+        num, den = (o, self.expr) if reflected else (self.expr, o)
+        if self.env.value_hint(den) == 0:
+            raise ZeroDivisionError("division by zero")
+        return self.env.symfloat(num / den)
+
+    def __neg__(self):
+        return self.env.symfloat(-self.expr) if isinstance(self, SymFloat) else self.env.symint(-self.expr)
+
+    def __pos__(self):
+        return self
+
+    def __abs__(self):
+        if self.env.evaluate(sympy.Ge(self.expr, 0)):
+            return self
+        return -self
+
+
+class SymInt(_SymNumber):
+    """A symbolic int: + - * // % ** build expressions; int()/index() specialize (guarded).
+    `/` gives a SymFloat, as in Python. `int(x)` must return a real int in CPython, so it
+    specializes; an executor that wants torch's behaviour maps builtin int() to `sym_int`."""
+
+    __slots__ = ()
+
+    @property
+    def hint(self) -> int:
+        return self.env.size_hint(self.expr)
+
+    def _intop(self, other, fn, reflected=False):
+        if isinstance(other, (float, SymFloat)):  # float floor-division/modulo/power: pinned
+            a, b = float(self), float(other)
+            return fn(b, a) if reflected else fn(a, b)
+        if not isinstance(other, (int, SymInt, sympy.Basic)):
+            return NotImplemented
+        a, b = self.expr, _sym(other)
+        return self.env.symint(fn(b, a) if reflected else fn(a, b))
+
+    def __floordiv__(self, o):
+        return self._intop(o, _floordiv if not isinstance(o, (float, SymFloat)) else operator.floordiv)
+
+    def __rfloordiv__(self, o):
+        return self._intop(o, _floordiv if not isinstance(o, (float, SymFloat)) else operator.floordiv, True)
+
+    def __mod__(self, o):
+        return self._intop(o, _mod if not isinstance(o, (float, SymFloat)) else operator.mod)
+
+    def __rmod__(self, o):
+        return self._intop(o, _mod if not isinstance(o, (float, SymFloat)) else operator.mod, True)
+
+    def __pow__(self, o):
+        if isinstance(o, int) and o >= 0 or isinstance(o, SymInt):
+            return self._intop(o, _pow)
+        return float(self) ** (float(o) if isinstance(o, SymFloat) else o)
+
+    def __rpow__(self, o):
+        if isinstance(o, int):
+            return self._intop(o, _pow, True)
+        return (float(o) if isinstance(o, SymFloat) else o) ** float(self)
 
     def __int__(self):
         return self.env.specialize(self.expr, reason="int()")
@@ -783,6 +855,50 @@ class SymInt:
         return self
 
 
+class SymFloat(_SymNumber):
+    """A symbolic float from sizes (`x.shape[0] / 2`): exact rational expression; float()
+    specializes (guarded)."""
+
+    __slots__ = ()
+
+    @property
+    def hint(self) -> float:
+        return float(self.env.value_hint(self.expr))
+
+    def __float__(self):
+        return float(self.env.specialize(self.expr, reason="float()"))
+
+    def __int__(self):
+        return int(float(self))
+
+    def __floordiv__(self, o):
+        return float(self) // (float(o) if isinstance(o, _SymNumber) else o)
+
+    def __rfloordiv__(self, o):
+        return o // float(self)
+
+    def __mod__(self, o):
+        return float(self) % (float(o) if isinstance(o, _SymNumber) else o)
+
+    def __rmod__(self, o):
+        return o % float(self)
+
+    def __pow__(self, o):
+        if isinstance(o, int) and o >= 0:
+            return self.env.symfloat(self.expr ** o)
+        return float(self) ** (float(o) if isinstance(o, _SymNumber) else o)
+
+    def __rpow__(self, o):
+        return o ** float(self)
+
+
+def sym_int(x):
+    """int() as torch.compile does it: a SymInt stays symbolic (no guard)."""
+    if isinstance(x, SymInt):
+        return x
+    return int(x)  # a SymFloat's truncation is pinned (guarded)
+
+
 def _floordiv(a, b):
     return FloorDiv(a, b)
 
@@ -804,30 +920,36 @@ def sym_min(a, b):
     env = _env_of(a, b)
     if env is None:
         return min(a, b)
-    return env.symint(sympy.Min(_sym(a), _sym(b)))
+    return _wrap_like(env, sympy.Min(_sym(a), _sym(b)), a, b)
 
 
 def sym_max(a, b):
     env = _env_of(a, b)
     if env is None:
         return max(a, b)
-    return env.symint(sympy.Max(_sym(a), _sym(b)))
+    return _wrap_like(env, sympy.Max(_sym(a), _sym(b)), a, b)
+
+
+def _wrap_like(env, expr, *operands):
+    if any(isinstance(v, (float, SymFloat)) for v in operands):
+        return env.symfloat(expr)
+    return env.symint(expr)
 
 
 def _env_of(*values):
     for v in values:
-        if isinstance(v, SymInt):
+        if isinstance(v, _SymNumber):
             return v.env
     return None
 
 
 def is_symbolic(x) -> bool:
-    return isinstance(x, SymInt) or (isinstance(x, sympy.Basic) and not x.is_number)
+    return isinstance(x, _SymNumber) or (isinstance(x, sympy.Basic) and not x.is_number)
 
 
 def hint_int(x) -> int:
     """The current value of an int or SymInt, without a guard."""
-    return x.hint if isinstance(x, SymInt) else operator.index(x)
+    return x.hint if isinstance(x, _SymNumber) else operator.index(x)
 
 
 # ---------------------------------------------------------------------------------------------

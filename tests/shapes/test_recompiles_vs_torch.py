@@ -10,7 +10,7 @@ import sympy
 import torch
 
 from pydynamo.meta import TensorMeta, propagate
-from pydynamo.shapes import AutomaticDynamic, ShapeEnv, SymInt, TextSource, dynamic_dims
+from pydynamo.shapes import AutomaticDynamic, ShapeEnv, TextSource, dynamic_dims, sym_int
 
 
 class FakeT:
@@ -149,6 +149,25 @@ def f_size_arith(x):
     return x.new_zeros(n * 2 - 1, x.shape[1]) + 1
 
 
+def f_loop(x):
+    for i in range(x.shape[0] // 4):
+        x = x + i
+    return x * 2
+
+
+def f_int_size(x):
+    # builtin int() on a size stays symbolic in torch.compile; our executor maps it to sym_int
+    return x * sym_int(x.shape[0] * 3)
+
+
+def f_float_compare(x):
+    return (x + 1 if x.shape[0] < 6.5 else x - 1) * 2
+
+
+def f_float_arith(x):
+    return (x * 2 if x.shape[0] / 4 > 2.5 else x) + x.shape[0] / 2
+
+
 def f_softmax_sum(x):
     return x.softmax(-1).sum(0, keepdim=True) * x.shape[-1]
 
@@ -168,6 +187,10 @@ CASES = [
     ("matmul", f_matmul, [[(3, 4), (4, 5)], [(6, 4), (4, 5)], [(6, 7), (7, 2)]]),
     ("slice", f_slice, [[(5, 6)], [(7, 6)], [(7, 9)], [(2, 2)]]),
     ("size_arith", f_size_arith, [[(3, 4)], [(5, 4)], [(8, 6)]]),
+    ("loop", f_loop, [[(8,)], [(9,)], [(12,)], [(16,)], [(13,)]]),
+    ("int_size", f_int_size, [[(3,)], [(4,)], [(5,)], [(4,)]]),
+    ("float_compare", f_float_compare, [[(3,)], [(4,)], [(7,)], [(100,)], [(6,)]]),
+    ("float_arith", f_float_arith, [[(8,)], [(11,)], [(12,)], [(10,)], [(3,)]]),
     ("softmax_sum", f_softmax_sum, [[(3, 4)], [(5, 4)], [(5, 8)]]),
 ]
 
