@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Set up a virtual environment for one Python version and run the whole test suite in it.
-#   scripts/test.sh [python-executable]      (default: python3.11)
+#   [PYTHON=/path/to/python] scripts/test.sh [pytest args...]      (default interpreter: 3.11)
 # The venv lives in .venv-<version>/ and is reused when it exists; installs are idempotent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PY=${1:-$(scripts/find_python.sh 3.11)}
+PY=${PYTHON:-$(scripts/find_python.sh 3.11)}
 VER=$("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 VENV=.venv-$VER
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
@@ -12,5 +12,4 @@ VENV=.venv-$VER
 "$VENV/bin/python" -m pip install -q "torch==2.13.0" 2>&1 | grep -v "is ignored: it is neither" || true
 "$VENV/bin/python" -m pip install -q -e ".[test]" 2>&1 | grep -v "is ignored: it is neither" || true
 export TRITON_INTERPRET=1 PYDYNAMO_CACHE_DIR="${PYDYNAMO_CACHE_DIR:-$PWD/.cache-test-$VER}"
-shift || true
 exec "$VENV/bin/python" -m pytest -q -p no:cacheprovider tests "$@"
