@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from pydynamo.meta import (Dim, NoRule, Out, TensorMeta, _prod, _simplify_dim, contiguous_strides,
-                           leaves, register)
+                           register)
 from pydynamo.shapes import FloorDiv
 
 
@@ -60,12 +60,6 @@ def _arg(args, kwargs, i, name, default=None):
     return kwargs.get(name, default)
 
 
-def _shape_of(v) -> tuple:
-    if isinstance(v, TensorMeta):
-        return v.shape
-    return ()  # Python scalars broadcast like 0-dim tensors
-
-
 def broadcast_shapes(ctx, *shapes) -> tuple:
     """Right-aligned broadcasting; symbolic dims that must match are guarded equal."""
     ndim = max((len(s) for s in shapes), default=0)
@@ -92,10 +86,6 @@ def broadcast_shapes(ctx, *shapes) -> tuple:
 def _eq_is_static_false(ctx, d, v) -> bool:
     static = ctx.env._static_eval(sympy.Eq(d, v))
     return static is False
-
-
-def _inputs(args, kwargs) -> list:
-    return leaves([list(args), kwargs])
 
 
 # -- pointwise ----------------------------------------------------------------------------------

@@ -3,7 +3,6 @@ function), replacements, ranges, mark_dynamic/mark_static policy and automatic d
 import operator
 
 import pytest
-import sympy
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
