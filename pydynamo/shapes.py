@@ -15,6 +15,22 @@ Invariants:
   dynamic raises `ConstraintViolation` naming the user line that did it.
 - Every guard is true on the hints by construction; a guard that the known ranges already decide
   is not recorded. `make_check_fn()` reads each source once and checks all guards in plain Python.
+
+Wiring (what the executor does with this module):
+  env = ShapeEnv(origin_fn=lambda: "file.py:LINE of the instruction being traced")
+  input tensor t from source src:
+      dims = dynamic_dims(t, dynamic=<optimize's dynamic>,
+                          changed_dims=auto.observe(src.name(), t.shape))   (at compile time)
+      shape, stride, offset = env.create_tensor_sizes(t, src, dims, marked_dims=marked_dynamic_dims(t))
+      meta.TensorMeta.from_tensor(t, shape=shape, stride=stride, storage_offset=offset)
+  torch calls: meta.propagate(target, args, kwargs, env); sizes come back as SymInt.
+  builtins: min/max -> sym_min/sym_max, int() -> sym_int (no guard, as torch.compile does);
+      comparisons, bool(), range() and indexing just work (guarded / specialized).
+  graph: one int placeholder per symbol of `graph_symbols(values)`, reloaded from
+      env.var_to_source[sym]; node metadata holds sympy shapes.
+  guards: env.make_check_fn() is one SHAPE_ENV guard; env.guard_texts() / produce_guards() for
+      logs and explain; env.explain_failure(L, G) lists what failed. Tensor guards must skip
+      symbolic sizes/strides (entries that are not ints): these guards cover them.
 """
 from __future__ import annotations
 
@@ -941,6 +957,28 @@ def _env_of(*values):
         if isinstance(v, _SymNumber):
             return v.env
     return None
+
+
+def graph_symbols(*values) -> list:
+    """Free symbols of sizes/TensorMetas/SymInts (nested in lists, tuples, dicts), in creation
+    order: the int placeholders a graph over these values needs."""
+    found: set = set()
+
+    def visit(v):
+        if isinstance(v, _SymNumber):
+            found.update(v.expr.free_symbols)
+        elif isinstance(v, sympy.Basic):
+            found.update(v.free_symbols)
+        elif isinstance(v, (list, tuple)):
+            for x in v:
+                visit(x)
+        elif isinstance(v, dict):
+            for x in v.values():
+                visit(x)
+        elif callable(getattr(v, "free_symbols", None)):  # a meta.TensorMeta
+            found.update(v.free_symbols())
+    visit(values)
+    return sorted(found, key=_sym_index)
 
 
 def is_symbolic(x) -> bool:
