@@ -115,6 +115,18 @@ def skip_reason(code: types.CodeType) -> Optional[str]:
 _warned: set = set()
 
 
+def _on_reset() -> None:
+    _warned.clear()
+
+
+def _register_reset() -> None:
+    from pydynamo.eval_frame import on_reset
+    on_reset(_on_reset)
+
+
+_register_reset()
+
+
 def _warn_once(key, text: str) -> None:
     if key in _warned:
         return

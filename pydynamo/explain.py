@@ -1,0 +1,60 @@
+"""pydynamo.explain(fn)(*args, **kwargs): run once under a fresh cache and report what was captured.
+
+Returns ExplainOutput: the FX graphs, graph_count, ops_per_graph, guards (as text, with the user
+file:line that created each), compile_times, graph_break_count and break_reasons (GraphBreak
+records: reason code, file:line, user stack, hint), and the call's output. Caches are reset
+before the run so every frame is traced again (explain is a debugging tool, not a hot path).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+from pydynamo.exc import GraphBreak
+
+
+@dataclasses.dataclass
+class ExplainOutput:
+    graphs: list
+    graph_count: int
+    ops_per_graph: list
+    guards: list
+    compile_times: list
+    break_reasons: list
+    graph_break_count: int
+    out: Any = None
+
+    def __str__(self) -> str:
+        lines = [f"Graph count: {self.graph_count}", f"Graph break count: {self.graph_break_count}",
+                 f"Ops per graph: {self.ops_per_graph}"]
+        if self.break_reasons:
+            lines.append("Break reasons:")
+            lines += [f"  {b}" for b in self.break_reasons]
+        lines.append("Guards:")
+        lines += [f"  {g}" for g in self.guards]
+        return "\n".join(lines)
+
+
+def explain(fn: Callable, backend="eager") -> Callable[..., ExplainOutput]:
+    def run(*args, **kwargs) -> ExplainOutput:
+        from pydynamo import convert_frame  # imported here: `import pydynamo` stays torch-free
+        from pydynamo.eval_frame import optimize, reset
+        results, breaks = [], []
+
+        def record(item):
+            (breaks if isinstance(item, GraphBreak) else results).append(item)
+
+        reset()
+        convert_frame.RECORDERS.append(record)
+        try:
+            out = optimize(fn, backend=backend)(*args, **kwargs)
+        finally:
+            convert_frame.RECORDERS.remove(record)
+            reset()
+        graphs = [g for r in results for g in r.graphs]
+        return ExplainOutput(
+            graphs=[g.gm for g in graphs], graph_count=len(graphs), ops_per_graph=[g.op_count for g in graphs],
+            guards=[g.describe() for r in results for g in r.guards],
+            compile_times=[r.compile_time_s for r in results], break_reasons=breaks,
+            graph_break_count=len(breaks), out=out)
+    return run
