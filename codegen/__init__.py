@@ -75,12 +75,17 @@ def compile_fx(gm: torch.fx.GraphModule, example_inputs: List[Any], **options):
         g = GraphLowering(gm, example_inputs).run()
     except EagerFallback as e:
         return _eager(gm, str(e), stats)
+    except Exception as e:
+        if options.get("strict"):
+            raise
+        log.debug("codegen lowering failed", exc_info=True)
+        return _eager(gm, f"internal lowering error: {type(e).__name__}: {e}", stats)
     try:
         return _compile_lowered(gm, g, stats, options)
     except Exception as e:  # a compiler bug must not become the user's crash or wrong answer
         if options.get("strict"):
             raise
-        log.warning("codegen failed", exc_info=True)
+        log.debug("codegen failed", exc_info=True)
         return _eager(gm, f"internal codegen error: {type(e).__name__}: {e}", stats)
 
 

@@ -85,8 +85,12 @@ def function_table():
     return _FUNCTIONS
 
 
+# methods whose argument order differs from the torch function of the same name
+METHOD_RENAMES = {"where": "where_method"}
+
+
 def _method_name(name: str) -> str:
-    return RENAMES.get(name, name)
+    return METHOD_RENAMES.get(name, RENAMES.get(name, name))
 
 
 # nn.Module type -> (module, args, kwargs) -> Canonical

@@ -449,6 +449,11 @@ def where(condition, input=None, other=None):
     return maybe_realize(TensorValue(size, dt, lambda i: ops.where(c(i), a(i), b(i)), None, cost))
 
 
+@register("where_method")
+def where_method(input, condition, other):
+    return where(condition, input, other)
+
+
 @register("clamp", "clip")
 def clamp(input, min=None, max=None):
     if is_tensor(min) or is_tensor(max):
@@ -1147,6 +1152,9 @@ def cat(tensors, dim=0):
     size = list(tensors[0].size)
     size[d] = off
     loaders = [value_loader(t, dt) for t in tensors]
+    ends = [lo + t.size[d] for lo, t in zip(offsets, tensors)]
+    if not all(sympy.sympify(e).is_number for e in ends):
+        raise NotLowered("symbolic cat")
 
     def loader(idx):
         # Clamped indices keep every load in bounds; `where` picks the right piece.
@@ -1161,10 +1169,7 @@ def cat(tensors, dim=0):
                 val = v
             else:
                 cond = ops.lt(ops.index_expr(i, torch.int64),
-                              ops.constant(int(lo + n) if (lo + n).is_number else 0, torch.int64)) \
-                    if (lo + n).is_number else None
-                if cond is None:
-                    raise NotLowered("symbolic cat")
+                              ops.constant(int(ends[k]), torch.int64))
                 val = ops.where(cond, v, val)
         return val
     cost = sum(t.cost for t in tensors) + 2 * len(tensors)

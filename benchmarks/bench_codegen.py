@@ -1,0 +1,239 @@
+"""Benchmarks: pydynamo codegen vs eager vs torch.compile (inductor), CPU, in one run.
+
+    python benchmarks/bench_codegen.py            # full sizes (run on a quiet machine)
+    python benchmarks/bench_codegen.py --smoke    # tiny sizes, checks everything runs
+    python benchmarks/bench_codegen.py --cold     # also cold compile times (new processes)
+
+Each line: median time per call for eager, codegen and inductor, the speedups over eager
+(codegen x, inductor x), and codegen's kernel count. Graphs come from torch.fx.symbolic_trace
+and are compiled with codegen.compile_fx; inductor gets the same nn.Module via torch.compile.
+Cold compile: a new Python process with an empty cache directory compiles (a) a 10-op
+pointwise graph and (b) the GPT-2 block stack, for codegen and for torch.compile.
+"""
+import argparse
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+
+class PointwiseChain(nn.Module):
+    def forward(self, x, y):
+        a = torch.sin(x) * y + 1.5
+        b = torch.sigmoid(a) * torch.cos(y) - a / 3
+        c = torch.relu(b) + torch.exp(-x.abs())
+        d = c * c - torch.tanh(a) + 0.25
+        return d * 0.5 + x
+
+
+class Softmax(nn.Module):
+    def forward(self, x):
+        return torch.softmax(x, dim=-1)
+
+
+class LayerNorm(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.ln = nn.LayerNorm(d)
+
+    def forward(self, x):
+        return self.ln(x)
+
+
+class RowSum(nn.Module):
+    def forward(self, x):
+        return x.sum(dim=1)
+
+
+class ColSum(nn.Module):
+    def forward(self, x):
+        return x.sum(dim=0)
+
+
+class GeluMLP(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.fc1 = nn.Linear(d, 4 * d)
+        self.fc2 = nn.Linear(4 * d, d)
+
+    def forward(self, x):
+        return self.fc2(F.gelu(self.fc1(x)))
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, d, n_head, T):
+        super().__init__()
+        self.n_head = n_head
+        self.c_attn = nn.Linear(d, 3 * d)
+        self.c_proj = nn.Linear(d, d)
+        self.register_buffer("bias", torch.tril(torch.ones(T, T)).view(1, 1, T, T))
+
+    def forward(self, x):
+        B, T, C = x.shape
+        q, k, v = self.c_attn(x).split(C, dim=2)
+        hs = C // self.n_head
+        q = q.view(B, T, self.n_head, hs).transpose(1, 2)
+        k = k.view(B, T, self.n_head, hs).transpose(1, 2)
+        v = v.view(B, T, self.n_head, hs).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))
+        att = att.masked_fill(self.bias == 0, float("-inf"))   # T is fixed per model
+        att = F.softmax(att, dim=-1)
+        y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
+        return self.c_proj(y)
+
+
+class GPT2Block(nn.Module):
+    def __init__(self, d, n_head, T):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(d)
+        self.attn = CausalSelfAttention(d, n_head, T)
+        self.ln_2 = nn.LayerNorm(d)
+        self.fc = nn.Linear(d, 4 * d)
+        self.proj = nn.Linear(4 * d, d)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        return x + self.proj(F.gelu(self.fc(self.ln_2(x)), approximate="tanh"))
+
+
+class GPT2Stack(nn.Module):
+    def __init__(self, n_layer=4, d=128, n_head=4, T=64):
+        super().__init__()
+        self.blocks = nn.Sequential(*[GPT2Block(d, n_head, T) for _ in range(n_layer)])
+        self.ln_f = nn.LayerNorm(d)
+
+    def forward(self, x):
+        return self.ln_f(self.blocks(x))
+
+
+def cases(smoke):
+    s = 1 if not smoke else 0
+    n = 1 << 22 if s else 1 << 10
+    return [
+        ("pointwise chain (10 ops)", PointwiseChain(), [torch.randn(n), torch.randn(n)]),
+        ("softmax", Softmax(), [torch.randn(2048 if s else 8, 1024 if s else 32)]),
+        ("layer_norm", LayerNorm(1024 if s else 32), [torch.randn(2048 if s else 8, 1024 if s else 32)]),
+        ("row sum", RowSum(), [torch.randn(4096 if s else 8, 1024 if s else 32)]),
+        ("column sum", ColSum(), [torch.randn(4096 if s else 8, 1024 if s else 32)]),
+        ("GELU MLP", GeluMLP(512 if s else 16), [torch.randn(256 if s else 4, 512 if s else 16)]),
+        ("GPT-2 blocks (4x d128 T64)", GPT2Stack() if s else GPT2Stack(2, 32, 2, 8),
+         [torch.randn(8 if s else 2, 64 if s else 8, 128 if s else 32)]),
+    ]
+
+
+def timeit(fn, args, iters, repeats=5):
+    for _ in range(3):
+        fn(*args)
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            fn(*args)
+        times.append((time.perf_counter() - t0) / iters)
+    return statistics.median(times)
+
+
+def run_speed(smoke):
+    import codegen
+    rows = []
+    with torch.no_grad():
+        for name, mod, args in cases(smoke):
+            mod.eval()
+            gm = torch.fx.symbolic_trace(mod)
+            ours = codegen.compile_fx(gm, args)
+            ind = torch.compile(mod)
+            ref = mod(*args)
+            for f in (ours, ind):
+                torch.testing.assert_close(f(*args), ref, rtol=1e-3, atol=1e-3)
+            iters = 3 if smoke else 20
+            te = timeit(mod, args, iters)
+            tc = timeit(ours, args, iters)
+            ti = timeit(ind, args, iters)
+            rows.append(dict(case=name, eager_ms=te * 1e3, codegen_ms=tc * 1e3,
+                             inductor_ms=ti * 1e3, codegen_x=te / tc, inductor_x=te / ti,
+                             kernels=ours.kernel_count, externs=ours.stats.externs))
+            r = rows[-1]
+            print(f"{name:30s} eager {r['eager_ms']:8.3f} ms | codegen {r['codegen_ms']:8.3f} ms "
+                  f"({r['codegen_x']:5.2f}x, {r['kernels']} kernels) | inductor "
+                  f"{r['inductor_ms']:8.3f} ms ({r['inductor_x']:5.2f}x) | codegen/inductor "
+                  f"{r['inductor_ms'] / r['codegen_ms']:5.2f}", flush=True)
+    return rows
+
+
+COLD_SNIPPET = r"""
+import sys, time, os
+sys.path.insert(0, {root!r})
+t0 = time.perf_counter()
+import torch, torch.fx
+sys.argv = ['x']
+import benchmarks.bench_codegen as B
+which, backend, smoke = {which!r}, {backend!r}, {smoke!r}
+mod = B.PointwiseChain() if which == 'pointwise' else (B.GPT2Stack() if not smoke else B.GPT2Stack(2, 32, 2, 8))
+args = [torch.randn(1 << 12), torch.randn(1 << 12)] if which == 'pointwise' else \
+    [torch.randn(8 if not smoke else 2, 64 if not smoke else 8, 128 if not smoke else 32)]
+mod.eval()
+t1 = time.perf_counter()
+with torch.no_grad():
+    if backend == 'codegen':
+        import codegen
+        fn = codegen.compile_fx(torch.fx.symbolic_trace(mod), args)
+    else:
+        fn = torch.compile(mod)
+    fn(*args)
+t2 = time.perf_counter()
+print('COLD', t2 - t1)
+"""
+
+
+def cold(which, backend, smoke):
+    with tempfile.TemporaryDirectory() as d:
+        env = dict(os.environ, PYDYNAMO_CACHE_DIR=os.path.join(d, "pd"),
+                   TORCHINDUCTOR_CACHE_DIR=os.path.join(d, "ind"), TRITON_CACHE_DIR=os.path.join(d, "tr"))
+        code = COLD_SNIPPET.format(root=ROOT, which=which, backend=backend, smoke=smoke)
+        r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                           timeout=900)
+        if r.returncode != 0:
+            return float("nan"), r.stderr[-500:]
+        return float(r.stdout.split("COLD")[-1]), ""
+
+
+def run_cold(smoke):
+    rows = []
+    for which in ("pointwise", "gpt2"):
+        t_ours, e1 = cold(which, "codegen", smoke)
+        t_ind, e2 = cold(which, "inductor", smoke)
+        rows.append(dict(graph=which, codegen_s=t_ours, inductor_s=t_ind))
+        print(f"cold compile {which:10s} codegen {t_ours:7.2f} s | inductor {t_ind:7.2f} s"
+              + (f"  errors: {e1} {e2}" if e1 or e2 else ""), flush=True)
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--cold", action="store_true")
+    ap.add_argument("--json", default="")
+    a = ap.parse_args()
+    torch.manual_seed(0)
+    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, cpus {os.cpu_count()}")
+    out = dict(speed=run_speed(a.smoke))
+    if a.cold:
+        out["cold"] = run_cold(a.smoke)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(out, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
