@@ -157,7 +157,8 @@ def compare_compile(rec, ref, engine: str) -> list[str]:
     n = cc.N_CALLS
     got, want = rec["calls"][0]["new_graphs"], ref["calls"][0]["new_graphs"]
     if len(got) != len(want):
-        bad.append(f"call 1: {engine} compiled {len(got)} graph(s) (ops {got}), torch.compile {len(want)} (ops {want})")
+        bad.append(f"call 1: {engine} compiled {len(got)} graph(s) (ops {got[:20]}), "
+                   f"torch.compile {len(want)} (ops {want[:20]})")
     for i in range(1, n):
         c = rec["calls"][i]
         if c["new_graphs"] or c["body_frames"]:
