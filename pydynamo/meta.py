@@ -311,9 +311,27 @@ class RuleContext:
 
 
 def rule_key(target) -> Any:
+    """Registry key of a call target: modules by class; `torch.Tensor.add` (as a function) by
+    its method name, so method and function spellings share one rule."""
     if isinstance(target, torch.nn.Module):
         return type(target)
+    if not isinstance(target, str) and _hashable(target):
+        name = _tensor_method_names().get(target)
+        if name is not None:
+            return name
     return target
+
+
+_METHOD_NAMES: dict = {}
+
+
+def _tensor_method_names() -> dict:
+    if not _METHOD_NAMES:
+        for name in dir(torch.Tensor):
+            attr = getattr(torch.Tensor, name, None)
+            if callable(attr) and _hashable(attr):
+                _METHOD_NAMES.setdefault(attr, name)
+    return _METHOD_NAMES
 
 
 def target_name(target) -> str:
@@ -459,6 +477,8 @@ def _resolve_callable(target, self_arg):
         fn = getattr(self_arg, target, None)
         if fn is None:
             raise MetaUnsupported("meta_no_method", f"tensors have no method {target!r}")
+        if not callable(fn):  # a property such as T / mT / H
+            return (lambda: fn), True
         return fn, True
     return target, False
 

@@ -450,6 +450,15 @@ def _rule_t(ctx, x):
     return _rule_transpose(ctx, x, 0, 1)
 
 
+@register("T", "mT", "H", "mH", torch.adjoint, "adjoint")
+def _rule_T(ctx, x):
+    if ctx.target in ("T", "H"):
+        return _rule_permute(ctx, x, list(range(x.ndim))[::-1])
+    if x.ndim < 2:
+        raise NoRule()
+    return _rule_transpose(ctx, x, -2, -1)
+
+
 @register("movedim", torch.movedim, "moveaxis", torch.moveaxis)
 def _rule_movedim(ctx, x, source, destination):
     src = [source] if isinstance(source, int) else list(source)

@@ -156,4 +156,9 @@ CASES = [
     ("cosine_similarity", F.cosine_similarity, lambda n, m: ((r(n, m), r(1, m)), {"dim": -1})),
     ("view_as_real", torch.view_as_real, lambda n, m: ((torch.randn(n, m, dtype=torch.complex64),), {})),
     ("isclose", "isclose", lambda n, m: ((r(n, m), r(m)), {})),
+    # properties and Tensor methods as function objects
+    ("T", "T", lambda n, m: ((r(n, m),), {})),
+    ("mT", "mT", lambda n, m: ((r(2, n, m),), {})),
+    ("Tensor.add_fn", torch.Tensor.add, lambda n, m: ((r(n, m), r(m)), {})),
+    ("Tensor.view_fn", torch.Tensor.view, lambda n, m: ((r(n, m), -1), {})),
 ]

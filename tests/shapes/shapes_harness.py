@@ -102,7 +102,8 @@ def collect_inputs(v, out=None) -> dict:
 def call_eager(target, args, kwargs):
     args, kwargs = _real(args), _real(kwargs)
     if isinstance(target, str):
-        return getattr(args[0], target)(*args[1:], **kwargs)
+        attr = getattr(args[0], target)
+        return attr(*args[1:], **kwargs) if callable(attr) else attr  # properties: T, mT
     return target(*args, **kwargs)
 
 
