@@ -56,7 +56,7 @@ def simulate(fn, calls, dynamic):
     traced output's shape against eager at that call's sizes."""
     entries, auto, compiles = [], AutomaticDynamic(), 0
     for shapes in calls:
-        tensors = [torch.randn(*s) for s in shapes]
+        tensors = [_make(s) for s in shapes]
         L = {f"x{i}": t for i, t in enumerate(tensors)}
         entry = next((e for e in entries if _static_match(e[0], tensors) and e[1](L)), None)
         if entry is None:
@@ -64,6 +64,16 @@ def simulate(fn, calls, dynamic):
             env = ShapeEnv()
             fakes, static = [], []
             for name, t in L.items():
+                if isinstance(t, int):
+                    # int inputs: never 0/1-specialized, may be negative, no duck sharing
+                    changed = auto.observe(f"L['{name}']", (t,))
+                    if dynamic or (dynamic is None and changed):
+                        fakes.append(env.create_symint(t, TextSource(f"L['{name}']"), positive=False))
+                        static.append(None)
+                    else:
+                        fakes.append(t)
+                        static.append(t)
+                    continue
                 changed = auto.observe(f"L['{name}']", tuple(t.shape))
                 dims = dynamic_dims(t, dynamic=dynamic, changed_dims=changed)
                 shape, stride, off = env.create_tensor_sizes(t, TextSource(f"L['{name}']"), dims)
@@ -79,8 +89,13 @@ def simulate(fn, calls, dynamic):
     return compiles
 
 
+def _make(spec):
+    return spec if isinstance(spec, int) else torch.randn(*spec)
+
+
 def _static_match(static, tensors):
-    return all(len(s) == t.dim() and all(d is None or d == real for d, real in zip(s, t.shape))
+    return all((s is None or s == t) if isinstance(t, int) else
+               len(s) == t.dim() and all(d is None or d == real for d, real in zip(s, t.shape))
                for s, t in zip(static, tensors))
 
 
@@ -95,7 +110,7 @@ def torch_compiles(fn, calls, dynamic):
     torch._dynamo.reset()
     compiled = torch.compile(fn, backend=backend, dynamic=dynamic)
     for shapes in calls:
-        compiled(*[torch.randn(*s) for s in shapes])
+        compiled(*[_make(s) for s in shapes])
     torch._dynamo.reset()
     return count
 
@@ -168,6 +183,18 @@ def f_float_arith(x):
     return (x * 2 if x.shape[0] / 4 > 2.5 else x) + x.shape[0] / 2
 
 
+def f_scale_by_int(x, n):
+    return x * n
+
+
+def f_branch_on_int(x, n):
+    return x * 2 if n > 2 else x - 1
+
+
+def f_int_and_size(x, n):
+    return x.view(-1, n) + n
+
+
 def f_softmax_sum(x):
     return x.softmax(-1).sum(0, keepdim=True) * x.shape[-1]
 
@@ -191,6 +218,9 @@ CASES = [
     ("int_size", f_int_size, [[(3,)], [(4,)], [(5,)], [(4,)]]),
     ("float_compare", f_float_compare, [[(3,)], [(4,)], [(7,)], [(100,)], [(6,)]]),
     ("float_arith", f_float_arith, [[(8,)], [(11,)], [(12,)], [(10,)], [(3,)]]),
+    ("int_input", f_scale_by_int, [[(3,), 3], [(3,), 4], [(3,), 1], [(3,), 0], [(3,), -2], [(4,), 5]]),
+    ("int_branch", f_branch_on_int, [[(3,), 3], [(3,), 4], [(3,), 1], [(3,), 0], [(3,), 7]]),
+    ("int_and_size", f_int_and_size, [[(6,), 3], [(8,), 4], [(12,), 3], [(10,), 5], [(9,), 3]]),
     ("softmax_sum", f_softmax_sum, [[(3, 4)], [(5, 4)], [(5, 8)]]),
 ]
 
