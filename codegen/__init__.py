@@ -107,7 +107,8 @@ def _compile_lowered(gm, g, stats, options):
     lib = so = None
     arg_names: Dict[str, List[str]] = {}
     if kernels:
-        src, arg_names = generate_source(kernels, g.buffers_by_name)
+        src, arg_names = generate_source(kernels, g.buffers_by_name,
+                                         vector_math=codecache.vector_math_available())
         lib, so = codecache.load_library(src)
     may_err = {k.name: any(n.reads(len(k.outer)).indirect for n in k.nodes) for k in kernels}
     wp = WrapperPrinter(g, steps, arg_names, may_err)

@@ -13,6 +13,7 @@ import hashlib
 import logging
 import os
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -66,6 +67,35 @@ def _atomic_write(path: str, text: str):
     os.replace(tmp, path)
 
 
+@functools.lru_cache(None)
+def vector_math_available() -> bool:
+    """glibc's libmvec on x86-64 Linux (probed once: a tiny program must link against it)."""
+    import platform
+    if sys.platform != "linux" or platform.machine() not in ("x86_64", "AMD64"):
+        return False
+    marker = os.path.join(cache_dir(), "cpp", "libmvec-" + hashlib.sha256(
+        compiler_version().encode()).hexdigest()[:16])
+    if os.path.exists(marker):          # probed by an earlier process: no compiler run
+        with open(marker) as f:
+            return f.read().strip() == "1"
+    ok = _probe_vector_math()
+    _atomic_write(marker, "1" if ok else "0")
+    return ok
+
+
+def _probe_vector_math() -> bool:
+    with tempfile.TemporaryDirectory() as d:
+        src = os.path.join(d, "probe.cpp")
+        with open(src, "w") as f:
+            f.write('#include <cmath>\nextern "C" {\n#pragma omp declare simd notinbranch\n'
+                    'float expf(float);\n}\nextern "C" void k(const float* a, float* b, long n)'
+                    ' {\n#pragma omp simd\nfor (long i = 0; i < n; ++i) b[i] = std::exp(a[i]);'
+                    '\n}\n')
+        r = subprocess.run([CXX] + CXXFLAGS + [src, "-o", os.path.join(d, "p.so"), "-lmvec"],
+                           capture_output=True)
+        return r.returncode == 0
+
+
 def load_library(source: str) -> (ctypes.CDLL, str):
     """Compile (or find) the shared library for this C++ source; returns (lib, path)."""
     key = source_key(source)
@@ -92,7 +122,7 @@ def _build(source, key, so):
     _atomic_write(src, source)
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(so), suffix=".so.tmp")
     os.close(fd)
-    cmd = [CXX] + CXXFLAGS + [src, "-o", tmp]
+    cmd = [CXX] + CXXFLAGS + [src, "-o", tmp] + (["-lmvec"] if "omp declare simd" in source else [])
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True)
     dt = time.perf_counter() - t0

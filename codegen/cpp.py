@@ -83,6 +83,26 @@ template <typename T> static inline T pd_sgn(T a) { return pd_sign(a); }
 """
 
 
+# SIMD variants of libm (glibc libmvec): declaring them `omp declare simd` lets g++ vectorize
+# loops that call exp/tanh/erf/... (what -ffast-math would do, without its value changes).
+VECTOR_MATH = ["exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan",
+               "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "erf",
+               "erfc"]
+VECTOR_MATH2 = ["pow", "atan2", "hypot"]
+
+
+def vector_math_decls() -> str:
+    lines = ['extern "C" {']
+    for fn in VECTOR_MATH:
+        for suffix, t in (("f", "float"), ("", "double")):
+            lines += ["#pragma omp declare simd notinbranch", f"{t} {fn}{suffix}({t});"]
+    for fn in VECTOR_MATH2:
+        for suffix, t in (("f", "float"), ("", "double")):
+            lines += ["#pragma omp declare simd notinbranch", f"{t} {fn}{suffix}({t}, {t});"]
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
 def _fconst(v, ctype):
     if math.isnan(v):
         return f"std::numeric_limits<{ctype}>::quiet_NaN()"
@@ -550,9 +570,10 @@ def _emit_arg_reduction(p, name, red, xs, rs, split, loops, node, store_idx):
     p.store(node.buf.name, store_idx, out)
 
 
-def generate_source(kernels: List[FusedKernel], buffers) -> (str, Dict[str, List[str]]):
+def generate_source(kernels: List[FusedKernel], buffers, vector_math=False
+                    ) -> (str, Dict[str, List[str]]):
     """The C++ translation unit for one graph, and each kernel's argument names in order."""
-    parts, arg_names = [PREAMBLE], {}
+    parts, arg_names = [PREAMBLE + (vector_math_decls() if vector_math else "")], {}
     for k in kernels:
         pr = CppKernelPrinter(k, buffers)
         parts.append(pr.generate())

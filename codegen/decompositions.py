@@ -414,14 +414,20 @@ def outer(input, vec2):
     return L["mul"](L["unsqueeze"](input, 1), L["unsqueeze"](vec2, 0))
 
 
+def _weighted(loss, weight):
+    return loss if weight is None else L["mul"](loss, weight)
+
+
 @register("mse_loss")
-def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
-    return _reduce_loss(unary(ops.square, L["sub"](input, target)), reduction, size_average, reduce)
+def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    loss = _weighted(unary(ops.square, L["sub"](input, target)), weight)
+    return _reduce_loss(loss, reduction, size_average, reduce)
 
 
 @register("l1_loss")
-def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
-    return _reduce_loss(L["abs"](L["sub"](input, target)), reduction, size_average, reduce)
+def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    loss = _weighted(L["abs"](L["sub"](input, target)), weight)
+    return _reduce_loss(loss, reduction, size_average, reduce)
 
 
 @register("smooth_l1_loss")
