@@ -28,6 +28,7 @@ static Py_ssize_t pd_registry_size = 0;
 
 static void pd_cache_dealloc(pd_cache *self) {
     Py_XDECREF(self->entries);
+    Py_XDECREF(self->shell);
     PyObject_Free(self);
 }
 
@@ -95,6 +96,7 @@ pd_cache *pd_cache_get_or_create(PyObject *code) {
     }
     c->state = PD_STATE_DEFAULT;
     c->code = NULL;
+    c->shell = NULL;
     c->prev = c->next = NULL;
     c->entries = PyList_New(0);
     if (c->entries == NULL || pd_Code_SetExtra(code, pd_extra_index, c) < 0) {

@@ -29,35 +29,114 @@ static PyObject *pd_eval_frame(PyThreadState *tstate, _PyInterpreterFrame *frame
 
 /* ---- running a cache hit */
 
+/* Function objects for shadow frames. A shadow frame needs a function with the replacement code
+ * and the original's globals, builtins and closure. PyFunction_New costs about as much as the
+ * rest of a hit, so each code's cache keeps one function ("shell") and re-points its fields per
+ * call. The shell is reused only when the cache holds the sole reference (so not while running,
+ * e.g. in an outer recursion level, nor while an escaped frame object keeps it); between calls
+ * its fields point at an empty code and empty dicts, so it keeps nothing of the user's alive and
+ * stays a valid, harmless function for anyone who finds it through gc. */
+static PyObject *pd_empty_code = NULL, *pd_empty_dict = NULL;
+
+int pd_hook_init(void) {
+    if (pd_empty_code == NULL) {
+        /* The code of `lambda: None`, so an idle shell called by anyone just returns None. */
+        PyObject *module = Py_CompileString("lambda: None", "<pydynamo>", Py_eval_input);
+        if (module == NULL) {
+            return -1;
+        }
+        PyObject *consts = ((PyCodeObject *)module)->co_consts;
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(consts); i++) {
+            if (PyCode_Check(PyTuple_GET_ITEM(consts, i))) {
+                pd_empty_code = Py_NewRef(PyTuple_GET_ITEM(consts, i));
+                break;
+            }
+        }
+        Py_DECREF(module);
+        pd_empty_dict = PyDict_New();
+    }
+    if (pd_empty_code == NULL || pd_empty_dict == NULL) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_RuntimeError, "pydynamo: cannot build the idle shadow function");
+        }
+        return -1;
+    }
+    return 0;
+}
+
+static void pd_point_function(PyFunctionObject *fn, PyObject *code, PyObject *globals,
+                              PyObject *builtins, PyObject *closure) {
+    /* Py_SETREF stores before it decrefs: a destructor run by a decref sees a whole function. */
+    Py_SETREF(fn->func_code, Py_NewRef(code));
+    Py_SETREF(fn->func_globals, Py_NewRef(globals));
+    Py_SETREF(fn->func_builtins, Py_NewRef(builtins));
+    Py_XSETREF(fn->func_closure, Py_XNewRef(closure));
+}
+
+/* A new reference to a function for running `code` in place of `orig`'s code. */
+static PyObject *pd_acquire_function(pd_cache *cache, PyFunctionObject *orig, PyObject *code) {
+    PyObject *shell = cache != NULL ? cache->shell : NULL;
+    if (shell != NULL && Py_REFCNT(shell) == 1) {
+        pd_point_function((PyFunctionObject *)shell, code, orig->func_globals,
+                          orig->func_builtins, orig->func_closure);
+        return Py_NewRef(shell);
+    }
+    PyObject *fn = PyFunction_New(code, orig->func_globals);
+    if (fn == NULL) {
+        return NULL;
+    }
+    pd_point_function((PyFunctionObject *)fn, code, orig->func_globals, orig->func_builtins,
+                      orig->func_closure);
+    if (cache != NULL && cache->shell == NULL) {
+        cache->shell = Py_NewRef(fn);
+    }
+    return fn;
+}
+
+/* After a shadow frame finished: idle the shell, or give it up if something else holds it. */
+static void pd_release_function(pd_cache *cache) {
+    PyObject *shell = cache != NULL ? cache->shell : NULL;
+    if (shell == NULL) {
+        return;
+    }
+    if (Py_REFCNT(shell) != 1) {
+        /* Still running (recursion) or kept by a frame object: leave it to its holders. */
+        Py_CLEAR(cache->shell);
+        return;
+    }
+    pd_point_function((PyFunctionObject *)shell, pd_empty_code, pd_empty_dict, pd_empty_dict,
+                      NULL);
+}
+
 static PyObject *pd_run_shadow(PyThreadState *tstate, _PyInterpreterFrame *frame,
                                PyCodeObject *co, PyObject *func, PyObject *replacement) {
-    PyFunctionObject *orig = (PyFunctionObject *)func;
-    PyObject *newfn = PyFunction_New(replacement, orig->func_globals);
-    if (newfn == NULL) {
-        goto fail;
+    pd_cache *cache = pd_cache_get((PyObject *)co);
+    Py_XINCREF(cache); /* the replacement code may clear this cache while it runs */
+    PyObject *result = NULL;
+    PyObject *fn = pd_acquire_function(cache, (PyFunctionObject *)func, replacement);
+    if (fn != NULL) {
+        _PyInterpreterFrame *shadow = pd_push_shadow(tstate, fn, (PyCodeObject *)replacement);
+        if (shadow != NULL) {
+            /* Layout was checked at insertion: argument slots line up by index. Cells and free
+             * variables stay NULL; the replacement's MAKE_CELL / COPY_FREE_VARS fill them. */
+            int nargs = pd_code_nargs(co);
+            for (int i = 0; i < nargs; i++) {
+                shadow->localsplus[i] = Py_XNewRef(frame->localsplus[i]);
+            }
+            result = pd_prev_eval(tstate, shadow, 0);
+            pd_finish_shadow(tstate, shadow);
+        }
     }
-    if (orig->func_closure != NULL && PyFunction_SetClosure(newfn, orig->func_closure) < 0) {
-        Py_DECREF(newfn);
-        goto fail;
-    }
-    Py_SETREF(((PyFunctionObject *)newfn)->func_builtins, Py_NewRef(orig->func_builtins));
-    _PyInterpreterFrame *shadow = pd_push_shadow(tstate, newfn, (PyCodeObject *)replacement);
-    if (shadow == NULL) {
-        goto fail;
-    }
-    /* Layout was checked at insertion: argument slots line up by index. Cells and free
-     * variables stay NULL; the replacement's MAKE_CELL / COPY_FREE_VARS fill them. */
-    int nargs = pd_code_nargs(co);
-    for (int i = 0; i < nargs; i++) {
-        shadow->localsplus[i] = Py_XNewRef(frame->localsplus[i]);
-    }
-    PyObject *result = pd_prev_eval(tstate, shadow, 0);
-    pd_finish_shadow(tstate, shadow);
     pd_drop_original(tstate, frame);
+    if (cache != NULL) {
+        /* Keep the exception of a failed call intact across destructors the idling may run. */
+        PyObject *et, *ev, *tb;
+        PyErr_Fetch(&et, &ev, &tb);
+        pd_release_function(cache);
+        PyErr_Restore(et, ev, tb);
+        Py_DECREF(cache);
+    }
     return result;
-fail:
-    pd_drop_original(tstate, frame);
-    return NULL;
 }
 
 /* ---- the callback's verdict */

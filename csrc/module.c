@@ -131,7 +131,7 @@ static PyObject *pd_make_sentinel(const char *name) {
 }
 
 PyMODINIT_FUNC PyInit__C(void) {
-    if (pd_cache_init() < 0) {
+    if (pd_cache_init() < 0 || pd_hook_init() < 0) {
         return NULL;
     }
     PyObject *m = PyModule_Create(&pd_module);

@@ -23,6 +23,7 @@ typedef struct pd_cache {
     PyObject *entries; /* list of (guard, code) tuples, most recently hit first */
     pd_state state;
     PyObject *code;
+    PyObject *shell; /* idle function object reused for shadow frames (hook.c), or NULL */
     struct pd_cache *prev, *next; /* registry of attached caches, for clear_all */
 } pd_cache;
 
@@ -39,6 +40,7 @@ int pd_cache_insert(pd_cache *cache, PyObject *guard, PyObject *code);
 Py_ssize_t pd_cache_count(void);
 
 /* hook.c */
+int pd_hook_init(void);
 PyObject *pd_set_eval_frame(PyObject *callback); /* new ref to the previous setting */
 PyObject *pd_get_eval_frame(void);                /* new ref */
 int pd_hook_installed(void);

@@ -108,3 +108,52 @@ def test_1000_compiles_leave_counts_and_memory_flat():
         blocks1, objs1 = _memory()
     assert objs1 - objs0 < 50, (objs0, objs1)
     assert blocks1 - blocks0 < 500, (blocks0, blocks1)
+
+
+def test_closure_contents_die_after_hooked_calls():
+    """Shadow frames reuse a function object; it must not keep the last closure alive."""
+    class Payload:
+        pass
+
+    def make(p):
+        def use(x):
+            return (p is not None) + x + 10
+        return use
+
+    code = make(None).__code__
+    repl = code.replace(co_consts=tuple(11 if c == 10 and type(c) is int else c for c in code.co_consts))
+    with hooked(lambda c, *a: (Guard(), repl) if c is code else None):
+        for _ in range(3):
+            p = Payload()
+            wr = weakref.ref(p)
+            fn = make(p)
+            assert fn(1) == 13
+            del fn, p
+            gc.collect()
+            assert wr() is None
+
+
+def test_replacement_clearing_its_own_cache_while_running():
+    def target(x):
+        _C.clear_code(target.__code__)
+        return x + 10
+
+    repl = with_const(target, 10, 20)
+    with hooked(only_tests(lambda c, *a: (Guard(), repl) if c is target.__code__ else None)):
+        for i in range(5):
+            assert target(i) == i + 20  # each call compiles again, runs, and clears
+    assert _C.get_cache_entries(target.__code__) == []
+
+
+def test_idle_shadow_functions_found_through_gc_are_harmless():
+    def f(x):
+        return x + 10
+
+    with hooked(only_tests(lambda c, *a: (Guard(), with_const(f, 10, 11)) if c is f.__code__ else None)):
+        assert f(1) == 12 and f(2) == 13
+    gc.collect()
+    idle = [o for o in gc.get_objects()
+            if type(o) is type(f) and o.__code__.co_filename == "<pydynamo>"]
+    assert idle  # the cache of f keeps one
+    for fn in idle:
+        assert fn.__globals__ == {} and fn.__closure__ is None and fn() is None
