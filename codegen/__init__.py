@@ -70,6 +70,9 @@ def _eager(gm, reason: str, stats: CompileStats):
 
 def compile_fx(gm: torch.fx.GraphModule, example_inputs: List[Any], **options):
     from codegen.graph import EagerFallback, GraphLowering
+    from codegen.gpu_wrapper import compile_fx_triton, wants_triton
+    if wants_triton(example_inputs, options, gm):   # CUDA inputs, or backend_kernels="triton"
+        return compile_fx_triton(gm, example_inputs, **options)
     stats = CompileStats()
     try:
         g = GraphLowering(gm, example_inputs).run()

@@ -325,6 +325,8 @@ class CppKernelPrinter(HandlerBase):
             parallel_outer = self._outer_parallel(outer)
             if not k.has_inner:
                 self._pointwise_nest(xs, outer, work)
+            elif parallel_outer and self._column_mode(outer):
+                self._column_nest(xs, outer, work)
             else:
                 pragma = None
                 if parallel_outer and outer:
@@ -390,6 +392,73 @@ class CppKernelPrinter(HandlerBase):
         for _ in outer:
             self.close_loop()
 
+    COLUMN_TYPES = ("sum", "prod", "max", "min", "any", "all")
+    COLUMN_BLOCK = 16
+
+    def _column_mode(self, outer):
+        """Reductions whose input is contiguous along the last outer dim, strided along the
+        reduction: iterate reduction-outer / outputs-inner so the inner loop is contiguous."""
+        k = len(outer)
+        if k == 0 or not all(n.is_reduction and n.buf.data.reduction_type in self.COLUMN_TYPES
+                             for n in self.kernel.nodes):
+            return False
+        xl = sym(f"x{k - 1}")
+        for n in self.kernel.nodes:
+            deps = n.reads(k)
+            if deps.indirect or not deps.reads:
+                return False
+            _, rs = n.vars(k)
+            for r in deps.reads:
+                e = sympy.expand(r.index)
+                if e.coeff(xl) != 1 or e.coeff(rs[-1]) in (0, 1):
+                    return False
+        return True
+
+    def _column_nest(self, xs, outer, work):
+        k, B = len(outer), self.COLUMN_BLOCK
+        xl, L = xs[-1], outer[-1]
+        coll = f" collapse({k})" if k > 1 else ""
+        self.line(f"#pragma omp parallel for{coll}{self._if(work)}")
+        for x, r in zip(xs[:-1], outer[:-1]):
+            self.open_loop(x, r)
+        self.line(f"for (int64_t xb = 0; xb < {self.idx(L)}; xb += {B}) {{")
+        self.indent += 1
+        self.push()
+        self.line(f"const int64_t xn = std::min<int64_t>({B}, {self.idx(L)} - xb);")
+        for j, node in enumerate(self.kernel.nodes):
+            red = node.buf.data
+            acc = accumulator(red.reduction_type, red.src_dtype,
+                              static_int(product(red.reduction_ranges)))
+            a = f"acc{j}"
+            self.line(f"{acc.ctype} {a}[{B}]; int {a}_nan[{B}];")
+            self.line(f"for (int64_t xi = 0; xi < {B}; ++xi) {{ {a}[xi] = {acc.init}; "
+                      f"{a}_nan[xi] = 0; }}")
+            rs = [f"r{j}_{i}" for i in range(len(red.reduction_ranges))]
+            for r, n in zip(rs, red.reduction_ranges):
+                self.open_loop(r, n)
+            self.open_loop("xi", sympy.Symbol("xn", integer=True, positive=True),
+                           "#pragma omp simd")
+            self.line(f"const int64_t {xl} = xb + xi;")
+            self.ranges[sym(xl)] = L
+            v = red.inner_fn([sym(x) for x in xs], [sym(r) for r in rs])
+            self.line(acc.update.format(acc=f"{a}[xi]", v=v).replace(
+                f"{a}[xi]_nan", f"{a}_nan[xi]"))
+            self.close_loop()
+            for _ in rs:
+                self.close_loop()
+            self.open_loop("xi", sympy.Symbol("xn", integer=True, positive=True))
+            self.line(f"const int64_t {xl} = xb + xi;")
+            if acc.nan_flag:
+                self.line(f"if ({a}_nan[xi]) {a}[xi] = "
+                          f"std::numeric_limits<{acc.ctype}>::quiet_NaN();")
+            out = self.tmp(f"static_cast<{CTYPES[node.buf.dtype]}>({a}[xi])", node.buf.dtype)
+            self.store(node.buf.name, flat_index([sym(x) for x in xs],
+                                                 contiguous_strides(red.ranges)), out)
+            self.close_loop()
+        self.close_loop()
+        for _ in xs[:-1]:
+            self.close_loop()
+
     def _may_err(self):
         return any(n.reads(len(self.kernel.outer)).indirect for n in self.kernel.nodes)
 
@@ -430,7 +499,8 @@ class Acc:
     init: str
     update: str          # format with {acc} {v} {i}
     combine: str         # format with {acc} {o}  (merge per-thread partial `o` into `acc`)
-    simd: Optional[str] = None   # omp simd reduction clause
+    simd: Optional[str] = None   # omp simd reduction operator
+    nan_flag: bool = False       # float max/min: vectorizable compare + a NaN-seen flag
 
 
 def _lowest(ct, is_float):
@@ -443,10 +513,15 @@ def _highest(ct, is_float):
         f"std::numeric_limits<{ct}>::max()"
 
 
-def accumulator(rtype, src_dtype) -> Acc:
+SMALL_FLOAT_SUM = 4096   # float32 sums up to this length accumulate in float (simd lanes)
+
+
+def accumulator(rtype, src_dtype, numel=None) -> Acc:
     ct = CTYPES[src_dtype]
     f = src_dtype.is_floating_point
-    wide = "double" if f else ("int64_t" if src_dtype != torch.bool else "int64_t")
+    wide = "double" if f else "int64_t"
+    if src_dtype == torch.float32 and numel is not None and numel <= SMALL_FLOAT_SUM:
+        wide = "float"
     if rtype == "sum":
         return Acc(wide, "0", "{acc} += {v};", "{acc} += {o};", "+")
     if rtype == "prod":
@@ -454,13 +529,19 @@ def accumulator(rtype, src_dtype) -> Acc:
     if rtype == "max":
         if src_dtype == torch.bool:
             return Acc("bool", "false", "{acc} = {acc} || {v};", "{acc} = {acc} || {o};", "||")
-        return Acc(ct, _lowest(ct, f), "{acc} = pd_max({acc}, {v});",
-                   "{acc} = pd_max({acc}, {o});")
+        if f:
+            return Acc(ct, _lowest(ct, f), "{acc} = {v} > {acc} ? {v} : {acc}; "
+                       "{acc}_nan |= ({v} != {v});", "{acc} = pd_max({acc}, {o});", "max", True)
+        return Acc(ct, _lowest(ct, f), "{acc} = {v} > {acc} ? {v} : {acc};",
+                   "{acc} = pd_max({acc}, {o});", "max")
     if rtype == "min":
         if src_dtype == torch.bool:
             return Acc("bool", "true", "{acc} = {acc} && {v};", "{acc} = {acc} && {o};", "&&")
-        return Acc(ct, _highest(ct, f), "{acc} = pd_min({acc}, {v});",
-                   "{acc} = pd_min({acc}, {o});")
+        if f:
+            return Acc(ct, _highest(ct, f), "{acc} = {v} < {acc} ? {v} : {acc}; "
+                       "{acc}_nan |= ({v} != {v});", "{acc} = pd_min({acc}, {o});", "min", True)
+        return Acc(ct, _highest(ct, f), "{acc} = {v} < {acc} ? {v} : {acc};",
+                   "{acc} = pd_min({acc}, {o});", "min")
     if rtype == "any":
         return Acc("bool", "false", "{acc} = {acc} || {v};", "{acc} = {acc} || {o};", "||")
     if rtype == "all":
@@ -475,14 +556,14 @@ def emit_reduction(p: CppKernelPrinter, j, node, xs, parallel_outer):
     store_idx = flat_index(xs, contiguous_strides(red.ranges))
     split = not parallel_outer     # too few outer iterations: split the reduction over threads
 
-    def loops(body, simd_clause=None, acc_name=None):
+    def loops(body, clauses=None):
         for i, (r, n) in enumerate(zip(rs, red.reduction_ranges)):
             pragma = None
             if i == 0 and split:
                 coll = f" collapse({len(rs)})" if len(rs) > 1 else ""
                 pragma = f"#pragma omp for{coll} nowait"
-            elif i == len(rs) - 1 and simd_clause and not split:
-                pragma = f"#pragma omp simd reduction({simd_clause}:{acc_name})"
+            elif i == len(rs) - 1 and clauses and not split:
+                pragma = f"#pragma omp simd {clauses}"
             p.open_loop(r, n, pragma)
         body([sym(r) for r in rs])
         for _ in rs:
@@ -491,17 +572,28 @@ def emit_reduction(p: CppKernelPrinter, j, node, xs, parallel_outer):
     def reduce_pass(acc_name, acc: Acc, value_fn):
         """acc_name = reduction of value_fn(rindex) over the reduction ranges."""
         p.line(f"{acc.ctype} {acc_name} = {acc.init};")
+        if acc.nan_flag:
+            p.line(f"int {acc_name}_nan = 0;")
         target = acc_name
         if split:
             p.line(f"#pragma omp parallel{p._if(product(red.reduction_ranges))}")
             p.open_block()
             target = acc_name + "_t"
             p.line(f"{acc.ctype} {target} = {acc.init};")
-        loops(lambda r: p.line(acc.update.format(acc=target, v=value_fn(r))), acc.simd, target)
+            if acc.nan_flag:
+                p.line(f"int {target}_nan = 0;")
+        clauses = None
+        if acc.simd:
+            clauses = f"reduction({acc.simd}:{target})" + (
+                f" reduction(|:{target}_nan)" if acc.nan_flag else "")
+        loops(lambda r: p.line(acc.update.format(acc=target, v=value_fn(r))), clauses)
         if split:
             p.line("#pragma omp critical")
-            p.line("{ " + acc.combine.format(acc=acc_name, o=target) + " }")
+            extra = f" {acc_name}_nan |= {target}_nan;" if acc.nan_flag else ""
+            p.line("{ " + acc.combine.format(acc=acc_name, o=target) + extra + " }")
             p.close_block()
+        if acc.nan_flag:
+            p.line(f"if ({acc_name}_nan) {acc_name} = std::numeric_limits<{acc.ctype}>::quiet_NaN();")
 
     name = f"acc{j}"
     if rtype == "welford":
@@ -524,7 +616,7 @@ def emit_reduction(p: CppKernelPrinter, j, node, xs, parallel_outer):
     if rtype in ("argmax", "argmin"):
         _emit_arg_reduction(p, name, red, xs, rs, split, loops, node, store_idx)
         return
-    acc = accumulator(rtype, red.src_dtype)
+    acc = accumulator(rtype, red.src_dtype, static_int(product(red.reduction_ranges)))
     reduce_pass(name, acc, lambda r: red.inner_fn(xs, r))
     out = p.tmp(f"static_cast<{CTYPES[node.buf.dtype]}>({name})", node.buf.dtype)
     p.store(node.buf.name, store_idx, out)

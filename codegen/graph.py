@@ -62,6 +62,8 @@ def _tensor_meta(node):
 
 
 class GraphLowering:
+    devices = ("cpu",)      # device types whose tensors lower natively (the GPU path adds cuda)
+
     def __init__(self, gm: torch.fx.GraphModule, example_inputs: List[Any]):
         self.gm = gm
         self.example_inputs = list(example_inputs)
@@ -107,7 +109,7 @@ class GraphLowering:
     def constant_tensor(self, t: torch.Tensor) -> TensorValue:
         key = id(t)
         if key not in self._const_ids:
-            if t.dtype not in SUPPORTED_DTYPES or t.device.type != "cpu" or t.is_sparse:
+            if t.dtype not in SUPPORTED_DTYPES or t.device.type not in self.devices or t.is_sparse:
                 raise NotLowered("constant dtype/device")
             if t.requires_grad:
                 self.needs_grad_params = True
@@ -228,7 +230,7 @@ class GraphLowering:
         if not isinstance(ex, torch.Tensor):
             self.scalar_inputs[pos] = ex
             return ex
-        if ex.dtype not in SUPPORTED_DTYPES or ex.device.type != "cpu" or ex.layout != torch.strided:
+        if ex.dtype not in SUPPORTED_DTYPES or ex.device.type not in self.devices or ex.layout != torch.strided:
             raise EagerFallback(f"input {node.name}: {ex.dtype} on {ex.device}")
         buf = InputBuffer(f"arg{pos}", Layout([sympy.Integer(s) for s in ex.shape],
                                                [sympy.Integer(s) for s in ex.stride()], ex.dtype),

@@ -23,7 +23,8 @@ import sympy
 import torch
 
 from codegen.ops import as_single_load, collect_deps, ops
-from codegen.sizevars import contiguous_strides, flat_index, loop_vars, product, simplify_index
+from codegen.sizevars import (contiguous_strides, equals, flat_index, loop_vars, product,
+                               simplify_index)
 
 
 class NotLowered(Exception):
@@ -51,7 +52,7 @@ class Layout:
 
     def is_contiguous(self) -> bool:
         return self.offset == 0 and all(
-            sympy.simplify(a - b) == 0 or s == 1
+            equals(a, b) or s == 1
             for a, b, s in zip(self.stride, contiguous_strides(self.size), self.size))
 
 

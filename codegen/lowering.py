@@ -21,7 +21,7 @@ import torch
 from codegen.ir import (ComputedBuffer, NotLowered, Reduction, TensorValue, body_cost,
                         current, realize)
 from codegen.ops import ops
-from codegen.sizevars import FloorDiv, ModIdx, contiguous_strides, flat_index, product
+from codegen.sizevars import FloorDiv, ModIdx, contiguous_strides, equals, flat_index, product
 
 LOWERINGS: Dict[str, Callable] = {}
 
@@ -108,7 +108,7 @@ def broadcast_sizes(*sizes: Sequence) -> List[sympy.Expr]:
                 continue
             if dim == 1:
                 dim = d
-            elif sympy.simplify(dim - d) != 0:
+            elif not equals(dim, d):
                 raise NotLowered("broadcast mismatch")
         out.append(dim)
     return out
@@ -763,9 +763,9 @@ def _infer_size(shape, numel):
         known = product([s for s in shape if s != -1])
         if known == 0:
             raise NotLowered("view with 0")
-        shape[neg[0]] = sympy.simplify(numel / known)
+        shape[neg[0]] = sympy.cancel(numel / known)
     shape = [sympy.sympify(s) for s in shape]
-    if sympy.simplify(product(shape) - numel) != 0:
+    if not equals(product(shape), numel):
         raise NotLowered("view numel mismatch")
     return shape
 
@@ -809,7 +809,7 @@ def _reshape_groups(old, new):
         if j < len(new):
             pn = new[j]
             j += 1
-        while sympy.simplify(po - pn) != 0:
+        while not equals(po, pn):
             if (po.is_number and pn.is_number and po < pn) or j >= len(new):
                 if i >= len(old):
                     raise NotLowered("reshape grouping")
@@ -930,7 +930,7 @@ def expand(input, *sizes):
         raise NotLowered("expand")
     out = [input.size[i - lead] if (s == -1) else sympy.sympify(s) for i, s in enumerate(sizes)]
     for i in range(lead, len(out)):
-        if input.size[i - lead] != 1 and sympy.simplify(out[i] - input.size[i - lead]) != 0:
+        if input.size[i - lead] != 1 and not equals(out[i], input.size[i - lead]):
             raise NotLowered("expand mismatch")
     return expand_to(input, out)
 

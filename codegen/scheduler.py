@@ -21,7 +21,7 @@ import sympy
 
 from codegen.ir import (ArgRef, ComputedBuffer, ExternCall, InputBuffer, Pointwise, Reduction)
 from codegen.ops import collect_deps
-from codegen.sizevars import contiguous_strides, flat_index, loop_vars, product
+from codegen.sizevars import contiguous_strides, equals, flat_index, loop_vars, product
 
 
 @dataclass(eq=False)
@@ -92,7 +92,7 @@ class FusedKernel:
 
 
 def _same(a, b) -> bool:
-    return len(a) == len(b) and all(sympy.simplify(x - y) == 0 for x, y in zip(a, b))
+    return len(a) == len(b) and all(equals(x, y) for x, y in zip(a, b))
 
 
 def _candidate_outer(nodes: List[SchedNode]) -> Optional[List[sympy.Expr]]:
@@ -132,14 +132,14 @@ def _legal(nodes: List[SchedNode], outer) -> bool:
             if m is n:
                 return False
             if m.is_reduction:
-                if sympy.simplify(r.index - m.store_index(k)) != 0:
+                if not equals(r.index, m.store_index(k)):
                     return False
                 continue
             _, m_inner = m.vars(k)
             if len(m_inner) != len(n_inner) or not _same(m.inner_ranges(k), n.inner_ranges(k)):
                 return False
             want = m.store_index(k).subs(dict(zip(m_inner, n_inner)))
-            if sympy.simplify(r.index - want) != 0:
+            if not equals(r.index, want):
                 return False
     return True
 

@@ -115,9 +115,19 @@ def upper_bound(expr, ranges: Dict[sympy.Symbol, sympy.Expr]):
     return total
 
 
+def is_zero(e) -> bool:
+    """Cheap exact test (expand, no sympy.simplify: that is slow and imports half of sympy)."""
+    e = sympy.sympify(e)
+    return e == 0 or sympy.expand(e) == 0
+
+
+def equals(a, b) -> bool:
+    return a == b or is_zero(sympy.sympify(a) - sympy.sympify(b))
+
+
 def _provably_le(a, b) -> bool:
-    d = sympy.simplify(b - a)
-    return bool(d.is_nonnegative) if d.is_nonnegative is not None else False
+    d = sympy.expand(sympy.sympify(b) - sympy.sympify(a))
+    return bool(d.is_nonnegative)
 
 
 def simplify_index(expr, ranges: Dict[sympy.Symbol, sympy.Expr]) -> sympy.Expr:
@@ -190,7 +200,7 @@ def _combine_terms(expr):
                 cj, aj, dj, mj = pj
                 if ai != aj or mi is None:
                     continue
-                if sympy.simplify(dj - di * mi) != 0 or sympy.simplify(cj - ci * mi) != 0:
+                if not is_zero(dj - di * mi) or not is_zero(cj - ci * mi):
                     continue
                 if mj is None:
                     new = ci * FloorDiv(ai, di)

@@ -43,6 +43,8 @@ def _source_line(node) -> str:
 
 
 class WrapperPrinter:
+    DEVICE_CHECK = "not {a}.is_cpu"     # entry check text; the GPU wrapper names its device
+
     def __init__(self, graph, steps, kernel_args: Dict[str, List[str]], may_err):
         self.g = graph
         self.steps = steps
@@ -113,7 +115,7 @@ class WrapperPrinter:
         conds = []
         for b in g.inputs:
             a = f"arg{b.position}"
-            conds.append(f"not {a}.is_cpu or {a}.dtype is not {_dtype(b.dtype)} or "
+            conds.append(self.DEVICE_CHECK.format(a=a) + f" or {a}.dtype is not {_dtype(b.dtype)} or "
                          f"{a}.shape != {_tuple(b.layout.size)} or "
                          f"{a}.stride() != {_tuple(b.layout.stride)}")
         for pos, v in g.scalar_inputs.items():
@@ -172,6 +174,10 @@ class WrapperPrinter:
                 self.allocated.add(name)
                 self.emit(f"{name} = _empty({_tuple(b.layout.size)}, "
                           f"{_tuple(b.layout.stride)}, dtype={_dtype(b.dtype)})")
+        self._launch(k)
+
+    def _launch(self, k: FusedKernel):
+        """The call of one kernel (the GPU wrapper overrides this with a Triton launch)."""
         args = []
         for a in self.kernel_args[k.name]:
             if a.startswith("s"):

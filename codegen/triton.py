@@ -1,0 +1,662 @@
+"""Triton kernel printer: one `@triton.jit` function per scheduler FusedKernel.
+
+`TritonKernelPrinter` is an `ops` handler (codegen/ops.py vocabulary): running a loop body under
+it appends one Triton statement per op to the innermost open scope, with common-subexpression
+elimination per scope. Kernel templates, chosen per FusedKernel:
+
+  * pointwise (no inner loops): 1-D masked blocks over the flattened outer ranges;
+  * with inner loops: 2-D blocks [XBLOCK outer rows, RBLOCK inner elements]. Each node's inner
+    ranges are flattened to one index `r<g>`; nodes with equal inner ranges share it, so a value
+    stored by one node is forwarded in registers to the next one reading the same element.
+    An inner size up to PERSISTENT_MAX is held whole in one block (persistent); larger sizes loop
+    over chunks (looped), and a node reading what an earlier looped node stored waits at a
+    block barrier first (the scheduler only fuses row-local reads, so a row never leaves its
+    program).
+
+Loop variables are re-expressed over the flat indices (x_i = (xindex // stride_i) % size_i) and
+simplified with codegen/sizevars.py, so contiguous accesses print as `xindex` or `r0`.
+fp16/bf16 values are computed in fp32 (loads upcast, stores round, explicit casts round);
+reductions accumulate in fp32 (fp64 for fp64, int64 for integers). Welford is two passes (sum,
+then squared deviations), as accurate as the C++ backend's. Index math is int32 unless some size
+of the kernel reaches 2**31, then int64. Only long-stable tl.* calls are used (Triton 3.6-3.9);
+special functions go through `libdevice`, which under TRITON_INTERPRET=1 is a numpy shim
+(codegen/triton_launch.py).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+import sympy
+import torch
+
+from codegen.ir import Reduction
+from codegen.ops import HandlerBase, set_handler
+from codegen.scheduler import FusedKernel
+from codegen.sizevars import (FloorDiv, ModIdx, contiguous_strides, flat_index, product,
+                              simplify_index, static_int, sym)
+from codegen.triton_launch import KernelConfig, choose_config
+
+TL_DTYPES = {torch.float32: "tl.float32", torch.float64: "tl.float64",
+             torch.float16: "tl.float16", torch.bfloat16: "tl.bfloat16",
+             torch.int64: "tl.int64", torch.int32: "tl.int32", torch.int16: "tl.int16",
+             torch.int8: "tl.int8", torch.uint8: "tl.uint8", torch.bool: "tl.int1"}
+HALF = (torch.float16, torch.bfloat16)
+INT32_LIMIT = 2 ** 31 - 1
+
+
+class TritonUnsupported(Exception):
+    """This kernel cannot be printed as Triton (the graph then runs eagerly, with a warning)."""
+
+
+def compute_dtype(dt):
+    return torch.float32 if dt in HALF else dt
+
+
+@dataclass
+class TVal:
+    name: str
+    dtype: torch.dtype          # logical dtype (what eager would hold), computed in compute_dtype
+
+    def __str__(self):
+        return self.name
+
+
+@dataclass
+class Scope:
+    lines: List[str] = field(default_factory=list)
+    cse: Dict[str, TVal] = field(default_factory=dict)
+    forward: Dict[str, TVal] = field(default_factory=dict)
+
+
+class TritonExprPrinter:
+    """Index expressions (sympy, non-negative) as Triton integer arithmetic."""
+
+    def __call__(self, e) -> str:
+        return self.p(sympy.sympify(e))
+
+    def p(self, e) -> str:
+        if e.is_Integer:
+            return str(int(e))
+        if isinstance(e, sympy.Symbol):
+            return e.name
+        if isinstance(e, FloorDiv):
+            return f"({self.p(e.args[0])} // {self.p(e.args[1])})"
+        if isinstance(e, ModIdx):
+            a, d, m = e.args
+            inner = self.p(a) if d == 1 else f"({self.p(a)} // {self.p(d)})"
+            return f"({inner} % {self.p(m)})"
+        if isinstance(e, sympy.Add):
+            return "(" + " + ".join(self.p(a) for a in sorted(e.args, key=sympy.default_sort_key)) + ")"
+        if isinstance(e, sympy.Mul):
+            return "(" + " * ".join(self.p(a) for a in e.args) + ")"
+        if isinstance(e, sympy.Pow) and e.exp.is_Integer and e.exp > 0:
+            return "(" + " * ".join([self.p(e.base)] * int(e.exp)) + ")"
+        if isinstance(e, (sympy.Max, sympy.Min)):
+            fn = "tl.maximum" if isinstance(e, sympy.Max) else "tl.minimum"
+            out = self.p(e.args[0])
+            for a in e.args[1:]:
+                out = f"{fn}({out}, {self.p(a)})"
+            return out
+        raise TritonUnsupported(f"cannot print index expression {e!r}")
+
+
+texpr = TritonExprPrinter()
+
+
+def float_literal(v) -> str:
+    v = float(v)
+    if math.isnan(v):
+        return 'float("nan")'
+    if math.isinf(v):
+        return f'float("{"-" if v < 0 else ""}inf")'
+    return repr(v)
+
+
+# op name -> format(a[, b]) for float operands (computed in fp32/fp64)
+FLOAT_UNARY = {
+    "exp": "tl.exp({0})", "exp2": "tl.exp2({0})", "log": "tl.log({0})", "log2": "tl.log2({0})",
+    "sqrt": "tl.sqrt({0})", "sin": "tl.sin({0})", "cos": "tl.cos({0})", "erf": "tl.erf({0})",
+    "floor": "tl.floor({0})", "ceil": "tl.ceil({0})", "expm1": "libdevice.expm1({0})",
+    "log10": "libdevice.log10({0})", "log1p": "libdevice.log1p({0})",
+    "tan": "libdevice.tan({0})", "asin": "libdevice.asin({0})", "acos": "libdevice.acos({0})",
+    "atan": "libdevice.atan({0})", "sinh": "libdevice.sinh({0})", "cosh": "libdevice.cosh({0})",
+    "tanh": "libdevice.tanh({0})", "asinh": "libdevice.asinh({0})",
+    "acosh": "libdevice.acosh({0})", "atanh": "libdevice.atanh({0})",
+    "erfc": "libdevice.erfc({0})", "lgamma": "libdevice.lgamma({0})",
+    "round": "libdevice.nearbyint({0})", "trunc": "libdevice.trunc({0})",
+    "rsqrt": "(1.0 / tl.sqrt({0}))", "sigmoid": "(1.0 / (1.0 + tl.exp(-{0})))",
+    "reciprocal": "(1.0 / {0})", "frac": "({0} - libdevice.trunc({0}))",
+}
+FLOAT_BINARY = {
+    "truediv": "({0} / {1})", "pow": "libdevice.pow({0}, {1})",
+    "atan2": "libdevice.atan2({0}, {1})", "hypot": "libdevice.hypot({0}, {1})",
+    "nextafter": "libdevice.nextafter({0}, {1})", "copysign": "libdevice.copysign({0}, {1})",
+    "fmod": "libdevice.fmod({0}, {1})",
+}
+ANY_UNARY = {"neg": "(-{0})", "abs": "tl.abs({0})", "square": "({0} * {0})",
+             "relu": "tl.where({0} < 0, 0, {0})"}
+ANY_BINARY = {
+    "add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})",
+    "eq": "({0} == {1})", "ne": "({0} != {1})", "lt": "({0} < {1})", "le": "({0} <= {1})",
+    "gt": "({0} > {1})", "ge": "({0} >= {1})",
+    "bitwise_and": "({0} & {1})", "bitwise_or": "({0} | {1})", "bitwise_xor": "({0} ^ {1})",
+    "maximum": "tl.where(({0} > {1}) | ({0} != {0}), {0}, {1})",
+    "minimum": "tl.where(({0} < {1}) | ({0} != {0}), {0}, {1})",
+    "fmax": "tl.where(({0} > {1}) | ({1} != {1}), {0}, {1})",
+    "fmin": "tl.where(({0} < {1}) | ({1} != {1}), {0}, {1})",
+}
+BOOL_RESULT = {"isnan", "isinf", "isfinite", "signbit", "isposinf", "isneginf", "logical_not",
+               "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor"}
+
+
+class TritonKernelPrinter(HandlerBase):
+    """Prints one FusedKernel as a Triton function (`generate()` -> source)."""
+
+    def __init__(self, kernel: FusedKernel, buffers: Dict[str, object], max_autotune=False):
+        self.kernel = kernel
+        self.buffers = buffers
+        self.params: Dict[str, bool] = {}        # buffer name -> written?
+        self.size_syms = set()
+        self.scopes: List[Scope] = [Scope()]
+        self.indent = 1
+        self.n_tmp = 0
+        self.n_ind = 0
+        self.ranges: Dict[sympy.Symbol, sympy.Expr] = {}
+        self.var_map: Dict[sympy.Symbol, sympy.Expr] = {}
+        self.mask = "xmask"
+        self.uses_err = False
+        self.groups: Dict[tuple, int] = {}        # inner ranges -> group number
+        self.group_info: Dict[int, dict] = {}
+        self.max_autotune = max_autotune
+        self.written_by_earlier: set = set()
+        self.config: Optional[KernelConfig] = None
+        self.idx64 = False
+
+    # ------------------------------------------------------------ emission helpers
+    def line(self, s):
+        self.scopes[-1].lines.append("    " * self.indent + s)
+
+    def tmp(self, expr: str, dtype) -> TVal:
+        for sc in reversed(self.scopes):
+            hit = sc.cse.get(expr)
+            if hit is not None and hit.dtype == dtype:
+                return hit
+        v = TVal(f"tmp{self.n_tmp}", dtype)
+        self.n_tmp += 1
+        self.line(f"{v.name} = {expr}")
+        self.scopes[-1].cse[expr] = v
+        return v
+
+    def push(self):
+        self.scopes.append(Scope())
+        self.indent += 1
+
+    def pop(self):
+        sc = self.scopes.pop()
+        self.indent -= 1
+        self.scopes[-1].lines.extend(sc.lines)
+
+    def idx(self, expr) -> str:
+        e = sympy.sympify(expr).xreplace(self.var_map)
+        e = simplify_index(e, self.ranges)
+        for s in e.free_symbols:
+            if s.name.startswith("s"):
+                self.size_syms.add(s)
+        return texpr(e)
+
+    def _lookup_forward(self, key):
+        for sc in reversed(self.scopes):
+            if key in sc.forward:
+                return sc.forward[key]
+        return None
+
+    # ------------------------------------------------------------ ops handler
+    def load(self, name, index):
+        i = self.idx(index)
+        key = f"{name}[{i}]"
+        fw = self._lookup_forward(key)
+        if fw is not None:
+            return fw
+        if name in self.kernel.removed:
+            raise TritonUnsupported(f"load of register-only buffer {name} not forwarded")
+        self.params.setdefault(name, False)
+        dt = self.buffers[name].dtype
+        has_var = any(not s.name.startswith("s") for s in sympy.sympify(
+            sympy.sympify(index).xreplace(self.var_map)).free_symbols)
+        if has_var:
+            expr = f"tl.load({name} + ({i}), {self.mask}, other=0)"
+        else:
+            expr = f"tl.load({name} + ({i}))"
+        if dt in HALF:
+            expr += ".to(tl.float32)"
+        return self.tmp(expr, dt)
+
+    def store(self, name, index, value):
+        i = self.idx(index)
+        key = f"{name}[{i}]"
+        self.scopes[-1].forward[key] = value
+        if name in self.kernel.removed:
+            return
+        self.params[name] = True
+        dt = self.buffers[name].dtype
+        v = str(value)
+        if dt in HALF or value.dtype != dt:
+            v = f"{v}.to({TL_DTYPES[dt]})"
+        # a value without block shape (a constant) is broadcast by the pointer block
+        self.line(f"tl.store({name} + ({i}), {v}, {self.mask})")
+
+    def constant(self, value, dtype):
+        if isinstance(value, sympy.Basic):
+            value = float(value) if not value.is_Integer else int(value)
+        cd = compute_dtype(dtype)
+        if dtype == torch.bool:
+            lit = "1" if value else "0"
+        elif dtype.is_floating_point:
+            lit = float_literal(value)
+        else:
+            lit = str(int(value))
+        return self.tmp(f"tl.full([], {lit}, {TL_DTYPES[cd]})", dtype)
+
+    def index_expr(self, expr, dtype):
+        i = self.idx(expr)
+        cd = compute_dtype(dtype)
+        if not any(c.isalpha() for c in i):
+            return self.tmp(f"tl.full([], {i}, {TL_DTYPES[cd]})", dtype)
+        return self.tmp(f"({i}).to({TL_DTYPES[cd]})", dtype)
+
+    def to_dtype(self, x, dtype):
+        if x.dtype == dtype:
+            return x
+        if dtype == torch.bool:
+            return self.tmp(f"({x} != 0)", dtype)
+        if dtype in HALF:   # round like eager, keep computing in fp32
+            return self.tmp(f"{x}.to({TL_DTYPES[dtype]}).to(tl.float32)", dtype)
+        cd = compute_dtype(dtype)
+        if compute_dtype(x.dtype) == cd:
+            return TVal(x.name, dtype)
+        return self.tmp(f"{x}.to({TL_DTYPES[cd]})", dtype)
+
+    def indirect_indexing(self, value, size, check=True):
+        name = f"ind{self.n_ind}"
+        self.n_ind += 1
+        sz = self.idx(size)
+        self.line(f"{name} = {value}.to(tl.int64)")
+        self.line(f"{name} = tl.where({name} < 0, {name} + {sz}, {name})")
+        # out of range: flag it (the wrapper raises) and read element 0, never stray memory
+        self.uses_err = True
+        self.line(f"tl.store(pd_err + 0 * {name}, 1, ({name} >= {sz}) & {self.mask})")
+        self.line(f"{name} = tl.where({name} >= {sz}, 0, {name})")
+        s = sym(name)
+        self.ranges[s] = size
+        return s
+
+    def op(self, name, *args):
+        if name == "where":
+            c, a, b = args
+            return self.tmp(f"tl.where({c}, {a}, {b})", a.dtype)
+        dt = args[0].dtype
+        out_dt = torch.bool if name in BOOL_RESULT else dt
+        return self.tmp(self._op_expr(name, dt, args), out_dt)
+
+    def _op_expr(self, name, dt, args):
+        a = args[0]
+        f = dt.is_floating_point
+        if dt == torch.float16 and name in FLOAT_UNARY and FLOAT_UNARY[name].startswith("lib"):
+            pass  # computed in fp32 already
+        if name in ANY_UNARY:
+            if name == "neg" and dt == torch.bool:
+                raise TritonUnsupported("neg of bool")
+            return ANY_UNARY[name].format(a)
+        if name in ANY_BINARY:
+            return ANY_BINARY[name].format(a, args[1])
+        if f and name in FLOAT_UNARY:
+            return FLOAT_UNARY[name].format(a)
+        if f and name in FLOAT_BINARY:
+            return FLOAT_BINARY[name].format(a, args[1])
+        return self._special(name, dt, args)
+
+    def _special(self, name, dt, args):
+        a = args[0]
+        b = args[1] if len(args) > 1 else None
+        f = dt.is_floating_point
+        inf = 'float("inf")'
+        if name in ("floor", "ceil", "round", "trunc") and not f:
+            return str(a)
+        if name == "logical_not":
+            return f"({a} == 0)"
+        if name == "bitwise_not":
+            return f"({a} == 0)" if dt == torch.bool else f"(~{a})"
+        if name in ("logical_and", "logical_or", "logical_xor"):
+            op = {"logical_and": "&", "logical_or": "|", "logical_xor": "^"}[name]
+            return f"(({a} != 0) {op} ({b} != 0))"
+        if name in ("sign", "sgn"):
+            if dt == torch.bool:
+                return str(a)
+            return f"(({a} > 0).to({TL_DTYPES[compute_dtype(dt)]}) - ({a} < 0).to({TL_DTYPES[compute_dtype(dt)]}))"
+        if name == "isnan":
+            return f"({a} != {a})" if f else f"(tl.zeros_like({a}) != 0)"
+        if name == "isinf":
+            return f"(tl.abs({a}) == {inf})" if f else f"(tl.zeros_like({a}) != 0)"
+        if name == "isfinite":
+            return f"(({a} == {a}) & (tl.abs({a}) != {inf}))" if f else f"(tl.zeros_like({a}) == 0)"
+        if name == "isposinf":
+            return f"({a} == {inf})" if f else f"(tl.zeros_like({a}) != 0)"
+        if name == "isneginf":
+            return f"({a} == -{inf})" if f else f"(tl.zeros_like({a}) != 0)"
+        if name == "signbit":
+            if not f:
+                return f"({a} < 0)"
+            ity = "tl.int64" if dt == torch.float64 else "tl.int32"
+            return f"({a}.to({ity}, bitcast=True) < 0)"
+        if name == "xlogy" and f:
+            return f"tl.where({b} != {b}, {b}, tl.where({a} == 0, 0.0, {a} * tl.log({b})))"
+        if name == "remainder":
+            m = self.tmp(FLOAT_BINARY["fmod"].format(a, b) if f else f"({a} % {b})", dt)
+            return f"tl.where(({m} != 0) & (({b} < 0) != ({m} < 0)), {m} + {b}, {m})"
+        if name == "fmod" and not f:
+            return f"({a} % {b})"
+        if name == "floordiv":
+            if f:
+                return f"tl.floor({a} / {b})"
+            q = self.tmp(f"({a} // {b})", dt)
+            return f"({q} - ((({a} % {b}) != 0) & (({a} < 0) != ({b} < 0))).to({TL_DTYPES[dt]}))"
+        if name == "truediv" and not f:
+            raise TritonUnsupported("integer true division")
+        raise TritonUnsupported(f"op {name} on {dt}")
+
+    # ------------------------------------------------------------ kernel structure
+    def generate(self) -> str:
+        k = self.kernel
+        outer = list(k.outer)
+        xnumel = product(outer)
+        self.idx64 = self._needs_int64()
+        xflat = sym("xindex")
+        self.ranges[xflat] = xnumel
+        self.var_map.update(_decompose(flat_vars("x", len(outer)), outer, xflat))
+        inner_sizes = [product(n.inner_ranges(len(outer))) for n in k.nodes] if k.has_inner else []
+        self.config = choose_config(xnumel, inner_sizes, self.max_autotune)
+        with set_handler(self):
+            pid = "tl.program_id(0).to(tl.int64)" if self.idx64 else "tl.program_id(0)"
+            self.line(f"xnumel = {self.idx(xnumel)}")
+            if k.has_inner:
+                self.line(f"xindex = {pid} * XBLOCK + tl.arange(0, XBLOCK)[:, None]")
+            else:
+                self.line(f"xindex = {pid} * XBLOCK + tl.arange(0, XBLOCK)")
+            self.line("xmask = xindex < xnumel")
+            for j, node in enumerate(k.nodes):
+                if k.has_inner:
+                    self._inner_node(j, node, outer)
+                else:
+                    xs = flat_vars("x", len(outer))
+                    self._store_node(node, xs)
+        return self._assemble()
+
+    def _needs_int64(self):
+        k = self.kernel
+        sizes = [product(k.outer)]
+        for n in k.nodes:
+            sizes.append(product(n.full_ranges))
+        for name in set().union(*[n.reads(len(k.outer)).read_names for n in k.nodes]) | \
+                {nm for n in k.nodes for nm in n.output_names()}:
+            b = self.buffers.get(name)
+            if b is not None:
+                sizes.append(b.layout.numel + b.layout.offset)
+        for s in sizes:
+            v = static_int(s)
+            if v is None or v > INT32_LIMIT // 2:
+                return True
+        return False
+
+    def _assemble(self):
+        k = self.kernel
+        params = list(self.params)
+        sizes = sorted(self.size_syms, key=lambda s: s.name)
+        self.arg_names = params + (["pd_err"] if self.uses_err else []) + [s.name for s in sizes]
+        sig = ", ".join(self.arg_names + ["XBLOCK: tl.constexpr"])
+        head = []
+        if self.max_autotune and self.config.autotune:
+            cfgs = ", ".join(f"triton.Config({{'XBLOCK': {x}}}, num_warps={w})"
+                             for x, w in self.config.autotune)
+            head.append(f"@triton.autotune(configs=[{cfgs}], key=[])")
+        head += ["@triton.jit", f"def {k.name}({sig}):"]
+        return "\n".join(head + self.scopes[0].lines) + "\n"
+
+    def _store_node(self, node, index):
+        buf = node.buf
+        val = self.to_dtype(buf.data.inner_fn(index), buf.dtype)
+        self.store(buf.name, flat_index(index, contiguous_strides(buf.data.ranges)), val)
+
+    def _group(self, inner):
+        key = tuple(sympy.sympify(s) for s in inner)
+        if key not in self.groups:
+            g = len(self.groups)
+            self.groups[key] = g
+            rnumel = product(inner)
+            n = static_int(rnumel)
+            persistent = n is not None and n <= self.config.persistent_max
+            rblock = self.config.rblock(n)
+            self.group_info[g] = dict(rnumel=rnumel, persistent=persistent, rblock=rblock)
+            if persistent:
+                self.line(f"r{g} = tl.arange(0, {rblock})[None, :]")
+                self.line(f"r{g}mask = r{g} < {self.idx(rnumel)}")
+                self.line(f"m{g} = xmask & r{g}mask")
+        return self.groups[key], self.group_info[self.groups[key]]
+
+    def _inner_node(self, j, node, outer):
+        k = len(outer)
+        inner = node.inner_ranges(k)
+        g, info = self._group(inner)
+        rflat = sym(f"r{g}")
+        self.ranges[rflat] = info["rnumel"]
+        xs, inner_vars = node.vars(k)
+        self.var_map.update(_decompose(inner_vars, inner, rflat))
+        reads = node.reads(k).read_names
+        looped = not info["persistent"]
+        if looped and reads & self.written_by_earlier:
+            self.line("tl.debug_barrier()")
+        if node.is_reduction:
+            self._reduction(node, xs, inner_vars, g, info)
+        else:
+            self._in_loop(g, info, lambda: self._store_node(node, list(xs) + list(inner_vars)))
+        if not node.is_reduction:
+            self.written_by_earlier.add(node.buf.name)
+
+    def _in_loop(self, g, info, body):
+        """Run `body` over the whole inner range: once (persistent) or in chunks (looped)."""
+        if info["persistent"]:
+            prev, self.mask = self.mask, f"m{g}"
+            body()
+            self.mask = prev
+            return
+        rb = info["rblock"]
+        self.line(f"for roff in range(0, {self.idx(info['rnumel'])}, {rb}):")
+        self.push()
+        self.line(f"r{g} = roff + tl.arange(0, {rb})[None, :]")
+        self.line(f"m{g} = xmask & (r{g} < {self.idx(info['rnumel'])})")
+        prev, self.mask = self.mask, f"m{g}"
+        body()
+        self.mask = prev
+        self.pop()
+
+    # ------------------------------------------------------------ reductions
+    def _reduction(self, node, xs, rs, g, info):
+        red: Reduction = node.buf.data
+        rt = red.reduction_type
+        src = red.src_dtype
+        acc_dt = _acc_dtype(rt, src)
+        store_idx = flat_index(xs, contiguous_strides(red.ranges))
+
+        def value():
+            return red.inner_fn(list(xs), list(rs))
+
+        if rt == "welford":
+            n = self.idx(product(red.reduction_ranges))
+            s = self._reduce_pass(g, info, "sum", acc_dt, value)
+            mean = self.tmp(f"({s} / {n})", acc_dt)
+
+            def dev():
+                v = value()
+                d = self.tmp(f"({v}.to({TL_DTYPES[acc_dt]}) - {mean})", acc_dt)
+                return self.tmp(f"({d} * {d})", acc_dt)
+            m2 = self._reduce_pass(g, info, "sum", acc_dt, dev)
+            self.store(node.buf.name, store_idx, self.to_dtype(mean, node.buf.dtype))
+            self.store(node.buf.aux.name, store_idx, self.to_dtype(m2, node.buf.dtype))
+            return
+        if rt in ("argmax", "argmin"):
+            best = self._reduce_pass(g, info, "max" if rt == "argmax" else "min",
+                                     compute_dtype(src), value)
+            f = src.is_floating_point
+
+            def hit():
+                v = value()
+                cond = f"({v} == {best})"
+                if f:
+                    cond = f"({cond} | (({v} != {v}) & ({best} != {best})))"
+                return self.tmp(f"tl.where({cond} & {self.mask}, r{g}, {INT32_LIMIT})",
+                                torch.int64)
+            idx = self._reduce_pass(g, info, "min", torch.int64, hit, masked=False)
+            self.store(node.buf.name, store_idx, self.to_dtype(idx, node.buf.dtype))
+            return
+        res = self._reduce_pass(g, info, rt, acc_dt, value)
+        self.store(node.buf.name, store_idx, self.to_dtype(res, node.buf.dtype))
+
+    def _reduce_pass(self, g, info, rt, acc_dt, value_fn, masked=True) -> TVal:
+        """[XBLOCK, 1] reduction of value_fn() over the group's inner range."""
+        tdt = TL_DTYPES[acc_dt]
+        ident = _identity(rt, acc_dt)
+        is_bool_like = rt in ("any", "all")
+        n = self.n_tmp
+        self.n_tmp += 1
+        acc = f"acc{n}"
+
+        def prep():
+            v = value_fn()
+            if is_bool_like:
+                v = self.tmp(f"({v} != 0).to(tl.int8)", torch.int8)
+            elif v.dtype != acc_dt and compute_dtype(v.dtype) != acc_dt:
+                v = self.tmp(f"{v}.to({tdt})", acc_dt)
+            if masked:
+                v = self.tmp(f"tl.where({self.mask}, {v}, {ident})", acc_dt)
+            return v
+
+        if info["persistent"]:
+            out = {}
+            self._in_loop(g, info, lambda: out.setdefault("v", prep()))
+            block = out["v"]
+        else:
+            rb = info["rblock"]
+            cdt = "tl.int8" if is_bool_like else tdt
+            self.line(f"{acc} = tl.full([XBLOCK, {rb}], {ident}, {cdt})")
+
+            def body():
+                v = prep()
+                self.line(f"{acc} = {_combine(rt, acc, v)}")
+            self._in_loop(g, info, body)
+            block = acc
+        return self.tmp(_final(rt, block, acc_dt), acc_dt if not is_bool_like else torch.bool)
+
+
+def flat_vars(prefix, n):
+    return [sym(f"{prefix}{i}") for i in range(n)]
+
+
+def _decompose(vars_, ranges, flat):
+    """Each loop var as a function of the flat index over `ranges` (row-major)."""
+    out = {}
+    strides = contiguous_strides(ranges)
+    for v, size, st in zip(vars_, ranges, strides):
+        out[v] = ModIdx(flat, st, size) if size != 1 else sympy.Integer(0)
+    return out
+
+
+def _acc_dtype(rt, src):
+    if rt in ("any", "all"):
+        return torch.bool
+    if rt in ("sum", "prod", "welford"):
+        if src.is_floating_point:
+            return torch.float64 if src == torch.float64 else torch.float32
+        return torch.int64
+    return compute_dtype(src)
+
+
+def _identity(rt, dt) -> str:
+    if rt in ("sum", "welford"):
+        return "0"
+    if rt == "prod":
+        return "1"
+    if rt == "any":
+        return "0"
+    if rt == "all":
+        return "1"
+    big = {"max": "-", "min": ""}[rt]
+    if dt.is_floating_point:
+        return f'float("{big}inf")'
+    if dt == torch.bool:
+        return "0" if rt == "max" else "1"
+    info = torch.iinfo(dt)
+    return str(info.min if rt == "max" else info.max)
+
+
+def _combine(rt, acc, v) -> str:
+    if rt in ("sum", "welford"):
+        return f"{acc} + {v}"
+    if rt == "prod":
+        return f"{acc} * {v}"
+    if rt in ("max", "any"):
+        return f"tl.where(({v} > {acc}) | ({v} != {v}), {v}, {acc})"
+    return f"tl.where(({v} < {acc}) | ({v} != {v}), {v}, {acc})"
+
+
+def _final(rt, block, acc_dt) -> str:
+    if rt in ("sum", "welford"):
+        return f"tl.sum({block}, 1)[:, None]"
+    if rt == "prod":
+        return f"tl.reduce({block}, 1, _pd_prod)[:, None]"
+    if rt == "any":
+        return f"(tl.max({block}, 1)[:, None] != 0)"
+    if rt == "all":
+        return f"(tl.min({block}, 1)[:, None] != 0)"
+    fn = "tl.max" if rt == "max" else "tl.min"
+    if acc_dt.is_floating_point:
+        nan = f"tl.max(({block} != {block}).to(tl.int8), 1)[:, None] != 0"
+        return f"tl.where({nan}, float(\"nan\"), {fn}({block}, 1)[:, None])"
+    if acc_dt == torch.bool:
+        return f"({fn}({block}.to(tl.int8), 1)[:, None] != 0)"
+    return f"{fn}({block}, 1)[:, None]"
+
+
+PRELUDE = '''# pydynamo codegen: Triton kernels for one graph
+import triton
+import triton.language as tl
+from codegen.triton_launch import libdevice
+
+
+@triton.jit
+def _pd_prod(a, b):
+    return a * b
+
+'''
+
+
+@dataclass
+class KernelSource:
+    name: str
+    source: str
+    arg_names: List[str]
+    config: KernelConfig
+    uses_err: bool
+    xnumel: sympy.Expr
+
+
+def generate_source(kernels: List[FusedKernel], buffers, max_autotune=False):
+    """-> (module source, {kernel name: KernelSource})."""
+    parts, info = [PRELUDE], {}
+    for k in kernels:
+        pr = TritonKernelPrinter(k, buffers, max_autotune)
+        src = pr.generate()
+        parts.append(src)
+        info[k.name] = KernelSource(k.name, src, pr.arg_names, pr.config, pr.uses_err,
+                                    product(k.outer))
+    return "\n\n".join(parts) + "\n", info
