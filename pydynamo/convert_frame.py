@@ -16,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
-import sysconfig
 import time
 import types
 import warnings
@@ -81,7 +80,10 @@ def _log_result(r: FrameResult) -> None:
 # --- skip rules ----------------------------------------------------------------------------------
 
 def _dirs() -> tuple:
-    paths = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib")}
+    # the real stdlib (in a venv, sysconfig's "platstdlib" is the venv's lib dir: site-packages!)
+    paths = {os.path.dirname(os.__file__), os.path.dirname(os.path.dirname(types.__file__))}
+    paths = {p for p in paths if not p.rstrip(os.sep).endswith("lib")}
+    paths.add(os.path.dirname(os.__file__))
     paths.add(os.path.dirname(torch.__file__))
     paths.add(os.path.dirname(os.path.abspath(__file__)))
     return tuple(os.path.realpath(p) + os.sep for p in paths)
@@ -100,8 +102,8 @@ def skip_reason(code: types.CodeType) -> Optional[str]:
     if code.co_name == "<module>":
         return "module body"
     fname = code.co_filename
-    if fname.startswith("<pydynamo"):
-        return "pydynamo generated code"
+    if fname.startswith(("<pydynamo", "<frozen ")):
+        return "pydynamo generated code or frozen stdlib"
     real = os.path.realpath(fname) if os.path.isabs(fname) else fname
     if real.startswith(_SKIP_DIRS):
         if code.co_name == "forward" and real.startswith(os.path.realpath(_NN_DIR)):

@@ -224,7 +224,7 @@ class InstructionTranslatorBase:
         if cell is None or not self.code.co_varnames:
             raise Unsupported("super", "zero-argument super() outside a method")
         first = self.code.co_varnames[0]
-        obj = self.locals.get(first) if first in self.locals else self.cells[first].contents
+        obj = self.cell_get(self.cells[first]) if first in self.cells else _load_local(self, first)
         return SuperVariable(self.cell_get(cell).as_python_constant(), obj)
 
     def inline_user_function(self, fn: BaseUserFunctionVariable, args, kwargs) -> VariableTracker:

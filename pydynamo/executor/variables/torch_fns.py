@@ -29,6 +29,14 @@ CONSTANT_FOLD |= {torch._C.is_grad_enabled, torch.is_grad_enabled}
 if hasattr(torch, "get_default_device"):
     CONSTANT_FOLD.add(torch.get_default_device)
 
+# "Am I being compiled?" queries: answered as torch.compile answers them while tracing.
+COMPILING_QUERIES = {}
+for _name, _val in (("is_compiling", True), ("is_dynamo_compiling", True), ("is_exporting", False)):
+    if hasattr(torch.compiler, _name):
+        COMPILING_QUERIES[getattr(torch.compiler, _name)] = _val
+COMPILING_QUERIES.update({torch.jit.is_scripting: False, torch.jit.is_tracing: False,
+                          torch._C._get_tracing_state: None})
+
 _NOT_IN_GRAPH = {torch.manual_seed, torch.seed, torch.set_default_dtype, torch.set_printoptions}
 
 
@@ -59,6 +67,8 @@ class TorchFunctionVariable(VariableTracker):
         from pydynamo.executor.variables.misc import GRAD_MODE_FNS
         if fn in GRAD_MODE_FNS:
             return GRAD_MODE_FNS[fn](tx, args, kwargs)
+        if fn in COMPILING_QUERIES:
+            return ConstantVariable(COMPILING_QUERIES[fn])
         if fn in (torch.is_grad_enabled, torch._C.is_grad_enabled):
             return ConstantVariable(tx.grad_enabled)
         if fn in _NOT_IN_GRAPH:

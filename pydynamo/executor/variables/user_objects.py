@@ -102,6 +102,8 @@ class UserDefinedClassVariable(VariableTracker):
             items = [bound.arguments[f] if f in bound.arguments else tx.wrap(cls._field_defaults[f], None)
                      for f in cls._fields]
             return NamedTupleVariable(items, cls)
+        if is_model_output_class(cls):
+            return ModelOutputVariable.construct(tx, cls, args, kwargs)
         if issubclass(cls, BaseException):
             raise Unsupported("exception", f"constructing exception {cls.__name__}")
         if type(cls) is not type or cls.__new__ is not object.__new__:
@@ -167,6 +169,17 @@ class UserDefinedObjectVariable(VariableTracker):
             return self.attrs[name]
         if name == "__class__":
             return tx.wrap(self.cls, None)
+        if self.value is not None and self.cls.__getattribute__ is not object.__getattribute__ and \
+                not _is_class_level(self.cls, name):
+            # a custom __getattribute__ (e.g. attribute aliases): read the real value; the guard
+            # re-reads it through the same lookup, so both agree
+            if self.source is None:
+                raise Unsupported("custom_getattribute", f"{self.cls.__name__}.__getattribute__")
+            try:
+                value = getattr(self.value, name)
+            except AttributeError:
+                raise Unsupported("no_attribute", f"{self.cls.__name__!r} object has no attribute {name!r}") from None
+            return tx.wrap(value, AttrSource(self.source, name))
         if self.value is not None:
             d = getattr(self.value, "__dict__", {})
             if name in d and not _data_descriptor(self.cls, name):
@@ -200,6 +213,102 @@ class UserDefinedObjectVariable(VariableTracker):
 
     def __repr__(self):
         return f"UserDefinedObjectVariable({self.cls.__name__})"
+
+
+def _is_class_level(cls, name) -> bool:
+    """Found on the class as a function/property/descriptor (not plain instance data)."""
+    try:
+        raw = inspect.getattr_static(cls, name)
+    except AttributeError:
+        return False
+    return isinstance(raw, (types.FunctionType, property, staticmethod, classmethod))
+
+
+def is_model_output_class(cls) -> bool:
+    return any(c.__name__ == "ModelOutput" and c.__module__.startswith("transformers") for c in cls.__mro__)
+
+
+class ModelOutputVariable(VariableTracker):
+    """transformers' ModelOutput (an OrderedDict dataclass that skips None fields): fields are
+    trackers; attribute, key and index access follow ModelOutput's rules; rebuilt by calling the
+    class with the fields as keywords."""
+
+    def __init__(self, cls, fields: dict):
+        super().__init__()
+        self.cls = cls
+        self.fields = fields  # every dataclass field, None included
+
+    @staticmethod
+    def construct(tx, cls, args, kwargs):
+        names = [f.name for f in dataclasses.fields(cls)]
+        if len(args) > 1:
+            raise Unsupported("model_output", f"{cls.__name__} with several positional arguments")
+        fields = {n: ConstantVariable(None) for n in names}
+        if args:
+            fields[names[0]] = args[0]
+        fields.update(kwargs)
+        return ModelOutputVariable(cls, fields)
+
+    def python_type(self):
+        return self.cls
+
+    def _present(self):
+        return {k: v for k, v in self.fields.items() if not (v.is_python_constant() and v.as_python_constant() is None)}
+
+    def truthy(self, tx):
+        return bool(self._present())
+
+    def var_getattr(self, tx, name):
+        if name in self.fields:
+            return self.fields[name]
+        from pydynamo.executor.variables.base import MethodProxyVariable
+        if name in ("to_tuple", "keys", "values", "items", "get", "__getitem__", "__len__", "__contains__"):
+            return MethodProxyVariable(self, name)
+        return class_attribute(tx, self, self.cls, name)
+
+    def call_method(self, tx, name, args, kwargs):
+        present = self._present()
+        if name == "to_tuple":
+            return tx.tuple(present.values())
+        if name == "__getitem__":
+            key = args[0].as_python_constant()
+            if isinstance(key, str):
+                return present[key]
+            vals = list(present.values())[key]
+            return tx.tuple(vals) if isinstance(key, slice) else vals
+        if name == "__len__":
+            return ConstantVariable(len(present))
+        if name == "__contains__":
+            return ConstantVariable(args[0].as_python_constant() in present)
+        if name == "keys":
+            return tx.tuple([ConstantVariable(k) for k in present])
+        if name == "values":
+            return tx.tuple(present.values())
+        if name == "items":
+            return tx.tuple([tx.tuple([ConstantVariable(k), v]) for k, v in present.items()])
+        if name == "get":
+            return present.get(args[0].as_python_constant(), args[1] if len(args) > 1 else ConstantVariable(None))
+        return super().call_method(tx, name, args, kwargs)
+
+    def has_unpack_var_sequence(self, tx):
+        return True
+
+    def unpack_var_sequence(self, tx):
+        return [ConstantVariable(k) for k in self._present()]
+
+    def reconstruct(self, cg):
+        kw = ", ".join(f"{k}={cg.reconstruct(v)}" for k, v in self.fields.items())
+        return f"{cg.load_const(call_without_hook)}({cg.load_const(self.cls)}, {kw})"
+
+
+def call_without_hook(fn, *args, **kwargs):
+    """Run `fn` with the frame hook off (output code building library objects)."""
+    from pydynamo import _C
+    prev = _C.set_eval_frame(None)
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        _C.set_eval_frame(prev)
 
 
 def _data_descriptor(cls, name) -> bool:
