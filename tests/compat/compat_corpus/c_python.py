@@ -382,7 +382,7 @@ def branch_on_int(x, n):
     if n > 0:
         return x * n
     elif n == 0:
-        return x
+        return x + 100  # distinct from every other branch, so a missing guard shows in the output
     return x - n
 
 
