@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import inspect
 import sys
+import threading
 from typing import Any, Callable, Optional
 
 from pydynamo import _C
@@ -49,7 +50,7 @@ class _CallbackScope:
     def __init__(self, callback: Any = None, make_kwargs: Optional[dict] = None):
         self._callback = callback
         self._make_kwargs = make_kwargs
-        self._saved: list[Any] = []  # per `with` nesting; contexts are entered LIFO per thread
+        self._saved = threading.local()  # per thread: settings to restore, `with` blocks LIFO
 
     def callback(self) -> Any:
         if self._make_kwargs is not None:
@@ -74,11 +75,12 @@ class _CallbackScope:
         return _wrap_target(self, fn)
 
     def __enter__(self):
-        self._saved.append(_C.set_eval_frame(self.callback()))
+        stack = self._saved.__dict__.setdefault("stack", [])
+        stack.append(_C.set_eval_frame(self.callback()))
         return self
 
     def __exit__(self, *exc_info) -> None:
-        _C.set_eval_frame(self._saved.pop())
+        _C.set_eval_frame(self._saved.stack.pop())
 
 
 def _is_nn_module(obj: Any) -> bool:

@@ -132,3 +132,31 @@ def test_nn_module_in_callable_module_out(monkeypatch):
     x = torch.randn(4, 3)
     torch.testing.assert_close(opt(x), lin(x))
     assert opt.weight is lin.weight
+
+
+def test_one_scope_entered_by_two_threads_restores_each_threads_setting():
+    import threading
+
+    scope = eval_frame._optimize_with_callback(None, False)
+    a_in, b_in, a_out = threading.Event(), threading.Event(), threading.Event()
+    out = {}
+
+    def worker(name, own, after_enter, wait_before_exit):
+        with eval_frame._optimize_with_callback(None, own):
+            with scope:
+                after_enter.set()
+                wait_before_exit.wait()
+                out[name + "_in"] = _C.get_eval_frame()
+            out[name] = _C.get_eval_frame()
+            if name == "a":
+                a_out.set()
+
+    a_cb, b_cb = Recorder(), Recorder()
+    # order: a enters, b enters, a exits (last in, first out would hand a b's setting), b exits
+    ta = threading.Thread(target=worker, args=("a", a_cb, a_in, b_in))
+    tb = threading.Thread(target=worker, args=("b", b_cb, b_in, a_out))
+    ta.start()
+    a_in.wait()
+    tb.start()
+    ta.join(); tb.join()
+    assert out == {"a_in": False, "b_in": False, "a": a_cb, "b": b_cb}
