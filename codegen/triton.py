@@ -223,9 +223,7 @@ class TritonKernelPrinter(HandlerBase):
             raise TritonUnsupported(f"load of register-only buffer {name} not forwarded")
         self.params.setdefault(name, False)
         dt = self.buffers[name].dtype
-        has_var = any(not s.name.startswith("s") for s in sympy.sympify(
-            sympy.sympify(index).xreplace(self.var_map)).free_symbols)
-        if has_var:
+        if self._has_var(index):
             expr = f"tl.load({name} + ({i}), {self.mask}, other=0)"
         else:
             expr = f"tl.load({name} + ({i}))"
@@ -244,8 +242,14 @@ class TritonKernelPrinter(HandlerBase):
         v = str(value)
         if dt in HALF or value.dtype != dt:
             v = f"{v}.to({TL_DTYPES[dt]})"
+        if not self._has_var(index):     # the pointer must be a block like the value
+            i = f"{i} + 0 * xindex"
         # a value without block shape (a constant) is broadcast by the pointer block
         self.line(f"tl.store({name} + ({i}), {v}, {self.mask})")
+
+    def _has_var(self, index) -> bool:
+        e = sympy.sympify(index).xreplace(self.var_map)
+        return any(not s.name.startswith("s") for s in e.free_symbols)
 
     def constant(self, value, dtype):
         if isinstance(value, sympy.Basic):
@@ -514,7 +518,8 @@ class TritonKernelPrinter(HandlerBase):
                 cond = f"({v} == {best})"
                 if f:
                     cond = f"({cond} | (({v} != {v}) & ({best} != {best})))"
-                return self.tmp(f"tl.where({cond} & {self.mask}, r{g}, {INT32_LIMIT})",
+                return self.tmp(f"tl.where({cond} & {self.mask}, r{g}.to(tl.int64), "
+                                f"{INT32_LIMIT})",
                                 torch.int64)
             idx = self._reduce_pass(g, info, "min", torch.int64, hit, masked=False)
             self.store(node.buf.name, store_idx, self.to_dtype(idx, node.buf.dtype))

@@ -1,0 +1,213 @@
+"""The Triton path of compile_fx: lowering on the graph's device, Triton kernels, GPU wrapper.
+
+`compile_fx` calls `wants_triton(...)` first; when it says yes (CUDA example inputs or
+parameters, or options={"backend_kernels": "triton"}, which with TRITON_INTERPRET=1 runs the
+Triton kernels on CPU tensors for tests), `compile_fx_triton` does the whole job:
+  lowering (same IR and lowerings as the C++ path, plus fp16/bf16) -> the same scheduler ->
+  codegen/triton.py kernels in one content-addressed module -> a wrapper printed by
+  `GpuWrapperPrinter`, the CPU wrapper with device-aware allocation (torch's caching allocator)
+  and Triton launches on the current stream; extern ops (mm, conv, ...) are torch's own calls
+  (cuBLAS, cuDNN) -> optionally wrapped in CUDA-graph replay (codegen/cudagraphs.py).
+Same never-a-wrong-answer contract as the C++ path: anything that cannot be printed runs the
+graph eagerly with one warning. An out-of-range indirect index raises IndexError on CPU (the
+interpreter) and trips a device-side assert on GPU (as eager CUDA indexing does), never reads
+stray memory.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import itertools
+import logging
+import threading
+import warnings
+from typing import Any, Dict, List
+
+import torch
+
+from codegen.wrapper import WrapperPrinter
+
+log = logging.getLogger("pydynamo.codegen")
+_dtype_lock = threading.Lock()
+HALF_DTYPES = (torch.float16, torch.bfloat16)
+
+
+def wants_triton(example_inputs, options, gm=None) -> bool:
+    forced = options.get("backend_kernels")
+    if forced in ("triton", "cpp"):
+        return forced == "triton"
+    tensors = [x for x in example_inputs if isinstance(x, torch.Tensor)]
+    if gm is not None:
+        tensors += list(itertools.chain(gm.parameters(), gm.buffers()))
+    return any(t.is_cuda for t in tensors)
+
+
+def graph_device(example_inputs, gm) -> torch.device:
+    ts = [x for x in example_inputs if isinstance(x, torch.Tensor)]
+    ts += list(itertools.chain(gm.parameters(), gm.buffers()))
+    for t in ts:
+        if t.is_cuda:
+            return t.device
+    return torch.device("cpu")
+
+
+@contextlib.contextmanager
+def half_dtypes():
+    """fp16/bf16 lower natively on the Triton path only (the C++ printer has no half types)."""
+    from codegen import lowering
+    with _dtype_lock:
+        added = [d for d in HALF_DTYPES if d not in lowering.SUPPORTED_DTYPES]
+        lowering.SUPPORTED_DTYPES.update(added)
+        try:
+            yield
+        finally:
+            lowering.SUPPORTED_DTYPES.difference_update(added)
+
+
+class GpuWrapperPrinter(WrapperPrinter):
+    DEVICE_CHECK = "{a}.device != _device"
+
+    def __init__(self, graph, steps, infos, on_gpu: bool):
+        super().__init__(graph, steps, {n: i.arg_names for n, i in infos.items()},
+                         {n: i.uses_err for n, i in infos.items()})
+        self.infos = infos
+        self.on_gpu = on_gpu
+
+    def _launch(self, k):
+        from codegen.sizevars import static_int
+        info = self.infos[k.name]
+        xnumel = static_int(info.xnumel)
+        if xnumel is None or any(a.startswith("s") for a in info.arg_names):
+            raise NotImplementedError("symbolic sizes need a size binding")
+        if xnumel == 0:
+            self.emit(f"# {k.name}: empty iteration space, nothing to launch")
+            return
+        args = ["_err" if a == "pd_err" else a for a in info.arg_names]
+        if info.uses_err:
+            self.emit("_err = _new_err()")
+        cfg = info.config
+        if cfg.autotune and self.on_gpu:
+            self.emit(f"{k.name}[lambda m: ((({xnumel}) + m['XBLOCK'] - 1) // m['XBLOCK'],)]"
+                      f"({', '.join(args)})")
+        else:
+            self.emit(f"{k.name}[{cfg.grid(xnumel)}]({', '.join(args)}, "
+                      f"XBLOCK={cfg.xblock}, num_warps={cfg.num_warps})")
+        if info.uses_err:
+            what = f"index out of range in {k.name} ({', '.join(o.name for o in k.origins())})"
+            if self.on_gpu:   # no host sync (keeps CUDA graphs capturable); eager CUDA asserts too
+                self.emit("torch._assert_async(_err == 0)" + f"  # {what}")
+            else:
+                self.emit("if _err.item():")
+                self.emit(f"raise IndexError({what!r})", 2)
+
+
+def _ensure_on(device):
+    def ensure(t, size, stride, dtype):
+        """Pin an extern result to the compiled layout and device (copy if it differs)."""
+        if t.stride() == stride and t.dtype is dtype and t.device == device:
+            return t
+        out = torch.empty_strided(size, stride, dtype=dtype, device=device)
+        out.copy_(t)
+        return out
+    return ensure
+
+
+def compile_fx_triton(gm: torch.fx.GraphModule, example_inputs: List[Any], **options):
+    from codegen import CompileStats, _eager
+    from codegen.graph import EagerFallback, GraphLowering
+    stats = CompileStats()
+    device = graph_device(example_inputs, gm)
+
+    class DeviceLowering(GraphLowering):
+        devices = (device.type,)
+    try:
+        with half_dtypes():
+            g = DeviceLowering(gm, example_inputs).run()
+    except EagerFallback as e:
+        return _eager(gm, str(e), stats)
+    except Exception as e:
+        if options.get("strict"):
+            raise
+        log.debug("codegen lowering failed", exc_info=True)
+        return _eager(gm, f"internal lowering error: {type(e).__name__}: {e}", stats)
+    try:
+        return _compile_lowered_triton(gm, g, stats, options, device)
+    except Exception as e:  # a compiler bug must not become the user's crash or wrong answer
+        if options.get("strict"):
+            raise
+        log.debug("triton codegen failed", exc_info=True)
+        return _eager(gm, f"internal triton codegen error: {type(e).__name__}: {e}", stats)
+
+
+def _compile_lowered_triton(gm, g, stats, options, device):
+    from codegen import _emit_output_code, _logs_enabled, codecache, counters
+    from codegen.ir import ExternCall
+    from codegen.scheduler import FusedKernel, schedule
+    from codegen.triton import generate_source
+    from codegen.triton_launch import load_module
+
+    steps = schedule(g.buffers, g.outputs, list(g.mutations.values()),
+                     fuse=options.get("fuse", True))
+    kernels = [s for s in steps if isinstance(s, FusedKernel)]
+    stats.kernels = len(kernels)
+    stats.externs = sum(1 for s in steps if isinstance(s, ExternCall))
+    stats.native_nodes, stats.extern_nodes = g.stats.native, g.stats.extern
+    stats.extern_reasons = dict(g.stats.extern_reasons)
+    max_autotune = options.get("mode") == "max-autotune" or bool(options.get("max_autotune"))
+    on_gpu = device.type == "cuda"
+    src, infos = generate_source(kernels, g.buffers_by_name, max_autotune and on_gpu)
+    mod = kpath = None
+    if kernels:
+        mod, kpath = load_module(src, codecache.cache_dir())
+    wp = GpuWrapperPrinter(g, steps, infos, on_gpu)
+    wsrc = wp.generate(f"{type(gm).__name__} (triton: {kpath or 'no kernels'})")
+    path = codecache.write_wrapper(wsrc)
+    if _logs_enabled("output_code"):
+        _emit_output_code(f"triton kernels {kpath}\n{src}\nwrapper {path}\n{wsrc}")
+
+    ns: Dict[str, Any] = {
+        "torch": torch, "_consts": wp.consts, "_externs": wp.externs, "_device": device,
+        "_empty": functools.partial(torch.empty_strided, device=device),
+        "_ensure": _ensure_on(device), "_grad_enabled": torch.is_grad_enabled,
+        "_new_err": functools.partial(torch.zeros, 1, dtype=torch.int32, device=device)}
+    for b in g.constants:
+        ns[b.name] = b.tensor
+    for k in kernels:
+        ns[k.name] = getattr(mod, k.name)
+    ns["_eager_grad"], ns["_mismatch"] = _fallbacks(gm, counters)
+    exec(compile(wsrc, path, "exec"), ns)
+    call = ns["call"]
+    if on_gpu:
+        from codegen.cudagraphs import maybe_wrap
+        call = maybe_wrap(call, gm, g, options, stats)
+    call.kernel_count = stats.kernels
+    call.stats = stats
+    call.wrapper_path = path
+    call.kernel_path = kpath
+    call.library_path = kpath
+    call.kernel_source = src
+    counters["graphs_compiled"] += 1
+    counters["triton_graphs_compiled"] += 1
+    counters["kernels"] += stats.kernels
+    return call
+
+
+def _fallbacks(gm, counters):
+    warned = []
+
+    def eager_grad(*args):
+        counters["eager_grad_calls"] += 1
+        if not warned:
+            warned.append(1)
+            log.info("codegen: inputs require grad under grad mode; running %s eagerly",
+                     type(gm).__name__)
+        return gm(*args)
+
+    def mismatch(*args):
+        counters["input_mismatch_calls"] += 1
+        if not warned:
+            warned.append(1)
+            warnings.warn("pydynamo codegen: inputs differ from the compiled ones "
+                          "(shape/stride/dtype/device); running the graph eagerly", stacklevel=3)
+        return gm(*args)
+    return eager_grad, mismatch
