@@ -197,3 +197,17 @@ def test_runaway_recursion_gives_clean_recursion_error_repeatedly():
         return n + 1
     with hooked(compiled(ok, 1, 2)):
         assert ok(1) == 3  # the hook still works afterwards
+
+
+def test_every_recursion_depth_crosses_data_stack_chunks_cleanly():
+    """Shadow frames pushed at every offset within a data-stack chunk, including the ones that
+    need a new chunk (pushed by us, popped by CPython on 3.12, and the reverse)."""
+    def depth(n, pad=None):
+        big = [n] * 3
+        return 0 if n == 0 else 7 + depth(n - 1, big)
+
+    rec = Recorder({depth.__code__: with_const(depth, 7, 9)}, guard=lambda L: True)
+    with hooked(rec):
+        for n in range(0, 260, 3):
+            assert depth(n) == 9 * n
+    assert rec.names().count("depth") == 1

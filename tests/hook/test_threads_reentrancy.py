@@ -172,3 +172,36 @@ def test_clear_from_inside_guard_and_callback_is_safe():
     # runs this once) / compile again ...
     assert calls["n"] == 3
     assert _C.get_cache_entries(work.__code__) != []
+
+
+def test_thread_exiting_with_callback_set_is_safe():
+    """No per-thread destructor: the setting leaks (hook stays installed) but nothing breaks.
+    Run in a child process so the leaked installation does not reach other tests."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent("""
+        import threading
+        from pydynamo import _C
+
+        def f(x):
+            return x + 1
+
+        def g(x):
+            return x + 100
+
+        t = threading.Thread(target=lambda: _C.set_eval_frame(lambda *a: None))
+        t.start(); t.join()
+        assert _C.active_threads() == 1 and _C.hook_installed()
+        prev = _C.set_eval_frame(lambda c, *a: ((lambda L: True), g.__code__) if c is f.__code__ else None)
+        assert [f(i) for i in range(3)] == [100, 101, 102]
+        _C.set_eval_frame(prev)
+        assert f(1) == 2 and _C.active_threads() == 1
+        t2 = threading.Thread(target=lambda: print(f(5)))
+        t2.start(); t2.join()
+        print("ok")
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["6", "ok"]
