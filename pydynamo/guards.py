@@ -37,19 +37,25 @@ _RANK = {k: i for i, k in enumerate(GuardKind)}
 
 @dataclasses.dataclass(frozen=True)
 class TensorSpec:
-    """What TENSOR_MATCH pins. A None entry in `shape`/`stride` means "any" (dynamic dims later)."""
+    """What TENSOR_MATCH pins. A None entry in `shape`/`stride` means "any" (dynamic dims later).
+
+    Dispatch keys: the exact tensor class is pinned (subclasses and functorch wrappers differ by
+    type), and the graph replays eager ops, so the remaining key bits that change meaning are the
+    conjugate/negative views of complex tensors — checked for complex dtypes only. Reading the full
+    DispatchKeySet costs ~2µs per tensor per call, too much for the hot path."""
     cls: type
     dtype: torch.dtype
     device: torch.device
     shape: tuple
     stride: tuple
     requires_grad: bool
-    dispatch_keys: Any
+    is_conj: bool = False
+    is_neg: bool = False
 
     @staticmethod
     def of(t: torch.Tensor) -> "TensorSpec":
         return TensorSpec(type(t), t.dtype, t.device, tuple(t.shape), tuple(t.stride()),
-                          t.requires_grad, torch._C._dispatch_keys(t))
+                          t.requires_grad, t.is_conj(), t.is_neg())
 
 
 @dataclasses.dataclass(frozen=True)
@@ -151,7 +157,8 @@ def _emit_guard(em: _Emitter, g: Guard) -> None:
             conds.append(f"{v}.stride() == {em.const(s.stride)}")
         conds.append(f"{v}.requires_grad is {s.requires_grad}")
         conds.append(f"{v}.device == {em.const(s.device)}")
-        conds.append(f"{em.const(torch._C._dispatch_keys)}({v}) == {em.const(s.dispatch_keys)}")
+        if s.dtype.is_complex:  # the only dispatch-key bits that change what memory means
+            conds.append(f"{v}.is_conj() is {s.is_conj} and {v}.is_neg() is {s.is_neg}")
         em.check(" and ".join(conds))
     elif k is GuardKind.TENSOR_ALIASING:
         other = em.value(g.expected)

@@ -323,6 +323,8 @@ class InliningTranslator(InstructionTranslatorBase):
         if self.f_globals is root.f_globals:
             return GlobalSource(name)
         modname = self.f_globals.get("__name__")
+        if modname and (modname == "torch" or modname.startswith("torch.")):
+            return None  # library globals (F, math helpers) are not guarded, like library attributes
         if modname and sys.modules.get(modname) is not None and vars(sys.modules[modname]) is self.f_globals:
             return AttrSource(ModuleSource(modname), name)
         return None

@@ -165,14 +165,26 @@ def compare(tx, fn, a, b):
 
 
 def _identical(a, b) -> bool:
+    """`a is b` on trackers: the same tracker, or the same underlying Python object."""
     if a is b:
         return True
-    if isinstance(a, (ConstantVariable, ObjectVariable)) and isinstance(b, (ConstantVariable, ObjectVariable)):
-        return a.value is b.value
-    va, vb = getattr(a, "value", _NO), getattr(b, "value", _NO)
-    if va is not _NO and vb is not _NO:
-        return va is vb
-    return False
+    oa, ob = _identity_object(a), _identity_object(b)
+    return oa is not _NO and ob is not _NO and oa is ob
+
+
+def _identity_object(v):
+    value = getattr(v, "value", _NO)
+    if value is not _NO and value is not None:
+        return value
+    if isinstance(v, (ConstantVariable, ObjectVariable)):
+        return v.value
+    if isinstance(v, (TensorVariable,)) or getattr(v, "source", None) is None and \
+            type(v).__name__ in ("ListVariable", "ConstDictVariable", "SetVariable", "UserDefinedObjectVariable"):
+        return _NO  # made in the frame: only the same tracker is the same object
+    try:
+        return v.as_python_constant()
+    except Unsupported:
+        return _NO
 
 
 _NO = object()

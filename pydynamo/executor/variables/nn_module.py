@@ -101,7 +101,11 @@ class NNModuleVariable(VariableTracker):
         if self.source is None:
             return
         for reg in ("_forward_hooks", "_forward_pre_hooks"):
-            tx.add_guard(AttrSource(self.source, reg), GuardKind.DICT_KEYS, tuple(getattr(self.value, reg)))
+            hooks = getattr(self.value, reg)
+            if hooks:
+                tx.add_guard(AttrSource(self.source, reg), GuardKind.DICT_KEYS, tuple(hooks))
+            else:
+                tx.add_guard(AttrSource(self.source, reg), GuardKind.LEN, 0)
 
     def call_method(self, tx, name, args, kwargs):
         m = self.value
