@@ -42,7 +42,12 @@ def explain(fn: Callable, backend="eager") -> Callable[..., ExplainOutput]:
         results, breaks = [], []
 
         def record(item):
-            (breaks if isinstance(item, GraphBreak) else results).append(item)
+            if isinstance(item, GraphBreak):  # the frame ran eagerly as a whole
+                breaks.append(item)
+                return
+            results.append(item)
+            if item.graph_break is not None:  # the frame was cut and resumes in another frame
+                breaks.append(item.graph_break)
 
         reset()
         convert_frame.RECORDERS.append(record)

@@ -88,6 +88,13 @@ def coverage(version=None) -> tuple[list, list]:
     return missing, handled
 
 
+def user_code_name(code: types.CodeType) -> str:
+    """The user's function name, also for resume functions (named __resume_at_<offset>_<n>)."""
+    from pydynamo.bytecode import origin_of
+    origin = origin_of(code)
+    return code.co_name if origin is None else origin[0].co_name
+
+
 class ReturnValue(Exception):
     pass
 
@@ -151,7 +158,7 @@ class InstructionTranslatorBase:
         frames = []
         tx = self
         while tx is not None:
-            frames.append((tx.code.co_filename, tx.lineno, tx.code.co_name))
+            frames.append((tx.code.co_filename, tx.lineno, user_code_name(tx.code)))
             tx = tx.parent
         return tuple(reversed(frames))
 
@@ -295,8 +302,12 @@ class InstructionTranslatorBase:
             return
         except Unsupported as e:
             if e.graph_break is None:
+                from pydynamo.hints import hint_for
+                pos = self.current.positions if self.current is not None else None
+                col = pos.col_offset if pos is not None and pos.col_offset is not None else None
                 e.graph_break = GraphBreak(e.reason_code, e.message, self.code.co_filename, self.lineno,
-                                           None, self.user_stack(), e.hint)
+                                           None if col is None else col + 1, self.user_stack(),
+                                           hint_for(e.reason_code, e.hint))
             raise
 
 
@@ -342,8 +353,13 @@ class ModuleSource(Source):
 class InstructionTranslator(InstructionTranslatorBase):
     """The root: owns the graph, guards, side effects; finishes the frame at RETURN_VALUE."""
 
-    def __init__(self, code, frame_locals: dict, f_globals: dict, f_builtins: dict, backend):
+    def __init__(self, code, frame_locals: dict, f_globals: dict, f_builtins: dict, backend,
+                 breakpoint=None):
         super().__init__(code, f_globals, None)
+        self.breakpoint = breakpoint            # executor.breaks.BreakPoint: stop before it
+        self.visits: dict[int, int] = {}        # offset -> times reached (unrolled loops)
+        self.initial_grad_enabled = torch.is_grad_enabled()
+        self.break_function = None
         self.frame_locals = frame_locals
         self.f_builtins = f_builtins
         self.output_graph = OutputGraph(f_globals, backend)
@@ -373,7 +389,27 @@ class InstructionTranslator(InstructionTranslatorBase):
         self.lazy_pending.discard(name)
 
     def run(self) -> None:
-        self.run_loop()
+        from pydynamo.executor.breaks import BreakPoint
+        try:
+            self.run_loop()
+        except Unsupported as e:
+            # where the root frame can break: the instruction that was running (a CALL for a
+            # failure inside an inlined function), at this visit
+            if getattr(e, "breakpoint", None) is None and self.current is not None:
+                e.breakpoint = BreakPoint(self.current.offset, self.visits.get(self.current.offset, 1))
+            raise
+
+    def step(self) -> None:
+        inst = self.instructions[self.ip]
+        n = self.visits[inst.offset] = self.visits.get(inst.offset, 0) + 1
+        bp = self.breakpoint
+        if bp is not None and bp.offset == inst.offset and bp.visit == n:
+            from pydynamo.executor.breaks import take_break
+            self.current = inst
+            if inst.positions is not None and inst.positions.lineno is not None:
+                self.lineno = inst.positions.lineno
+            take_break(self, inst)
+        super().step()
 
     def do_return(self, value: VariableTracker) -> None:
         from pydynamo.executor.reconstruct import OutputCodegen, build_code
