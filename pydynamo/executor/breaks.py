@@ -26,9 +26,10 @@ from typing import Optional
 
 import torch
 
+from pydynamo.bytecode import UNBOUND
 from pydynamo.exc import Unsupported
 from pydynamo.executor.variables.base import VariableTracker
-from pydynamo.sources import Source
+from pydynamo.sources import Source, py_name
 
 # a CALL needs the instructions that set up its keyword names (and 3.11's PRECALL) with it
 _CALL_PREFIX = ("KW_NAMES", "PRECALL")
@@ -63,7 +64,8 @@ def reconstruct(cg, var) -> str:
     loops, grad-mode contexts, bound methods before their call)."""
     from pydynamo.executor.translator import WithExitVariable
     from pydynamo.executor.variables.base import MethodProxyVariable
-    from pydynamo.executor.variables.functions import UserFunctionVariable, UserMethodVariable
+    from pydynamo.executor.variables.functions import (NestedUserFunctionVariable, UserFunctionVariable,
+                                                       UserMethodVariable)
     from pydynamo.executor.variables.iterators import ListIteratorVariable
     from pydynamo.executor.variables.misc import GradModeVariable
     from pydynamo.executor.variables.tensor import TensorMethodVariable
@@ -85,7 +87,31 @@ def reconstruct(cg, var) -> str:
         return f"{cg.load_const(types.MethodType)}({reconstruct(cg, var.fn)}, {reconstruct(cg, var.obj)})"
     if isinstance(var, UserFunctionVariable):
         return cg.load_const(var.fn)
+    if isinstance(var, NestedUserFunctionVariable) and var.closure:
+        return _closure_function(cg, var)
     return cg.reconstruct(var)
+
+
+def _closure_function(cg, var) -> str:
+    """A function made in the frame that closes over the frame's own cells: rebuilt around the
+    same cell objects (the replacement code has the frame's cells under the same names)."""
+    names = tuple(c.name for c in var.closure)
+    frame_cells = set(cg.code.co_cellvars) | set(cg.code.co_freevars)
+    if not all(n in frame_cells for n in names):
+        raise Unsupported("closure_escape", "a function closing over cells of an inlined call")
+    defaults = "(" + "".join(reconstruct(cg, d) + ", " for d in var.defaults) + ")"
+    cells = f"{cg.load_const(_cells_of)}(lambda: ({', '.join(names)},), {names!r})"
+    fn = (f"{cg.load_const(types.FunctionType)}({cg.load_const(var.code)}, globals(), "
+          f"{var.code.co_name!r}, {defaults} or None, {cells})")
+    if var.kwdefaults:
+        kw = ", ".join(f"{k!r}: {reconstruct(cg, v)}" for k, v in var.kwdefaults.items())
+        fn = f"{cg.load_const(_with_kwdefaults)}({fn}, {{{kw}}})"
+    return fn
+
+
+def _with_kwdefaults(fn, kwdefaults: dict):
+    fn.__kwdefaults__ = kwdefaults
+    return fn
 
 
 def break_start(tx, index: int) -> int:
@@ -99,7 +125,7 @@ def break_start(tx, index: int) -> int:
 def take_break(tx, inst) -> None:
     """Finish the root frame at `inst` (not yet run): sets tx.result, raises ReturnValue."""
     from pydynamo import _C
-    from pydynamo.bytecode import UNBOUND, make_break_function, origin_of
+    from pydynamo.bytecode import make_break_function, origin_of
     from pydynamo.executor.reconstruct import OutputCodegen, build_code
     from pydynamo.executor.translator import NULL, ReturnValue, WithExitVariable
     origin = origin_of(tx.code)
@@ -119,6 +145,9 @@ def take_break(tx, inst) -> None:
     cg = OutputCodegen(tx.code, tx.f_globals)
     args = [cg.temp(reconstruct(cg, stack[i])) for i in bf.stack_args]
     for name in bf.local_args:
+        if name in tx.lazy_pending:  # an argument never read: pass it through, unguarded
+            args.append(py_name(name))
+            continue
         v = tx.lazy_local(name)
         args.append(cg.load_const(UNBOUND) if v is None else cg.temp(reconstruct(cg, v)))
     cell_writes = []
@@ -192,9 +221,7 @@ class RemainingSource(Source):
     """The items an iterator has left, read without advancing it (list(copy(it)))."""
     src: Source
 
-    @property
-    def base(self):
-        return self.src
+    # no `base`: guards bind a base once and render only a suffix on it; this wraps its base
 
     def render(self, local, glob, fast):
         return f"list(__import__('copy').copy({self.src.render(local, glob, fast)}))"

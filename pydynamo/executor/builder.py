@@ -258,6 +258,9 @@ def _is_user_object(value) -> bool:
 _B = VariableBuilder
 WRAPPERS: list[tuple[Callable, Callable]] = [
     (lambda v: isinstance(v, torch.Tensor), _B.tensor),
+    # at graph breaks (executor/breaks.py): contexts re-entered, locals passed as unbound
+    (lambda v: type(v) in (torch.no_grad, torch.enable_grad), _breaks.wrap_grad_ctx),
+    (lambda v: v is _breaks.UNBOUND, by_identity(ObjectVariable)),
     (lambda v: type(v) in CONSTANT_TYPES, _B.literal),
     (lambda v: type(v) is torch.Size, _B.size),
     (lambda v: isinstance(v, OPAQUE_TYPES), _B.opaque),
@@ -279,7 +282,6 @@ WRAPPERS: list[tuple[Callable, Callable]] = [
     (lambda v: isinstance(v, (types.BuiltinFunctionType, types.MethodWrapperType,
                               types.WrapperDescriptorType, types.MethodDescriptorType)) and
      getattr(v, "__module__", None) in (None, "builtins", "math", "operator", "_operator"), _B.builtin_fn),
-    (lambda v: type(v) in (torch.no_grad, torch.enable_grad), _breaks.wrap_grad_ctx),
     (lambda v: type(v) in _breaks.ITERATOR_TYPES, _breaks.wrap_iterator),
     (_is_user_object, _B.user_object),
 ]

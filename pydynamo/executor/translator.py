@@ -793,7 +793,11 @@ def BUILD_CONST_KEY_MAP(tx, inst):
 @op("LIST_APPEND")
 def LIST_APPEND(tx, inst):
     v = tx.pop()
-    tx.stack[-inst.arg].items.append(v)
+    target = tx.stack[-inst.arg]
+    if target.source is not None:  # a resume function's argument: the mutation is replayed
+        target.call_method(tx, "append", [v], {})
+    else:
+        target.items.append(v)
 
 
 @op("SET_ADD")
@@ -806,13 +810,20 @@ def SET_ADD(tx, inst):
 def MAP_ADD(tx, inst):
     v, k = tx.pop(), tx.pop()
     d = tx.stack[-inst.arg]
-    d.items[d._key(k)] = v
+    if d.source is not None:  # a resume function's argument: the mutation is replayed
+        d.call_method(tx, "__setitem__", [k, v], {})
+    else:
+        d.items[d._key(k)] = v
 
 
 @op("LIST_EXTEND")
 def LIST_EXTEND(tx, inst):
     v = tx.pop()
-    tx.stack[-inst.arg].items.extend(tx.unpack(v))
+    target = tx.stack[-inst.arg]
+    if target.source is not None:
+        target.call_method(tx, "extend", [v], {})
+    else:
+        target.items.extend(tx.unpack(v))
 
 
 @op("SET_UPDATE")

@@ -51,7 +51,7 @@ def corpus_hash() -> str:
     return h.hexdigest()[:16]
 
 
-def run_engine(engine: str, out: str, names: list[str]) -> None:
+def run_engine(engine: str, out: str, names: list[str], runner: str = RUNNER) -> None:
     """Run `names` under `engine` in subprocesses until each has a record; a case that kills its
     process (segfault, hang) gets an error record and the rest continue in a new process."""
     os.makedirs(out, exist_ok=True)
@@ -63,7 +63,7 @@ def run_engine(engine: str, out: str, names: list[str]) -> None:
         if os.path.exists(progress):
             os.remove(progress)
         try:
-            p = subprocess.run([sys.executable, RUNNER, "--engine", engine, "--out", out,
+            p = subprocess.run([sys.executable, runner, "--engine", engine, "--out", out,
                                 "--cases", ",".join(todo)], cwd=REPO, capture_output=True,
                                text=True, timeout=ENGINE_TIMEOUT_S)
             why = f"process exited rc={p.returncode}\n{p.stderr[-3000:]}"
