@@ -75,7 +75,7 @@ def compile_fx(gm: torch.fx.GraphModule, example_inputs: List[Any], **options):
         return compile_fx_triton(gm, example_inputs, **options)
     stats = CompileStats()
     try:
-        g = GraphLowering(gm, example_inputs).run()
+        g = GraphLowering(gm, example_inputs, options.get("dynamic")).run()
     except EagerFallback as e:
         return _eager(gm, str(e), stats)
     except Exception as e:

@@ -257,3 +257,39 @@ def test_output_code_log(capfd, monkeypatch):
     compile_and_check(lambda x: x.abs() + 2, torch.randn(3, 3))
     err = capfd.readouterr().err
     assert "def call(" in err
+
+
+def _dynamic_case(c, f, y):
+    for n in (5, 9, 33):
+        x = torch.randn(n, 16)
+        torch.testing.assert_close(c(x, y), f(x, y))
+    assert "s0 = arg0.shape[0]" in open(c.wrapper_path).read()
+
+
+def test_dynamic_dim_one_kernel_serves_all_sizes():
+    def f(x, y):
+        return torch.softmax(x * 2, -1) + x.sum(-1, keepdim=True) + y, (x.t() * 3).amax(0)
+    gm = torch.fx.symbolic_trace(f)
+    y = torch.randn(16)
+    c = codegen.compile_fx(gm, [torch.randn(5, 16), y], dynamic={0: [0]}, strict=True)
+    before = codegen.counters["input_mismatch_calls"]
+    _dynamic_case(c, f, y)
+    assert codegen.counters["input_mismatch_calls"] == before     # no eager fallback
+
+
+def test_sympy_sizes_from_placeholder_meta():
+    import types
+    import sympy
+    def f(x, y):
+        return (x.exp() * y).sum(0)
+    gm = torch.fx.symbolic_trace(f)
+    s = sympy.Symbol("s7", integer=True, positive=True)
+    x_node = next(n for n in gm.graph.nodes if n.op == "placeholder")
+    x_node.meta["val"] = types.SimpleNamespace(shape=(s, 16), dtype=torch.float32,
+                                               stride=(16, 1))
+    y = torch.randn(16)
+    c = codegen.compile_fx(gm, [torch.randn(6, 16), y], strict=True)
+    for n in (4, 6, 40):
+        x = torch.randn(n, 16)
+        torch.testing.assert_close(c(x, y), f(x, y))
+    assert "s7 = arg0.shape[0]" in open(c.wrapper_path).read()
