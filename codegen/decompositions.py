@@ -602,3 +602,115 @@ def trace(input):
     diag = TensorValue([sympy.Integer(n)], input.dtype, lambda idx: input.loader([idx[0], idx[0]]),
                        None, input.cost)
     return sum_(diag)
+
+
+@register("fliplr")
+def fliplr(input):
+    if input.ndim < 2:
+        raise NotLowered("fliplr rank")
+    return L["flip"](input, [1])
+
+
+@register("flipud")
+def flipud(input):
+    if input.ndim < 1:
+        raise NotLowered("flipud rank")
+    return L["flip"](input, [0])
+
+
+@register("diagonal", "diagonal_copy")
+def diagonal(input, offset=0, dim1=0, dim2=1):
+    from codegen.ir import TensorValue
+    d1, d2 = norm_dim(dim1, input.ndim), norm_dim(dim2, input.ndim)
+    if d1 == d2 or not all(sympy.sympify(s).is_number for s in input.size):
+        raise NotLowered("diagonal dims")
+    n1, n2 = int(input.size[d1]), int(input.size[d2])
+    n = max(0, min(n1 - max(0, -offset), n2 - max(0, offset)))
+    rest = [d for d in range(input.ndim) if d not in (d1, d2)]
+
+    def loader(idx):
+        full = [None] * input.ndim
+        for d, i in zip(rest, idx[:-1]):
+            full[d] = i
+        full[d1] = idx[-1] + max(0, -offset)
+        full[d2] = idx[-1] + max(0, offset)
+        return input.loader(full)
+    size = [input.size[d] for d in rest] + [sympy.Integer(n)]
+    return TensorValue(size, input.dtype, loader, None, input.cost)
+
+
+@register("diag")
+def diag(input, diagonal_=0, *, diagonal=None):
+    k = diagonal if diagonal is not None else diagonal_
+    if input.ndim == 2:
+        return L["diagonal"](input, k)
+    if input.ndim != 1:
+        raise NotLowered("diag rank")
+    from codegen.ir import TensorValue
+    n = int(input.size[0])
+    m = n + abs(k)
+    zero = lambda: _const(0, input.dtype)  # noqa: E731
+
+    def loader(idx):
+        r, c = idx
+        i = r if k >= 0 else c
+        on = ops.eq(ops.sub(ops.index_expr(c, torch.int64), ops.index_expr(r, torch.int64)),
+                    ops.constant(k, torch.int64))
+        # clamp keeps the load in bounds off the diagonal; `where` discards it there
+        return ops.where(on, input.loader([sympy.Min(i, n - 1)]), zero())
+    return TensorValue([sympy.Integer(m)] * 2, input.dtype, loader, None, input.cost + 4)
+
+
+@register("expand_copy")
+def expand_copy(input, size, *, implicit=False):
+    return L["expand"](input, list(size))
+
+
+@register("alias_copy", "conj", "conj_physical")
+def alias_copy(input):
+    if input.dtype.is_complex:
+        raise NotLowered("complex")
+    return input
+
+
+@register("unsafe_chunk")
+def unsafe_chunk(input, chunks, dim=0):
+    return L["chunk"](input, chunks, dim)
+
+
+@register("unsafe_split")
+def unsafe_split(input, split_size, dim=0):
+    return L["split"](input, split_size, dim)
+
+
+@register("broadcast_tensors")
+def broadcast_tensors(*tensors):
+    from codegen.lowering import broadcast_sizes, expand_to
+    size = broadcast_sizes(*[t.size for t in tensors])
+    return tuple(expand_to(t, size) for t in tensors)
+
+
+@register("sum_to_size")
+def sum_to_size(input, *size):
+    if len(size) == 1 and isinstance(size[0], (list, tuple, torch.Size)):
+        size = size[0]
+    size = list(size)
+    lead = input.ndim - len(size)
+    dims = list(range(lead)) + [lead + i for i, s in enumerate(size)
+                                if s == 1 and input.size[lead + i] != 1]
+    if not dims:
+        return input
+    out = sum_(input, dims, True)
+    return reshape(out, size) if size else reshape(out, [])
+
+
+@register("addr")
+def addr(input, vec1, vec2, *, beta=1, alpha=1):
+    if vec1.dtype == torch.bool:
+        raise NotLowered("addr bool")
+    prod = L["outer"](vec1, vec2)
+    if alpha != 1:
+        prod = L["mul"](prod, alpha)
+    if beta == 0:       # eager ignores `input` entirely (NaNs in it do not propagate)
+        return prod
+    return L["add"](prod, input if beta == 1 else L["mul"](input, beta))
