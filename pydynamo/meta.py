@@ -339,8 +339,14 @@ def target_name(target) -> str:
         return f"Tensor.{target}"
     if isinstance(target, torch.nn.Module):
         return type(target).__name__
+    name = getattr(target, "__name__", None)
+    if name:  # the public spelling when there is one: torch.add, F.relu, operator.mul
+        import torch.nn.functional as F
+        for prefix, namespace in (("torch", torch), ("F", F), ("operator", operator)):
+            if _hashable(target) and getattr(namespace, name, None) is target:
+                return f"{prefix}.{name}"
     mod = getattr(target, "__module__", None) or ""
-    name = getattr(target, "__qualname__", None) or getattr(target, "__name__", None) or repr(target)
+    name = getattr(target, "__qualname__", None) or name or repr(target)
     return f"{mod}.{name}" if mod else name
 
 
@@ -548,13 +554,14 @@ def run_on_meta(target, args: tuple, kwargs: dict, env=None):
     except NotImplementedError as e:
         raise MetaUnsupported("meta_unsupported",
                               f"{target_name(target)} cannot be evaluated without data: {_first_line(e)}") from e
-    except RuntimeError as e:
-        msg = str(e)
-        if "meta" in msg.lower() and ("not implemented" in msg.lower() or "data-dependent" in msg.lower()
-                                      or "cannot be called on meta" in msg.lower() or "item()" in msg):
-            raise MetaUnsupported("meta_unsupported",
-                                  f"{target_name(target)} cannot be evaluated without data: {_first_line(e)}") from e
+    except MetaUnsupported:
         raise
+    except Exception as e:
+        # Either the call is wrong (eager raises the same error when it runs) or the meta kernel
+        # is more limited than the real one; both are handled by running this op eagerly, so
+        # the user sees eager's own behaviour, never an error eager would not raise.
+        raise MetaUnsupported("meta_error",
+                              f"{target_name(target)} failed on metadata: {type(e).__name__}: {_first_line(e)}") from e
     device = conv.output_device()
     return _from_meta_output(out, device)
 
