@@ -293,3 +293,29 @@ def test_sympy_sizes_from_placeholder_meta():
         x = torch.randn(n, 16)
         torch.testing.assert_close(c(x, y), f(x, y))
     assert "s7 = arg0.shape[0]" in open(c.wrapper_path).read()
+
+
+def test_norms_and_activations_decomposed():
+    m = nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8), nn.Hardswish(), nn.GroupNorm(2, 8),
+                      nn.Mish(), nn.Flatten(), nn.Linear(8 * 6 * 6, 10), nn.LogSoftmax(-1)).eval()
+    with torch.no_grad():
+        m[1].running_mean.uniform_(-1, 1)
+        m[1].running_var.uniform_(0.5, 2)
+    gm = torch.fx.symbolic_trace(m)
+    x = torch.randn(2, 3, 8, 8)
+    with torch.no_grad():
+        c = compile_and_check(gm, x, rtol=1e-4, atol=1e-4)
+    assert c.stats.extern_nodes == 1          # only the convolution runs eagerly
+    rms = compile_and_check(lambda x, w: F.rms_norm(x, (16,), w, eps=1e-6),
+                            torch.randn(4, 16), torch.randn(16))
+    assert rms.kernel_count <= 2
+
+
+def test_wrapper_names_user_source_line():
+    def f(x):
+        return torch.relu(x) * 2
+    gm = torch.fx.symbolic_trace(f)
+    for n in gm.graph.nodes:       # what the executor records for each node it creates
+        n.meta["stack_trace"] = f'  File "/home/u/model.py", line 12, in f\n    {n.name}(x)\n'
+    c = compile_and_check(gm, torch.randn(4))
+    assert 'File "/home/u/model.py", line 12, in f' in open(c.wrapper_path).read()
