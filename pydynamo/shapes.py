@@ -287,7 +287,9 @@ class ShapeEnv:
                     f"{source.name()} was marked dynamic but has size {hint}; sizes 0 and 1 are "
                     f"always specialized. Use an example input with a size of at least 2.")
             return hint
-        duck = self.duck_shape if duck is None else duck
+        # a dim the user marked dynamic gets a symbol of its own (no duck sharing), as in torch:
+        # equal example sizes must not tie it to another dim
+        duck = (self.duck_shape and not marked_dynamic) if duck is None else duck
         if duck and positive and hint in self.hint_to_var:
             sym = self.hint_to_var[hint]
             self.source_equalities.append(SourceEquality(source, sym))

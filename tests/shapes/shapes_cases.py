@@ -161,4 +161,5 @@ CASES = [
     ("mT", "mT", lambda n, m: ((r(2, n, m),), {})),
     ("Tensor.add_fn", torch.Tensor.add, lambda n, m: ((r(n, m), r(m)), {})),
     ("Tensor.view_fn", torch.Tensor.view, lambda n, m: ((r(n, m), -1), {})),
+    ("torch.layer_norm", torch.layer_norm, lambda n, m: ((r(n, m, 6), (6,)), {})),
 ]

@@ -305,3 +305,13 @@ def test_graph_symbols_in_creation_order():
     n = env.create_symint(9, TextSource("L['n']"))
     assert [str(s) for s in shapes.graph_symbols([n, {"k": m}], 3)] == ["s0", "s1", "s2"]
     assert shapes.graph_symbols(m.shape[1]) == [shape[1]]
+
+
+def test_marked_dynamic_dims_are_not_duck_shaped():
+    env = ShapeEnv()
+    x0 = env.create_symbol(6, size_of("x"))
+    y0 = env.create_symbol(6, size_of("y"), marked_dynamic=True)
+    z0 = env.create_symbol(6, size_of("z"))
+    assert x0 != y0 and z0 == x0
+    assert "L['z'].size()[0] == L['x'].size()[0]" in env.guard_texts()
+    assert not any("L['y']" in t and "==" in t for t in env.guard_texts())
