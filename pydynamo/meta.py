@@ -10,13 +10,20 @@ Invariants:
 - The source of truth is always the eager op run on `device="meta"` tensors built from the
   arguments' concrete sizes (hints for symbolic dims): dtype, device, requires_grad, output
   structure and errors come from there, so metadata never disagrees with eager.
-- When some input is symbolic, a registered shape rule (pydynamo/shape_rules.py, looked up in
+- When some input is symbolic, a registered shape rule (pydynamo/meta_rules.py, looked up in
   `RULES`) supplies the symbolic shape/stride, and the rule's shape evaluated on hints must equal
-  the meta run's shape. An op without a rule (or whose rule declines) specializes every symbolic
-  value it touches to its hint, recording one guard per symbol (`ShapeEnv.specialize`) and
-  counting it in `env.stats`: correct, less general.
-- Ops whose output shape depends on tensor data (nonzero, boolean masks, item(), tolist()) raise
-  `MetaUnsupported`, an `Unsupported`, which the executor turns into a graph break.
+  the meta run's shape (a disagreement specializes instead and counts `rule_mismatch`). An op
+  without a rule (or whose rule declines) specializes every symbolic value it touches to its
+  hint, recording one guard per symbol (`ShapeEnv.specialize`) and counting it in
+  `env.stats["specialized_ops"]` / `env.specialized_ops[name]`: correct, less general.
+- Ops whose output shape depends on tensor data (nonzero, boolean masks, item(), tolist()) and
+  any failure of the meta run raise `MetaUnsupported`, an `Unsupported`, which the executor
+  turns into a graph break (eager then raises the real error, if there is one).
+- The meta run happens under the caller's grad mode: the executor traces with the frame's grad
+  mode set, so requires_grad comes out as eager's.
+
+For FX nodes: `set_node_meta(node, value)` stores the TensorMeta (or SymInt/int/structure) in
+node.meta["val"] (and "tensor_meta", "example_value").
 """
 from __future__ import annotations
 
