@@ -180,7 +180,7 @@ def sympy_str(expr, names: Optional[dict] = None) -> str:
 
 
 class TextSource:
-    """Minimal source for sizes when the caller has no Source class for them."""
+    """A source given by its guard text (`L['n']`), for tests and callers without Source objects."""
 
     def __init__(self, text: str):
         self.text = text
@@ -192,28 +192,46 @@ class TextSource:
         return self.text
 
 
+@dataclasses.dataclass(frozen=True)
+class TensorPropertySource:
+    """`base.size()[dim]` / `base.stride()[dim]` of a tensor source (anything with name();
+    guard_expr() and reload() are used when the base has them), named as torch names it."""
+
+    base: Any
+    prop: str   # "size" or "stride"
+    dim: int
+
+    def _render(self, inner: str) -> str:
+        return f"{inner}.{self.prop}()[{self.dim}]"
+
+    def name(self) -> str:
+        return self._render(self.base.name())
+
+    def guard_expr(self) -> str:
+        return self._render(_source_code(self.base))
+
+    def reload(self) -> str:
+        return self._render(self.base.reload())
+
+    def __str__(self) -> str:
+        return self.name()
+
+
 def size_source(tensor_source, dim: int):
-    """Source of `tensor_source.size()[dim]`; uses a class from pydynamo.sources if present."""
-    try:
-        from pydynamo import sources
-        cls = getattr(sources, "TensorPropertySource", None) or getattr(sources, "SizeSource", None)
-        if cls is not None:
-            return cls(tensor_source, "size", dim)
-    except (ImportError, TypeError):
-        pass
-    return TextSource(f"{tensor_source.name()}.size()[{dim}]")
+    """Source of `tensor_source.size()[dim]`; a class from pydynamo.sources wins if it has one."""
+    return _property_source(tensor_source, "size", dim)
 
 
 def stride_source(tensor_source, dim: int):
-    """Source of `tensor_source.stride()[dim]`; uses a class from pydynamo.sources if present."""
-    try:
-        from pydynamo import sources
-        cls = getattr(sources, "TensorPropertySource", None)
-        if cls is not None:
-            return cls(tensor_source, "stride", dim)
-    except (ImportError, TypeError):
-        pass
-    return TextSource(f"{tensor_source.name()}.stride()[{dim}]")
+    return _property_source(tensor_source, "stride", dim)
+
+
+def _property_source(tensor_source, prop: str, dim: int):
+    from pydynamo import sources
+    cls = getattr(sources, "TensorPropertySource", None)
+    if cls is not None:
+        return cls(tensor_source, prop, dim)
+    return TensorPropertySource(tensor_source, prop, dim)
 
 
 def _source_code(source) -> str:

@@ -315,3 +315,24 @@ def test_marked_dynamic_dims_are_not_duck_shaped():
     assert x0 != y0 and z0 == x0
     assert "L['z'].size()[0] == L['x'].size()[0]" in env.guard_texts()
     assert not any("L['y']" in t and "==" in t for t in env.guard_texts())
+
+
+def test_works_with_executor_sources():
+    from pydynamo.sources import AttrSource, LocalSource
+    env = ShapeEnv()
+    x, w = torch.randn(6, 4), torch.randn(4, 9)
+    sx, _, _ = env.create_tensor_sizes(x, LocalSource("x"), [0, 1])
+    sw, _, _ = env.create_tensor_sizes(w, AttrSource(LocalSource("self"), "w"), [0, 1])
+    assert sw[0] == sx[1]  # duck shaped
+    assert env.symint(sx[0]) > 5
+    src = env.var_to_source[sx[0]]
+    assert src.name() == "L['x'].size()[0]" and src.reload() == "x.size()[0]"
+    assert "L['self'].w.size()[0] == L['x'].size()[1]" in env.guard_texts()
+
+    class M:
+        pass
+    m = M()
+    m.w = torch.randn(5, 9)
+    check = env.make_check_fn()
+    assert check({"x": torch.randn(8, 5), "self": m})
+    assert not check({"x": torch.randn(8, 4), "self": m})
