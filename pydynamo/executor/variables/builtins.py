@@ -10,7 +10,9 @@ from __future__ import annotations
 import builtins
 import collections
 import functools
+import inspect
 import math
+import types
 import operator
 
 import torch
@@ -387,7 +389,13 @@ def _print(tx, *args, **kwargs):
 
 @handler(id)
 def _id(tx, obj):
-    raise Unsupported("id", "id() of a traced value")
+    real = _identity_object(obj)
+    if real is _NO or isinstance(obj, TensorVariable):
+        raise Unsupported("id", "id() of a value made during tracing")
+    if obj.source is not None:
+        from pydynamo.guards import GuardKind
+        tx.add_guard(obj.source, GuardKind.ID_MATCH, (id(real), type(real).__name__))
+    return ConstantVariable(id(real))
 
 
 @handler(callable)
@@ -491,3 +499,15 @@ class GetterVariable(VariableTracker):
 
 HANDLERS[operator.itemgetter] = lambda tx, *k: GetterVariable(operator.itemgetter, [x.as_python_constant() for x in k])
 HANDLERS[operator.attrgetter] = lambda tx, *k: GetterVariable(operator.attrgetter, [x.as_python_constant() for x in k])
+
+
+@handler(inspect.signature)
+def _signature(tx, fn, **kwargs):
+    """inspect.signature of a known callable is a constant (Signature objects are immutable)."""
+    from pydynamo.executor.variables.functions import UserFunctionVariable, UserMethodVariable
+    if isinstance(fn, UserMethodVariable) and isinstance(fn.fn, UserFunctionVariable) and \
+            getattr(fn.obj, "value", None) is not None:
+        real = types.MethodType(fn.fn.fn, fn.obj.value)
+    else:
+        real = fn.as_python_constant()
+    return tx.wrap_constant_result(inspect.signature(real, **{k: v.as_python_constant() for k, v in kwargs.items()}))
