@@ -97,7 +97,7 @@ def _compile_lowered(gm, g, stats, options):
     from codegen.cpp import generate_source
     from codegen.ir import ExternCall
     from codegen.scheduler import FusedKernel, schedule
-    from codegen.wrapper import WrapperPrinter, ensure_layout
+    from codegen.wrapper import WrapperPrinter, ensure_layout, kernel_error
 
     steps = schedule(g.buffers, g.outputs, list(g.mutations.values()),
                      fuse=options.get("fuse", True))
@@ -113,7 +113,7 @@ def _compile_lowered(gm, g, stats, options):
         src, arg_names = generate_source(kernels, g.buffers_by_name,
                                          vector_math=codecache.vector_math_available())
         lib, so = codecache.load_library(src)
-    may_err = {k.name: any(n.reads(len(k.outer)).indirect for n in k.nodes) for k in kernels}
+    may_err = {k.name: any(n.reads(len(k.outer)).may_raise for n in k.nodes) for k in kernels}
     wp = WrapperPrinter(g, steps, arg_names, may_err)
     title = f"{type(gm).__name__} ({so or 'no kernels'})"
     wsrc = wp.generate(title)
@@ -124,7 +124,7 @@ def _compile_lowered(gm, g, stats, options):
     import ctypes
     ns: Dict[str, Any] = {"torch": torch, "_consts": wp.consts, "_externs": wp.externs,
                           "_empty": torch.empty_strided, "_ensure": ensure_layout,
-                          "_grad_enabled": torch.is_grad_enabled}
+                          "_grad_enabled": torch.is_grad_enabled, "_kernel_error": kernel_error}
     for b in g.constants:           # module parameters / traced constants, held by reference
         ns[b.name] = b.tensor
     for k in kernels:

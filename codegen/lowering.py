@@ -297,7 +297,10 @@ def div(input, other, *, rounding_mode=None, out=None):
         fn = ops.floordiv if rounding_mode == "floor" else (
             lambda a, b: ops.trunc(ops.truediv(a, b)))
         return pointwise(fn, [input, other], dt)
-    raise NotLowered("integer division")
+    if dt == torch.bool:
+        raise NotLowered("bool division")
+    fn = ops.int_floordiv if rounding_mode == "floor" else ops.int_truncdiv
+    return pointwise(fn, [input, other], dt)
 
 
 @register("floor_divide", "floordiv")
@@ -308,17 +311,17 @@ def floor_divide(input, other):
 @register("remainder", "mod")
 def remainder(input, other):
     dt = result_dtype(input, other)
-    if not is_float(dt):
-        raise NotLowered("integer remainder")
-    return pointwise(ops.remainder, [input, other], dt)
+    if dt == torch.bool:
+        raise NotLowered("bool remainder")
+    return pointwise(ops.remainder if is_float(dt) else ops.int_remainder, [input, other], dt)
 
 
 @register("fmod")
 def fmod(input, other):
     dt = result_dtype(input, other)
-    if not is_float(dt):
-        raise NotLowered("integer fmod")
-    return pointwise(ops.fmod, [input, other], dt)
+    if dt == torch.bool:
+        raise NotLowered("bool fmod")
+    return pointwise(ops.fmod if is_float(dt) else ops.int_fmod, [input, other], dt)
 
 
 @register("pow", "float_power_")

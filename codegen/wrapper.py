@@ -210,9 +210,10 @@ class WrapperPrinter:
             args.append(a if a in self.size_names else f"{a}.data_ptr()")
         call = f"{k.name}({', '.join(args)})"
         if self.may_err.get(k.name):
-            self.emit(f"if {call}:")
-            self.emit(f"raise IndexError('index out of range in {k.name} "
-                      f"({', '.join(o.name for o in k.origins())})')", 2)
+            self.emit(f"_err = {call}")
+            self.emit("if _err:")
+            self.emit(f"_kernel_error(_err, '{k.name} ({', '.join(o.name for o in k.origins())})')",
+                      2)
         else:
             self.emit(call)
 
@@ -243,6 +244,13 @@ def _step_origins(step):
     if isinstance(step, FusedKernel):
         return step.origins()
     return [step.origin] if step.origin is not None else []
+
+
+def kernel_error(code: int, where: str):
+    """Raise what eager raises for the condition a kernel flagged."""
+    if code == 2:
+        raise RuntimeError(f"ZeroDivisionError (integer division by zero in {where})")
+    raise IndexError(f"index out of range in {where}")
 
 
 def ensure_layout(t, size, stride, dtype):

@@ -319,3 +319,19 @@ def test_wrapper_names_user_source_line():
         n.meta["stack_trace"] = f'  File "/home/u/model.py", line 12, in f\n    {n.name}(x)\n'
     c = compile_and_check(gm, torch.randn(4))
     assert 'File "/home/u/model.py", line 12, in f' in open(c.wrapper_path).read()
+
+
+def test_integer_division_matches_eager_and_raises_on_zero():
+    a = torch.randint(-20, 20, (50,))
+    b = torch.randint(-5, 5, (50,))
+    b[b == 0] = 3
+    b[0] = -1
+
+    def f(a, b):
+        return (a // b, a % b, torch.fmod(a, b), torch.div(a, b, rounding_mode="trunc"),
+                torch.remainder(a, 7), a.to(torch.int8) // b.to(torch.int8))
+    c = compile_and_check(f, a, b)
+    assert c.stats.extern_nodes == 0
+    b[5] = 0
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        c(a, b)
