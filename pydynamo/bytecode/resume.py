@@ -145,13 +145,18 @@ def make_resume_function(code: CodeType, offset: int, *, nstack: int | None = No
     every live one).  See the module docstring for the calling convention."""
     if code.co_flags & _GENERATOR_FLAGS or not code.co_flags & 0x01:  # 0x01: CO_OPTIMIZED
         raise ValueError(f"can only resume plain function code, not {code.co_qualname}")
-    insts = disassemble(code)
+    cache = _cached(code)
+    if "analysis" not in cache:  # once per code object: the executor asks many times
+        insts = disassemble(code)
+        cache["analysis"] = (insts, analysis.stack_slots(insts), analysis.live_locals(insts),
+                             analysis.maybe_unbound(insts, CodeLayout.of(code).argnames))
+    insts, all_slots, all_live, all_unbound = cache["analysis"]
     k = next((n for n, i in enumerate(insts) if i.offset == offset), None)
     if k is None:
         raise ValueError(f"no instruction starts at offset {offset} in {code.co_qualname}")
     if insts[k].opname == "END_FOR":  # 3.12: FOR_ITER jumps over it; never executed there
         raise ValueError(f"cannot resume at END_FOR (offset {offset}); resume after it")
-    slots = analysis.stack_slots(insts)[k]
+    slots = all_slots[k]
     if slots is None:
         raise ValueError(f"offset {offset} of {code.co_qualname} is unreachable")
     if nstack is not None and nstack != len(slots):
@@ -159,7 +164,7 @@ def make_resume_function(code: CodeType, offset: int, *, nstack: int | None = No
     nulls = _null_slots(slots, null_slots, offset)
     reenter = tuple(i for i, s in enumerate(slots) if s == WITH_EXIT) if reenter_with else ()
     cells = code.co_cellvars + code.co_freevars
-    live = analysis.live_locals(insts)[k]
+    live = all_live[k]
     if live_locals is None:
         names = live
     else:
@@ -169,9 +174,9 @@ def make_resume_function(code: CodeType, offset: int, *, nstack: int | None = No
     local_args = tuple(n for n in dict.fromkeys(code.co_varnames) if n in names
                        and n not in cells)
     key = (offset, len(slots), nulls, reenter, local_args)
-    cache = _cached(code)
     if key not in cache:
-        cache[key] = _build(code, insts, k, slots, nulls, reenter, local_args, cells)
+        cache[key] = _build(code, insts, k, slots, nulls, reenter, local_args, cells,
+                            all_unbound[k])
     return cache[key]
 
 
@@ -191,13 +196,13 @@ def _null_slots(slots: Sequence[str], given: Iterable[int] | None, offset: int) 
 
 
 def _build(code: CodeType, insts: list[Instruction], k: int, slots: Sequence[str],
-           nulls: tuple, reenter: tuple, local_args: tuple, cells: tuple) -> ResumeFunction:
+           nulls: tuple, reenter: tuple, local_args: tuple, cells: tuple,
+           maybe_unbound: frozenset[str]) -> ResumeFunction:
     body = clone_instructions(insts)
     target = body[k]
     name = f"__resume_at_{insts[k].offset}_{next(_counter)}"
     stack_args = tuple(i for i in range(len(slots)) if i not in nulls)
     argnames = tuple(f"___stack{i}" for i in stack_args) + local_args
-    maybe_unbound = analysis.maybe_unbound(insts, CodeLayout.of(code).argnames)[k]
 
     pro: list[Instruction] = []
     if cells:
