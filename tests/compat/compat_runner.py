@@ -172,7 +172,7 @@ def run_case(c: cc.Case, reset, wrap, counter: FrameCounter) -> dict:
             warnings.simplefilter("always")
             t0 = time.perf_counter()
             try:
-                with counter:
+                with spec.enter(), counter:
                     out = compiled(*args, **kwargs)
                 rec["out"] = cc.normalize(out)
             except _Timeout:

@@ -174,6 +174,11 @@ def compare_compile(rec, ref, engine: str) -> list[str]:
             verb = "recompiled" if got else "did not recompile"
             bad.append(f"guard change {i - n + 1} (call {i + 1}): {engine} {verb} ({got} graph(s)), "
                        f"torch.compile compiled {want}")
+        # past the recompile limit the body runs eagerly: exactly when torch.compile's does
+        ran, ref_ran = rec["calls"][i]["body_frames"] > 0, ref["calls"][i]["body_frames"] > 0
+        if ran != ref_ran:
+            bad.append(f"guard change {i - n + 1} (call {i + 1}): {engine} {'ran' if ran else 'did not run'} "
+                       f"the original Python code, torch.compile {'did' if ref_ran else 'did not'}")
     return bad
 
 
