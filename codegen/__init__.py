@@ -149,7 +149,7 @@ def _compile_lowered(gm, g, stats, options):
         if not warned:
             warned.append(1)
             warnings.warn("pydynamo codegen: inputs differ from the compiled ones "
-                          "(shape/stride/dtype/device); running the graph eagerly", stacklevel=3)
+                          "(shape/stride/dtype/device/aliasing); running the graph eagerly", stacklevel=3)
         return gm(*args)
     ns["_eager_grad"], ns["_mismatch"] = eager_grad, mismatch
     exec(compile(wsrc, path, "exec"), ns)

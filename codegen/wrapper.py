@@ -144,6 +144,10 @@ class WrapperPrinter:
             conds.append(" or ".join(f"{v} < 2" for v in bound.values()))
         for pos, v in g.scalar_inputs.items():
             conds.append(f"arg{pos} != {self.const(v)}")
+        if g.mutations and len(g.inputs) > 1:
+            # a mutated input sharing memory with another input: eager's aliasing semantics
+            ptrs = ", ".join(f"arg{b.position}.untyped_storage().data_ptr()" for b in g.inputs)
+            conds.append(f"len({{{ptrs}}}) != {len(g.inputs)}")
         for c in conds:
             self.emit(f"if {c}:")
             self.emit(f"return _mismatch({', '.join(params)})", 2)

@@ -335,3 +335,16 @@ def test_integer_division_matches_eager_and_raises_on_zero():
     b[5] = 0
     with pytest.raises(RuntimeError, match="ZeroDivisionError"):
         c(a, b)
+
+
+def test_mutated_input_aliasing_another_input_runs_eagerly():
+    def f(x, y):
+        x.add_(1)
+        return y * 2
+    gm = torch.fx.symbolic_trace(f)
+    c = codegen.compile_fx(gm, [torch.randn(4), torch.randn(4)], strict=True)
+    x = torch.randn(4)
+    ref = (x + 1) * 2
+    with pytest.warns(UserWarning, match="differ"):
+        out = c(x, x)                  # y is x: eager sees the update
+    torch.testing.assert_close(out, ref)
