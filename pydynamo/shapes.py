@@ -44,6 +44,7 @@ import sympy
 from sympy.printing.str import StrPrinter
 
 from pydynamo.exc import PydynamoError
+from pydynamo.sources import Source
 
 # ---------------------------------------------------------------------------------------------
 # sympy functions with Python integer semantics
@@ -193,45 +194,29 @@ class TextSource:
 
 
 @dataclasses.dataclass(frozen=True)
-class TensorPropertySource:
-    """`base.size()[dim]` / `base.stride()[dim]` of a tensor source (anything with name();
-    guard_expr() and reload() are used when the base has them), named as torch names it."""
+class TensorPropertySource(Source):
+    """`src.size()[dim]` / `src.stride()[dim]` of a tensor source, named as torch names it
+    (`L['x'].size()[0]`); a pydynamo.sources.Source, so guards and reload code render it."""
 
-    base: Any
+    src: Any    # the tensor's Source (anything with name() works for naming)
     prop: str   # "size" or "stride"
     dim: int
 
-    def _render(self, inner: str) -> str:
+    @property
+    def base(self):
+        return self.src if isinstance(self.src, Source) else None
+
+    def render(self, local, glob, fast):
+        inner = self.src.render(local, glob, fast) if isinstance(self.src, Source) else self.src.name()
         return f"{inner}.{self.prop}()[{self.dim}]"
 
-    def name(self) -> str:
-        return self._render(self.base.name())
 
-    def guard_expr(self) -> str:
-        return self._render(_source_code(self.base))
-
-    def reload(self) -> str:
-        return self._render(self.base.reload())
-
-    def __str__(self) -> str:
-        return self.name()
+def size_source(tensor_source, dim: int) -> TensorPropertySource:
+    return TensorPropertySource(tensor_source, "size", dim)
 
 
-def size_source(tensor_source, dim: int):
-    """Source of `tensor_source.size()[dim]`; a class from pydynamo.sources wins if it has one."""
-    return _property_source(tensor_source, "size", dim)
-
-
-def stride_source(tensor_source, dim: int):
-    return _property_source(tensor_source, "stride", dim)
-
-
-def _property_source(tensor_source, prop: str, dim: int):
-    from pydynamo import sources
-    cls = getattr(sources, "TensorPropertySource", None)
-    if cls is not None:
-        return cls(tensor_source, prop, dim)
-    return TensorPropertySource(tensor_source, prop, dim)
+def stride_source(tensor_source, dim: int) -> TensorPropertySource:
+    return TensorPropertySource(tensor_source, "stride", dim)
 
 
 def _source_code(source) -> str:

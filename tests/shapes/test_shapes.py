@@ -336,3 +336,12 @@ def test_works_with_executor_sources():
     check = env.make_check_fn()
     assert check({"x": torch.randn(8, 5), "self": m})
     assert not check({"x": torch.randn(8, 4), "self": m})
+
+
+def test_size_sources_render_in_executor_guards():
+    from pydynamo.guards import Guard, GuardKind, compile_guards
+    from pydynamo.sources import LocalSource
+    src = shapes.size_source(LocalSource("x"), 1)
+    assert src.base == LocalSource("x") and src.guard_expr() == "L['x'].size()[1]"
+    check = compile_guards([Guard(src, GuardKind.EQUALS_MATCH, 4)], {})
+    assert check({"x": torch.randn(3, 4)}) and not check({"x": torch.randn(3, 5)})
