@@ -337,3 +337,34 @@ def test_explain_and_backends():
     assert "eager" in pydynamo.list_backends() and "inductor" in pydynamo.list_backends()
     pydynamo.register_backend("mine_for_test", lambda gm, ex: gm.forward)
     assert "mine_for_test" in pydynamo.list_backends()
+
+
+class _WithClassAttr:
+    factor = 2.0
+
+    def __init__(self):
+        self.bias = 1.0
+
+
+def test_class_attribute_rebinding_recompiles(cnt):
+    def f(x, o):
+        return x * o.factor + o.bias
+    opt = pydynamo.optimize(f, backend=cnt)
+    o, x = _WithClassAttr(), torch.randn(3)
+    torch.testing.assert_close(opt(x, o), f(x, o))
+    _WithClassAttr.factor = 5.0
+    try:
+        torch.testing.assert_close(opt(x, o), f(x, o))
+    finally:
+        _WithClassAttr.factor = 2.0
+    assert cnt.count == 2
+
+
+def test_dict_views_compare_like_views(cnt):
+    def f(x, d):
+        return x + 1, d.keys() == {"b", "a"}, list(d.items()) == [("a", 1), ("b", 2)], sorted(d.values())
+    d = {"a": 1, "b": 2}
+    x = torch.randn(2)
+    r, e = pydynamo.optimize(f, backend=cnt)(x, d), f(x, d)
+    torch.testing.assert_close(r[0], e[0])
+    assert r[1:] == e[1:] == (True, True, [1, 2])

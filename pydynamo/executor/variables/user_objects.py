@@ -31,7 +31,8 @@ def class_attribute(tx, obj_var: VariableTracker, cls: type, name: str):
             raise Unsupported("custom_getattr", f"{cls.__name__}.__getattr__ for {name!r}") from None
         raise Unsupported("no_attribute", f"{cls.__name__!r} object has no attribute {name!r}") from None
     from pydynamo.executor.variables.functions import UserFunctionVariable, UserMethodVariable
-    cls_src = None
+    # a plain class attribute is guarded through the instance's class, so rebinding it recompiles
+    cls_src = AttrSource(AttrSource(obj_var.source, "__class__"), name) if obj_var.source is not None else None
     if isinstance(raw, types.FunctionType):
         return UserMethodVariable(UserFunctionVariable(raw), obj_var)
     if isinstance(raw, staticmethod):
