@@ -101,6 +101,23 @@ _COMPARE = {"<": operator.lt, "<=": operator.le, "==": operator.eq, "!=": operat
             ">=": operator.ge}
 
 
+def graph_break_handler(run):
+    """The one place where an untraceable construct becomes a graph-break record: attaches the
+    user's location and inline stack to the Unsupported. (Issue 5 turns this into: compile the
+    graph so far, run the instruction eagerly, resume in a continuation function.)"""
+    def wrapper(tx, *args):
+        try:
+            return run(tx, *args)
+        except Unsupported as e:
+            if e.graph_break is None:
+                e.graph_break = GraphBreak(e.reason_code, e.message, tx.code.co_filename, tx.lineno,
+                                           None, tx.user_stack(), e.hint)
+            raise
+        except RecursionError:
+            raise Unsupported("recursion", "Python recursion limit reached while tracing") from None
+    return wrapper
+
+
 class InstructionTranslatorBase:
     def __init__(self, code: types.CodeType, f_globals: dict, parent: Optional["InstructionTranslatorBase"]):
         self.code = code
@@ -287,17 +304,13 @@ class InstructionTranslatorBase:
             raise Unsupported("unsupported_opcode", f"opcode {inst.opname} ({reason})")
         h.fn(self, inst)
 
+    @graph_break_handler
     def run_loop(self) -> None:
         try:
             while True:
                 self.step()
         except ReturnValue:
             return
-        except Unsupported as e:
-            if e.graph_break is None:
-                e.graph_break = GraphBreak(e.reason_code, e.message, self.code.co_filename, self.lineno,
-                                           None, self.user_stack(), e.hint)
-            raise
 
 
 class InliningTranslator(InstructionTranslatorBase):

@@ -1,0 +1,2 @@
+"""VariableTracker subclasses, one module per family of Python values (see base.py for the
+invariants every tracker keeps)."""
