@@ -570,16 +570,6 @@ def glu(input, dim=-1):
     return L["mul"](a, L["sigmoid"](b))
 
 
-@register("square_")
-def _square(input):
-    return L["square"](input)
-
-
-@register("xlogy_")
-def _xlogy(input, other):
-    return L["xlogy"](input, other)
-
-
 @register("diff")
 def diff(input, n=1, dim=-1, prepend=None, append=None):
     if n != 1 or prepend is not None or append is not None:

@@ -281,8 +281,8 @@ def mul(a, b):
 
 @register("rsub")
 def rsub(input, other, *, alpha=1):
-    return LOWERINGS["sub"](other, input, alpha=alpha) if is_tensor(other) else \
-        _binary_arith("sub")(other if alpha == 1 else other, mul(input, alpha) if alpha != 1 else input)
+    # other - alpha * input
+    return _binary_arith("sub")(other, input if alpha == 1 else mul(input, alpha))
 
 
 @register("div", "true_divide", "divide", "truediv")
@@ -324,7 +324,7 @@ def fmod(input, other):
     return pointwise(ops.fmod if is_float(dt) else ops.int_fmod, [input, other], dt)
 
 
-@register("pow", "float_power_")
+@register("pow")
 def pow_(input, exponent):
     dt = result_dtype(input, exponent)
     if not is_float(dt):
@@ -399,8 +399,6 @@ def _bitwise(name):
 
 for _n in BITWISE:
     register(_n)(_bitwise(_n))
-register("and_")(_bitwise("bitwise_and"))
-register("or_")(_bitwise("bitwise_or"))
 register("xor")(_bitwise("bitwise_xor"))
 
 

@@ -348,3 +348,22 @@ def test_mutated_input_aliasing_another_input_runs_eagerly():
     with pytest.warns(UserWarning, match="differ"):
         out = c(x, x)                  # y is x: eager sees the update
     torch.testing.assert_close(out, ref)
+
+
+def test_no_lowering_is_named_like_an_inplace_method():
+    # a name ending in "_" would make an in-place method look pure (its mutation lost)
+    from codegen.lowering import LOWERINGS
+    assert not [n for n in LOWERINGS if n.endswith("_")]
+
+
+def test_inplace_method_variants_mutate_like_eager():
+    def f(x, y):
+        x.square_()
+        x.clamp_(min=0.1)
+        x.xlogy_(y)
+        return x + 0
+    x0, y = torch.rand(6) + 0.5, torch.rand(6) + 0.5
+    c = codegen.compile_fx(torch.fx.symbolic_trace(f), [x0.clone(), y])
+    x1, x2 = x0.clone(), x0.clone()
+    torch.testing.assert_close(c(x1, y), f(x2, y))
+    torch.testing.assert_close(x1, x2)
