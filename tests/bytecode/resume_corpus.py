@@ -176,6 +176,20 @@ def matching(v):
     return r
 
 
+class Base:
+    def val(self, k):
+        LOG.append(("base", k))
+        return k * 2
+
+
+class Child(Base):
+    def val(self, k):
+        t = k + 1
+        LOG.append("child")
+        r = super().val(t)
+        return r + 1
+
+
 CASES = [
     (branches, [(1,), (2, 4), (5,)]),
     (loops, [(0,), (7,)]),
@@ -188,4 +202,5 @@ CASES = [
     (unbound_locals, [(0,), (4,)]),
     (early_returns, [(2,), (-1,), (9,)]),
     (matching, [([1, 2],), ({"k": 5},), (7,), ("x",)]),
+    (Child.val, [(Child(), 1), (Child(), 5)]),  # zero-argument super() reads the frame
 ]
