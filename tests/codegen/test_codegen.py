@@ -367,3 +367,13 @@ def test_inplace_method_variants_mutate_like_eager():
     x1, x2 = x0.clone(), x0.clone()
     torch.testing.assert_close(c(x1, y), f(x2, y))
     torch.testing.assert_close(x1, x2)
+
+
+def test_same_name_other_semantics_is_not_matched():
+    w, i = torch.randn(10, 4), torch.randint(0, 10, (3,))
+    m = torch.randn(5, 5)
+
+    def f(w, i, m):
+        return (torch.embedding(w, i), torch.linalg.norm(m, 2), torch.linalg.diagonal(m[None]),
+                torch.linalg.vector_norm(m, 2))
+    compile_and_check(f, w, i, m)
