@@ -177,6 +177,7 @@ class OutputGraph:
         if out is not None and not _has_tensor(out):
             return tx.wrap_constant_result(out)
         node = self.graph.create_node(kind, target, fx_args, fx_kwargs)
+        node.meta["stack_trace"] = f'  File "{tx.code.co_filename}", line {tx.lineno}, in {tx.code.co_name}'
         return self.wrap_node(tx, node, out, device)
 
     def _run_meta(self, tx, kind, target, m_args, m_kwargs, args, kwargs):
