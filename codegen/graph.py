@@ -391,9 +391,15 @@ class GraphLowering:
         return target(*args, **kwargs)
 
     def output(self, node):
-        seen = set()
+        seen, done = set(), {}
 
         def finalize(n):
+            if n in done:          # the same node twice: the same tensor twice, as in eager
+                return done[n]
+            done[n] = _finalize(n)
+            return done[n]
+
+        def _finalize(n):
             pos = self.input_alias.get(n)
             if pos is not None and pos in self.mutations:
                 return self.to_arg(self._input_value(pos))   # the mutated input itself

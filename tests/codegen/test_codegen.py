@@ -377,3 +377,10 @@ def test_same_name_other_semantics_is_not_matched():
         return (torch.embedding(w, i), torch.linalg.norm(m, 2), torch.linalg.diagonal(m[None]),
                 torch.linalg.vector_norm(m, 2))
     compile_and_check(f, w, i, m)
+
+
+def test_same_node_returned_twice_is_one_tensor():
+    c = codegen.compile_fx(torch.fx.symbolic_trace(lambda x: (lambda y: (y, y, y + 0))(x.exp())),
+                           [torch.randn(3)], strict=True)
+    a, b, d = c(torch.randn(3))
+    assert a is b and d is not a
