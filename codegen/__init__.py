@@ -10,7 +10,9 @@ callable carries `.kernel_count`, `.stats`, `.wrapper_path`, `.library_path`.
 Never a wrong answer: a graph the lowering cannot represent exactly runs eagerly (one warning
 naming the node, its source line and the reason); calls whose inputs need autograd, or differ
 from the compile-time inputs, run the original graph eagerly (counted in `counters`).
-Options: fuse=True (False: one kernel per buffer, for tests and debugging).
+Options: fuse=True (False: one kernel per buffer, for tests and debugging); dynamic={input
+index: [dims]} (those sizes become symbols, kernels take them as arguments); strict=False (True:
+internal errors raise instead of falling back to eager, for tests).
 """
 from __future__ import annotations
 
