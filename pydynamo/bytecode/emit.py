@@ -265,6 +265,22 @@ def unpack_sequence(n: int) -> Seq:
     return [Instruction("UNPACK_SEQUENCE", n)]
 
 
+def unpack_ex(before: int, after: int) -> Seq:
+    """[..., seq] -> [..., seq[-1], ..., rest_list, ..., seq[0]] for `a, *rest, b = seq`
+    (`before` names before the star, `after` after it; seq[0] on top)."""
+    return [Instruction("UNPACK_EX", before | (after << 8))]
+
+
+def dict_update() -> Seq:
+    """[..., d, mapping] -> [..., d] after d.update(mapping) (`{**m}` semantics)."""
+    return [Instruction("DICT_UPDATE", 1)]
+
+
+def list_extend() -> Seq:
+    """[..., lst, iterable] -> [..., lst] after lst.extend(iterable)."""
+    return [Instruction("LIST_EXTEND", 1)]
+
+
 def list_to_tuple() -> Seq:
     return [Instruction("CALL_INTRINSIC_1", _intrinsic("INTRINSIC_LIST_TO_TUPLE"))] \
         if ops.PY312 else [Instruction("LIST_TO_TUPLE")]

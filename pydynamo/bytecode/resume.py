@@ -169,6 +169,10 @@ def make_resume_function(code: CodeType, offset: int, *, nstack: int | None = No
     k = next((n for n, i in enumerate(insts) if i.offset == offset), None)
     if k is None:
         raise ValueError(f"no instruction starts at offset {offset} in {code.co_qualname}")
+    if k > 0 and insts[k - 1].opname in ("PRECALL", "KW_NAMES"):
+        # inside a call sequence: 3.11 charges PRECALL with the arguments (the analysed depth
+        # is not the real one) and KW_NAMES sets a register that a new frame would not have
+        raise ValueError(f"cannot resume inside a call sequence (offset {offset})")
     if insts[k].opname == "END_FOR":  # 3.12: FOR_ITER jumps over it; never executed there
         raise ValueError(f"cannot resume at END_FOR (offset {offset}); resume after it")
     slots = all_slots[k]

@@ -141,6 +141,10 @@ def test_misuse_is_rejected():
     with pytest.raises(ValueError, match="no instruction"):
         make_resume_function(code, 1)
 
+    after_kw = next(b for a, b in zip(insts, insts[1:]) if a.opname == "KW_NAMES")
+    with pytest.raises(ValueError, match="call sequence"):
+        make_resume_function(code, after_kw.offset, null_slots=range(len(slots[k])))
+
     def gen():
         yield 1
     with pytest.raises(ValueError, match="plain function"):
