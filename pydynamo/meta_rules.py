@@ -414,7 +414,13 @@ def _rule_flatten(ctx, x, start_dim=0, end_dim=-1):
         return Out(shape, contiguous_strides(shape), x.storage_offset)
     if s == e:
         return Out(x.shape, x.stride, x.storage_offset)
-    return Out(shape)
+    # mergeable into a view when each dim steps exactly over the next one (decided on hints,
+    # guarded); size-1 dims never matter. Otherwise flatten copies into a contiguous tensor.
+    dims = [i for i in range(s, e + 1) if not (isinstance(x.shape[i], int) and x.shape[i] == 1)]
+    if all(_eq(ctx, x.stride[a], _dim(x.stride[b] * x.shape[b])) for a, b in zip(dims, dims[1:])):
+        merged = x.stride[dims[-1]] if dims else 1
+        return Out(shape, tuple(x.stride[:s]) + (merged,) + tuple(x.stride[e + 1:]), x.storage_offset)
+    return Out(shape, contiguous_strides(shape), 0)
 
 
 @register("unflatten", torch.unflatten)

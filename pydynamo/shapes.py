@@ -325,8 +325,9 @@ class ShapeEnv:
     def create_tensor_sizes(self, tensor, source, dynamic_dims: Iterable[int],
                             marked_dims: Iterable[int] = (), size_source_fn=None):
         """Symbolic (shape, stride, storage_offset) for a real tensor whose `dynamic_dims` are
-        dynamic. Strides of a dense tensor are derived from the symbolic sizes; otherwise (rare:
-        overlapping or gappy inputs) strides stay concrete, which the tensor guard pins."""
+        dynamic. Strides of a dense tensor are derived from the symbolic sizes (and guarded
+        equal to them); other strides >= 2 become symbols read from `x.stride()[i]`. The storage
+        offset stays concrete."""
         size_source_fn = size_source_fn or size_source
         dynamic_dims, marked_dims = set(dynamic_dims), set(marked_dims)
         shape = []
@@ -339,11 +340,18 @@ class ShapeEnv:
         shape = tuple(shape)
         stride = tuple(tensor.stride())
         if any(isinstance(d, sympy.Basic) for d in shape):
-            stride = dense_strides_like(shape, tuple(tensor.shape), stride) or stride
-            for i, st in enumerate(stride):
-                if isinstance(st, sympy.Basic) and not st.is_number:
-                    # the tensor guard cannot pin a symbolic stride; this equality does
-                    self.source_equalities.append(SourceEquality(stride_source(source, i), st))
+            dense = dense_strides_like(shape, tuple(tensor.shape), stride)
+            if dense is not None:
+                stride = dense
+                for i, st in enumerate(stride):
+                    if isinstance(st, sympy.Basic) and not st.is_number:
+                        # the tensor guard cannot pin a symbolic stride; this equality does
+                        self.source_equalities.append(SourceEquality(stride_source(source, i), st))
+            else:
+                # a strided view (x[:, ::2], a column): strides read as symbols of their own
+                # (duck-shaped like sizes, so a stride equal to a size shares its symbol)
+                stride = tuple(_pyint(self.create_symbol(st, stride_source(source, i)))
+                               for i, st in enumerate(stride))
         return shape, stride, tensor.storage_offset()
 
     # -- values --------------------------------------------------------------------------------

@@ -162,4 +162,6 @@ CASES = [
     ("Tensor.add_fn", torch.Tensor.add, lambda n, m: ((r(n, m), r(m)), {})),
     ("Tensor.view_fn", torch.Tensor.view, lambda n, m: ((r(n, m), -1), {})),
     ("torch.layer_norm", torch.layer_norm, lambda n, m: ((r(n, m, 6), (6,)), {})),
+    ("flatten_view_of_strided", "flatten", lambda n, m: ((r(n, m, 3)[..., 1],), {})),
+    ("flatten_copy", "flatten", lambda n, m: ((r(m, n).t(),), {})),
 ]

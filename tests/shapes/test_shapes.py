@@ -3,6 +3,7 @@ function), replacements, ranges, mark_dynamic/mark_static policy and automatic d
 import operator
 
 import pytest
+import sympy
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -345,3 +346,14 @@ def test_size_sources_render_in_executor_guards():
     assert src.base == LocalSource("x") and src.guard_expr() == "L['x'].size()[1]"
     check = compile_guards([Guard(src, GuardKind.EQUALS_MATCH, 4)], {})
     assert check({"x": torch.randn(3, 4)}) and not check({"x": torch.randn(3, 5)})
+
+
+def test_strided_view_input_gets_stride_symbols():
+    env = ShapeEnv()
+    t = torch.randn(6, 10)[:, ::2]          # shape (6, 5), strides (10, 2)
+    shape, stride, _ = env.create_tensor_sizes(t, TextSource("L['t']"), [0, 1])
+    assert all(isinstance(d, sympy.Symbol) for d in (*shape, *stride))
+    assert env.source_names()[stride[0]] == "L['t'].stride()[0]"
+    check = env.make_check_fn()
+    assert check({"t": torch.randn(7, 14)[:, ::2]})
+    assert not check({"t": torch.randn(7, 14)[:, ::2][:, :1]})  # size 1 is specialized
