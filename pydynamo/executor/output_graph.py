@@ -4,7 +4,8 @@ Invariants:
   * Placeholders come first, in the order inputs were first used; each has a Source and the real
     value (the example input handed to the backend).
   * Every call node carries metadata: meta["val"] is a tensor on device "meta" with the output's
-    shape/stride/dtype/requires_grad, meta["tensor_meta"] a TensorMeta with the real device.
+    shape/stride/dtype/requires_grad, meta["tensor_meta"] a pydynamo.meta.TensorMeta with the
+    real device (the record type shapes/codegen share).
   * Metadata is computed by running the op on meta tensors (`_run_meta`), under the traced grad
     mode. A failure there is Unsupported (eager will raise the real error if there is one).
   * Nodes whose only effect is a mutation (in-place methods, setitem, grad-mode switches) are
@@ -22,21 +23,13 @@ import torch
 import torch.fx
 
 from pydynamo.exc import Unsupported
+from pydynamo.meta import TensorMeta
 from pydynamo.executor.variables.base import VariableTracker
 from pydynamo.executor.variables.constant import ConstantVariable, ObjectVariable
 from pydynamo.executor.variables.tensor import TensorVariable
 from pydynamo.sources import Source
 
 _graph_ids = itertools.count()
-
-
-@dataclasses.dataclass(frozen=True)
-class TensorMeta:
-    shape: tuple
-    stride: tuple
-    dtype: torch.dtype
-    device: torch.device
-    requires_grad: bool
 
 
 @dataclasses.dataclass
@@ -133,8 +126,7 @@ class OutputGraph:
     @staticmethod
     def _set_meta(node, example, device):
         node.meta["val"] = example
-        node.meta["tensor_meta"] = TensorMeta(tuple(example.shape), tuple(example.stride()),
-                                              example.dtype, device, example.requires_grad)
+        node.meta["tensor_meta"] = TensorMeta.from_tensor(example, device=device)
 
     # --- calls ----------------------------------------------------------------------------
     def to_fx(self, v: VariableTracker, meta: bool):
