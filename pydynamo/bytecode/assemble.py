@@ -229,10 +229,14 @@ def assemble(insts: Sequence[Instruction], *, consts: Sequence[Any] = (),
         runs.append((inst.positions, len(ext) + 1 + ops.cache_entries(inst.opname)))
     ends = offsets[1:] + [len(code)]
     rows: list[list] = []
+    placed = {id(i) for i in insts}
     for inst, off, end in zip(insts, offsets, ends):
         e = inst.exn_tab_entry
         if e is None:
             continue
+        if id(e.target) not in placed:
+            raise ValueError(f"{inst!r}: its exception handler {e.target!r} is not in the list "
+                             "(copied from another list? clear exn_tab_entry or clone both)")
         key = (id(e.target), e.depth, e.lasti)
         if rows and rows[-1][1] == off and rows[-1][5] == key:
             rows[-1][1] = end

@@ -42,9 +42,12 @@ from typing import Iterable, Sequence
 from pydynamo.bytecode import analysis, emit
 from pydynamo.bytecode.analysis import MAYBE_NULL, NULL, WITH_EXIT
 from pydynamo.bytecode.assemble import CodeLayout, make_code
-from pydynamo.bytecode.instruction import ExnTabEntry, Instruction, clone_instructions, disassemble
+from pydynamo.bytecode.instruction import (
+    ExnTabEntry, Instruction, clone_instructions, disassemble,
+)
 
-_GENERATOR_FLAGS = 0x20 | 0x80 | 0x100 | 0x200  # GENERATOR, COROUTINE, ITERABLE_COROUTINE, ASYNC_GEN
+# CO_GENERATOR, CO_COROUTINE, CO_ITERABLE_COROUTINE, CO_ASYNC_GENERATOR
+_GENERATOR_FLAGS = 0x20 | 0x80 | 0x100 | 0x200
 
 
 class _Unbound:
@@ -116,7 +119,7 @@ class ResumeFunction:
                                         "get", [emit.load_const(name), emit.load_const(UNBOUND)])
             else:
                 out += emit.load_fast(name)
-        return out + emit.call(len(self.stack_args) + len(self.local_args)) + emit.return_value()
+        return out + emit.call(len(self.params)) + emit.return_value()
 
 
 def _exit_context(exit_fn):

@@ -115,3 +115,18 @@ def test_inconsistent_stack_is_reported():
     bad = [Instruction("RESUME", 0), Instruction("POP_TOP"), Instruction("RETURN_VALUE")]
     with pytest.raises(ValueError, match="underflow"):
         make_code_like(f.__code__, bad)
+
+
+def test_foreign_handler_reference_is_rejected():
+    def f(x):
+        try:
+            return 1 / x
+        except ZeroDivisionError:
+            return None
+    insts = disassemble(f.__code__)
+    covered = next(i for i in insts if i.exn_tab_entry is not None)
+    copy = Instruction(covered.opname, covered.arg, covered.argval,
+                       exn_tab_entry=covered.exn_tab_entry)
+    body = [Instruction("RESUME", 0), copy, Instruction("RETURN_VALUE")]
+    with pytest.raises(ValueError, match="exception handler"):
+        make_code_like(f.__code__, body)
