@@ -14,6 +14,13 @@ def _fn(code, globs=None):
     return types.FunctionType(code, globs if globs is not None else globals())
 
 
+def _inverse(x):
+    try:
+        return 1 / x
+    except ZeroDivisionError:
+        return None
+
+
 def test_instruction_fields_from_code():
     def f(a, b=2):
         c = a + b
@@ -88,11 +95,7 @@ def test_new_locals_extended_args_and_virtual_jumps():
 
 
 def test_clone_remaps_targets_and_entries():
-    def f(x):
-        try:
-            return 1 / x
-        except ZeroDivisionError:
-            return None
+    f = _inverse
     insts = disassemble(f.__code__)
     copy = clone_instructions(insts)
     ids = {id(i) for i in copy}
@@ -118,11 +121,7 @@ def test_inconsistent_stack_is_reported():
 
 
 def test_foreign_handler_reference_is_rejected():
-    def f(x):
-        try:
-            return 1 / x
-        except ZeroDivisionError:
-            return None
+    f = _inverse
     insts = disassemble(f.__code__)
     covered = next(i for i in insts if i.exn_tab_entry is not None)
     copy = Instruction(covered.opname, covered.arg, covered.argval,
