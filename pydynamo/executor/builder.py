@@ -32,7 +32,7 @@ from pydynamo.executor.variables.functions import PartialVariable, UserFunctionV
 from pydynamo.executor.variables.iterators import ITERTOOLS
 from pydynamo.executor.variables.misc import GRAD_MODE_FNS, GradModeClassVariable
 from pydynamo.executor.variables.nn_module import NNModuleVariable
-from pydynamo.executor.variables.torch_fns import TorchFunctionVariable, is_torch_callable
+from pydynamo.executor.variables.torch_fns import ALLOWED_IN_GRAPH, TorchFunctionVariable, is_torch_callable
 from pydynamo.executor.variables.user_objects import UserDefinedClassVariable, UserDefinedObjectVariable
 from pydynamo.guards import GuardKind
 from pydynamo.sources import AttrSource, GetItemSource
@@ -247,6 +247,7 @@ WRAPPERS: list[tuple[Callable, Callable]] = [
     (lambda v: isinstance(v, enum.Enum) or v is inspect.Parameter.empty, by_identity(ObjectVariable)),
     (lambda v: isinstance(v, (types.ModuleType, types.CodeType)), by_identity(ObjectVariable)),
     (lambda v: _hashable_in(v, GRAD_MODE_FNS), _B.grad_cls),
+    (lambda v: _hashable_in(v, ALLOWED_IN_GRAPH), by_identity(TorchFunctionVariable)),
     (lambda v: _hashable_in(v, _BUILTIN_FUNCS), _B.builtin_fn),
     (lambda v: isinstance(v, torch.nn.Module), _B.module),
     (lambda v: isinstance(v, types.FunctionType), _B.function),

@@ -172,8 +172,17 @@ class InstructionTranslatorBase:
             tx = tx.parent
         return tuple(reversed(frames))
 
+    def user_location(self) -> str:
+        """file:line of the innermost frame on the inline stack that is user code (not torch or
+        the stdlib): where a guard "came from" in the user's terms."""
+        from pydynamo.convert_frame import is_library_file
+        tx = self
+        while tx.parent is not None and is_library_file(tx.code.co_filename):
+            tx = tx.parent
+        return tx.location()
+
     def add_guard(self, source: Source, kind: GuardKind, expected) -> None:
-        self.root.guards.append(Guard(source, kind, expected, self.location()))
+        self.root.guards.append(Guard(source, kind, expected, self.user_location()))
 
     def wrap(self, value, source) -> VariableTracker:
         return self.root.builder.wrap(self, value, source)

@@ -368,3 +368,18 @@ def test_dict_views_compare_like_views(cnt):
     r, e = pydynamo.optimize(f, backend=cnt)(x, d), f(x, d)
     torch.testing.assert_close(r[0], e[0])
     assert r[1:] == e[1:] == (True, True, [1, 2])
+
+
+def _opaque_op(x):
+    return x * 2 + 1
+
+
+def test_allow_in_graph_makes_one_opaque_node(cnt):
+    pydynamo.allow_in_graph(_opaque_op)
+
+    def f(x):
+        return _opaque_op(x).relu()
+    x = torch.randn(3)
+    torch.testing.assert_close(pydynamo.optimize(f, backend=cnt)(x), f(x))
+    targets = [n.target for n in cnt.graphs[0].graph.nodes if n.op == "call_function"]
+    assert _opaque_op in targets
