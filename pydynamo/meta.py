@@ -742,6 +742,10 @@ def _merge_one(spec, m: TensorMeta, env, target, inputs) -> TensorMeta:
         if tuple(_hint(env, d) for d in stride) != m.stride and _dense_mismatch_matters(m, stride, env):
             raise NoRuleMismatch(target, f"stride {stride} vs {m.stride}")
     else:
+        if any(not isinstance(d, int) and h <= 1 for d, h in zip(shape, m.shape)):
+            # a symbolic dim that is 0 or 1 on the hints (s0 - 1 at s0 = 2) hides the layout
+            # order from the meta run: pin it rather than guess
+            raise NoRule()
         # an output laid out exactly like an input (in-place ops, no-op .to, detach) shares its
         # symbolic strides; otherwise a dense output's strides follow from its shape
         same = _same_layout_input(shape, m, inputs, env)
@@ -801,7 +805,7 @@ def _symbolic_dense_strides(shape, m: TensorMeta) -> Optional[tuple]:
     sym = [0] * n
     acc_s: Any = 1
     for i in reversed(order):
-        sym[i] = m.stride[i] if m.shape[i] == 1 else _simplify_dim(sympy.sympify(acc_s))
+        sym[i] = m.stride[i] if isinstance(shape[i], int) and shape[i] == 1 else _simplify_dim(sympy.sympify(acc_s))
         acc_s = acc_s * shape[i]
     return tuple(_simplify_dim(s) if not isinstance(s, int) else s for s in sym)
 

@@ -399,9 +399,39 @@ def _rule_view(ctx, x, *args, **kwargs):
     shape = _infer_view_shape(ctx, x.numel(), sizes)
     if _is_contiguous_sym(x):
         return Out(shape, contiguous_strides(shape), x.storage_offset)
+    strides = _view_strides(ctx, x.shape, x.stride, shape)
+    if strides is not None:
+        return Out(shape, strides, x.storage_offset)
     if ctx.target in ("view", "view_as"):
         raise NoRule()
-    return Out(shape)   # reshape of a non-contiguous tensor copies: dense strides derived
+    return Out(shape, contiguous_strides(shape), 0)   # reshape copies
+
+
+def _view_strides(ctx, old_shape, old_stride, new_shape):
+    """Strides of `new_shape` as a view of (old_shape, old_stride), or None if it needs a copy:
+    ATen's computeStride, with every comparison of symbolic values decided on hints (guarded)."""
+    if any(isinstance(d, int) and d == 0 for d in old_shape) or not old_shape:
+        return None
+    new_stride: list = [None] * len(new_shape)
+    view_d = len(new_shape) - 1
+    chunk_base = old_stride[-1]
+    tensor_numel: Any = 1
+    view_numel: Any = 1
+    for d in range(len(old_shape) - 1, -1, -1):
+        tensor_numel = _dim(tensor_numel * old_shape[d])
+        if d == 0 or (not _eq(ctx, old_shape[d - 1], 1)
+                      and not _eq(ctx, old_stride[d - 1], _dim(tensor_numel * chunk_base))):
+            while view_d >= 0 and (_lt(ctx, view_numel, tensor_numel) or _eq(ctx, new_shape[view_d], 1)):
+                new_stride[view_d] = _dim(view_numel * chunk_base)
+                view_numel = _dim(view_numel * new_shape[view_d])
+                view_d -= 1
+            if not _eq(ctx, view_numel, tensor_numel):
+                return None
+            if d > 0:
+                chunk_base, tensor_numel, view_numel = old_stride[d - 1], 1, 1
+    if view_d != -1:
+        return None
+    return tuple(new_stride)
 
 
 @register("flatten", torch.flatten)

@@ -1,6 +1,6 @@
 """Property: random chains of views, slices, broadcasts and reductions traced on symbolic sizes
 give, at any other sizes the guards accept, exactly eager's shapes and strides — and never fall
-back to specialization."""
+back to specialization unless a symbolic dim is 0/1 on the hints."""
 import operator
 
 import torch
@@ -37,10 +37,13 @@ STEPS = [
     ("matmul_t", 2, lambda c, x: c(operator.matmul, x, c("transpose", x, -1, -2))),
     ("amax_keep", 2, lambda c, x: c("amax", x, 1, True)),
     ("expand_new", 1, lambda c, x: c("expand", c("unsqueeze", x, 0), 3, *([-1] * len(x.shape)))),
+    ("reshape_merge_front", 2, lambda c, x: c("reshape", x, -1, x.shape[-1])),
+    ("reshape_after_t", 2, lambda c, x: c("reshape", c("transpose", x, 0, 1), x.shape[1], -1)),
+    ("view_add_unit_dim", 1, lambda c, x: c("view", c("contiguous", x), *x.shape, 1)),
 ]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(st.lists(st.sampled_from(range(len(STEPS))), min_size=1, max_size=5),
        st.tuples(st.integers(2, 9), st.integers(2, 9), st.integers(2, 9)),
        st.tuples(st.integers(2, 9), st.integers(2, 9), st.integers(2, 9)),
@@ -53,15 +56,17 @@ def test_random_chains_generalize(chain, sizes0, sizes1, rank):
         x0 = torch.randn(*sizes0[:rank])
         shape, stride, off = env.create_tensor_sizes(x0, TextSource("L['x']"), range(rank))
         m = TensorMeta.from_tensor(x0, shape=shape, stride=stride, storage_offset=off)
-        real, used = x0, []
+        real, used, pinned_ok = x0, [], False
         for k in chain:
             name, min_rank, step = STEPS[k]
             if real.dim() < min_rank or real.dim() > 4:
                 continue
             m, real = step(traced, m), step(eager_call, real)
             used.append((name, step, m))
+            # a symbolic dim that is 0/1 on the hints (s0 - 1 at s0 = 2) may be pinned, by design
+            pinned_ok = pinned_ok or any(not isinstance(d, int) and env.size_hint(d) <= 1 for d in m.shape)
             assert_meta_matches(m, real, symbol_values(env, {"x": x0}), what=f"{name} at trace")
-        assert env.stats["specialized_ops"] == 0, env.specialized_ops
+        assert pinned_ok or env.stats["specialized_ops"] == 0, env.specialized_ops
         x1 = torch.randn(*sizes1[:rank])
         if not env.make_check_fn()({"x": x1}):
             return
