@@ -67,7 +67,8 @@ def _is_impure(node: torch.fx.Node) -> bool:
     return False
 
 
-_IMPURE_FUNCTIONS = {operator.setitem, torch._C._set_grad_enabled, operator.iadd, operator.isub, operator.imul,
+_IMPURE_FUNCTIONS = {operator.setitem, torch._C._set_grad_enabled, torch.autograd.grad_mode._enter_inference_mode,
+                     torch.autograd.grad_mode._exit_inference_mode, operator.iadd, operator.isub, operator.imul,
                      operator.itruediv, operator.ifloordiv, operator.imod, operator.ipow, operator.imatmul,
                      operator.iand, operator.ior, operator.ixor, operator.ilshift, operator.irshift}
 
@@ -177,7 +178,7 @@ class OutputGraph:
         if no_tensor_in and kind == "call_function" and "device" not in m_kwargs:
             m_kwargs = dict(m_kwargs, device="meta")  # a factory: build it on meta
         try:
-            with torch.set_grad_enabled(tx.grad_enabled):
+            with torch.inference_mode(tx.root.inference_mode_), torch.set_grad_enabled(tx.grad_enabled):
                 if kind == "call_method":
                     return getattr(m_args[0], target)(*m_args[1:], **m_kwargs)
                 return target(*m_args, **m_kwargs)

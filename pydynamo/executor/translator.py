@@ -373,6 +373,7 @@ class InstructionTranslator(InstructionTranslatorBase):
         self.guards: list[Guard] = []
         self.builder = VariableBuilder(self)
         self.grad_enabled_ = torch.is_grad_enabled()
+        self.inference_mode_ = torch.is_inference_mode_enabled()
         self.global_overrides: dict[str, VariableTracker] = {}
         self.result: Optional[tuple] = None  # (new_code, source_text)
         self.lazy_pending = set(frame_locals) - set(code.co_freevars)
@@ -399,8 +400,8 @@ class InstructionTranslator(InstructionTranslatorBase):
 
     def do_return(self, value: VariableTracker) -> None:
         from pydynamo.executor.reconstruct import OutputCodegen, build_code
-        if self.grad_enabled != torch.is_grad_enabled():
-            raise Unsupported("grad_mode_leak", "the frame returns with a different grad mode")
+        if self.grad_enabled != torch.is_grad_enabled() or self.inference_mode_ != torch.is_inference_mode_enabled():
+            raise Unsupported("grad_mode_leak", "the frame returns with a different grad/inference mode")
         cg = OutputCodegen(self.code, self.f_globals)
         ret = cg.reconstruct(value)
         ret = cg.temp(ret) if cg.lines or not self.side_effects.is_empty() else ret

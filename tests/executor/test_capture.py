@@ -383,3 +383,17 @@ def test_allow_in_graph_makes_one_opaque_node(cnt):
     torch.testing.assert_close(pydynamo.optimize(f, backend=cnt)(x), f(x))
     targets = [n.target for n in cnt.graphs[0].graph.nodes if n.op == "call_function"]
     assert _opaque_op in targets
+
+
+def test_inference_mode_block_matches_eager(cnt):
+    def f(x):
+        with torch.inference_mode():
+            y = x * 2 + 1
+            inside = (y.is_inference(), torch.is_grad_enabled())
+        return y.clone(), inside, torch.is_inference_mode_enabled()
+    x = torch.randn(3, requires_grad=True)
+    r, e = pydynamo.optimize(f, backend=cnt)(x), f(x)
+    torch.testing.assert_close(r[0], e[0])
+    assert r[1:] == e[1:] == ((True, False), False)
+    assert r[0].is_inference() == e[0].is_inference()
+    assert cnt.count == 1
