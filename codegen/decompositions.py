@@ -704,3 +704,170 @@ def addr(input, vec1, vec2, *, beta=1, alpha=1):
     if beta == 0:       # eager ignores `input` entirely (NaNs in it do not propagate)
         return prod
     return L["add"](prod, input if beta == 1 else L["mul"](input, beta))
+
+
+@register("logaddexp2")
+def logaddexp2(input, other):
+    dt = L["add"](input, other).dtype
+    if not is_float(dt):
+        raise NotLowered("logaddexp2 int")
+    inv_ln2 = 1.0 / math.log(2.0)
+
+    def fn(a, b):
+        m = ops.maximum(a, b)
+        both_inf = ops.logical_and(ops.isinf(a), ops.eq(a, b))
+        r = ops.add(m, ops.mul(ops.log1p(ops.exp2(ops.neg(ops.abs(ops.sub(a, b))))),
+                               _const(inv_ln2, dt)))
+        return ops.where(both_inf, a, r)
+    return pointwise(fn, [input, other], dt)
+
+
+@register("ldexp")
+def ldexp(input, other):
+    dt = float_dtype_for(L["add"](input, other).dtype)
+    return pointwise(lambda a, b: ops.mul(a, ops.exp2(b)), [input, other], dt)
+
+
+@register("isclose")
+def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    if not is_tensor(other) or input.dtype != other.dtype or not is_float(input.dtype):
+        raise NotLowered("isclose dtypes")
+    dt = input.dtype
+
+    def fn(a, b):
+        close = ops.eq(a, b)
+        if equal_nan:
+            close = ops.logical_or(close, ops.logical_and(ops.isnan(a), ops.isnan(b)))
+        if rtol == 0 and atol == 0:
+            return close
+        allowed = ops.add(_const(atol, dt), ops.abs(ops.mul(_const(rtol, dt), b)))
+        actual = ops.abs(ops.sub(a, b))
+        return ops.logical_or(close, ops.logical_and(ops.isfinite(actual), ops.le(actual, allowed)))
+    return pointwise(fn, [input, other], dt, torch.bool)
+
+
+@register("cosine_similarity")
+def cosine_similarity(x1, x2, dim=1, eps=1e-8):
+    _f(x1)
+    from codegen.lowering import broadcast_sizes, expand_to
+    size = broadcast_sizes(x1.size, x2.size)
+    a, b = expand_to(x1, size), expand_to(x2, size)
+    d = norm_dim(dim, len(size))
+
+    def norm(t):
+        return clamp(unary(ops.sqrt, sum_(unary(ops.square, t), [d], True)), min=eps)
+    return sum_(L["mul"](L["div"](a, norm(a)), L["div"](b, norm(b))), [d])
+
+
+@register("constant_pad_nd")
+def constant_pad_nd(input, pad, value=0):
+    from codegen.ir import TensorValue
+    pad = list(pad)
+    if len(pad) % 2 or len(pad) // 2 > input.ndim or not all(isinstance(p, int) for p in pad):
+        raise NotLowered("pad spec")
+    if not all(sympy.sympify(s).is_number for s in input.size):
+        raise NotLowered("symbolic pad")
+    spec = {}
+    for k in range(len(pad) // 2):
+        spec[input.ndim - 1 - k] = (pad[2 * k], pad[2 * k + 1])
+    size = list(input.size)
+    for d, (lo, hi) in spec.items():
+        size[d] = size[d] + lo + hi
+        if size[d] < 0:
+            raise NotLowered("negative padded size")
+    dt = input.dtype
+    if isinstance(value, float) and not is_float(dt) and value != int(value):
+        raise NotLowered("fractional fill of an int tensor")
+
+    def loader(idx):
+        src, conds = list(idx), []
+        for d, (lo, hi) in spec.items():
+            n = int(input.size[d])
+            s = idx[d] - lo
+            src[d] = sympy.Max(0, sympy.Min(s, n - 1))
+            e = ops.index_expr(s, torch.int64)
+            conds.append(ops.logical_and(ops.ge(e, ops.constant(0, torch.int64)),
+                                         ops.lt(e, ops.constant(n, torch.int64))))
+        inside = conds[0]
+        for c in conds[1:]:
+            inside = ops.logical_and(inside, c)
+        return ops.where(inside, input.loader(src), _const(value, dt))
+    return TensorValue(size, dt, loader, None, input.cost + 4 * len(spec))
+
+
+@register("pad")
+def pad(input, pad, mode="constant", value=None):
+    if mode != "constant":
+        raise NotLowered(f"pad mode {mode}")
+    return constant_pad_nd(input, pad, 0 if value is None else value)
+
+
+@register("linspace")
+def linspace(start, end, steps, *, dtype=None, **kw):
+    from codegen.ir import TensorValue
+    from codegen.lowering import _check_factory
+    _check_factory(kw)
+    dtype = dtype or torch.get_default_dtype()
+    if not dtype.is_floating_point or not all(isinstance(v, (int, float)) for v in (start, end)) \
+            or not isinstance(steps, int) or steps < 1:
+        raise NotLowered("linspace args")
+    step = (end - start) / (steps - 1) if steps > 1 else 0.0
+    half = steps // 2
+
+    def loader(idx):
+        i = ops.index_expr(idx[0], dtype)
+        lo = ops.add(_const(start, dtype), ops.mul(i, _const(step, dtype)))
+        hi = ops.sub(_const(end, dtype), ops.mul(ops.sub(_const(steps - 1, dtype), i),
+                                                 _const(step, dtype)))
+        return ops.where(ops.lt(ops.index_expr(idx[0], torch.int64),
+                                ops.constant(half, torch.int64)), lo, hi)
+    return TensorValue([sympy.Integer(steps)], dtype, loader, None, 6)
+
+
+@register("meshgrid")
+def meshgrid(*tensors, indexing="ij"):
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    if any(t.ndim > 1 for t in tensors) or indexing not in ("ij", "xy"):
+        raise NotLowered("meshgrid args")
+    ts = [reshape(t, [-1]) if t.ndim == 0 else t for t in tensors]
+    swap = indexing == "xy" and len(ts) >= 2
+    order = list(range(len(ts)))
+    if swap:
+        order[0], order[1] = 1, 0
+    shape = [ts[i].size[0] for i in order]
+    outs = []
+    for k, t in enumerate(ts):
+        pos = order.index(k)
+        view = [1] * len(ts)
+        view[pos] = -1
+        outs.append(L["expand"](reshape(t, view), shape))
+    return tuple(outs)
+
+
+def _adaptive_avg(input, output_size, nd):
+    if isinstance(output_size, int):
+        output_size = [output_size] * nd
+    output_size = list(output_size)
+    _f(input)
+    ins = [int(s) for s in input.size[-nd:]]
+    outs = [i if o is None else o for o, i in zip(output_size, ins)]
+    if any(o <= 0 or i % o for i, o in zip(ins, outs)):
+        raise NotLowered("adaptive pool with uneven windows")
+    lead = list(input.size[:-nd])
+    split = []
+    for i, o in zip(ins, outs):
+        split += [o, i // o]
+    x = reshape(input, lead + split)
+    dims = [len(lead) + 2 * k + 1 for k in range(nd)]
+    return mean(x, dims)
+
+
+@register("adaptive_avg_pool1d")
+def adaptive_avg_pool1d(input, output_size):
+    return _adaptive_avg(input, output_size, 1)
+
+
+@register("adaptive_avg_pool2d")
+def adaptive_avg_pool2d(input, output_size):
+    return _adaptive_avg(input, output_size, 2)
