@@ -397,3 +397,12 @@ def test_inference_mode_block_matches_eager(cnt):
     assert r[1:] == e[1:] == ((True, False), False)
     assert r[0].is_inference() == e[0].is_inference()
     assert cnt.count == 1
+
+
+def test_container_equality_like_python(cnt):
+    def f(x, n):
+        a, b = [x, n], [x, n]
+        return x + 1, a == b, (1, [2]) == (1, [2]), {"k": x} == {"k": x}, [x] != [x], a == (x, n)
+    x = torch.randn(2)
+    r, e = pydynamo.optimize(f, backend=cnt)(x, 3), f(x, 3)
+    assert r[1:] == e[1:] == (True, True, True, False, False)
