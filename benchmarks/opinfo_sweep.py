@@ -54,11 +54,21 @@ def main():
             if name in a.dtypes.split(","):
                 items.append((op.name, op.variant_test_name, name))
     t0 = time.time()
+    results = []
+    log = open(a.out + "l", "w") if a.out else None     # one JSON line per pair, as they finish
+
+    def record(r):
+        results.append(r)
+        if log:
+            log.write(json.dumps(r, default=str) + "\n")
+            log.flush()
     if a.jobs > 1:
         with ProcessPoolExecutor(a.jobs) as ex:
-            results = list(ex.map(_work, items))
+            for r in ex.map(_work, items):
+                record(r)
     else:
-        results = [_work(i) for i in items]
+        for i in items:
+            record(_work(i))
     wrong = [r for r in results if r["wrong"]]
     native_ops = {r["op"] for r in results if r["native"] and r["dtype"] == "float32"}
     native_any = {r["op"] for r in results if r["native"]}

@@ -10,7 +10,9 @@ callable carries `.kernel_count`, `.stats`, `.wrapper_path`, `.library_path`.
 Never a wrong answer: a graph the lowering cannot represent exactly runs eagerly (one warning
 naming the node, its source line and the reason); calls whose inputs need autograd, or differ
 from the compile-time inputs, run the original graph eagerly (counted in `counters`).
-Options: fuse=True (False: one kernel per buffer, for tests and debugging).
+Options: fuse=True (False: one kernel per buffer, for tests and debugging); dynamic={input
+index: [dims]} (those sizes become symbols, kernels take them as arguments); strict=False (True:
+internal errors raise instead of falling back to eager, for tests).
 """
 from __future__ import annotations
 
@@ -75,7 +77,7 @@ def compile_fx(gm: torch.fx.GraphModule, example_inputs: List[Any], **options):
         return compile_fx_triton(gm, example_inputs, **options)
     stats = CompileStats()
     try:
-        g = GraphLowering(gm, example_inputs).run()
+        g = GraphLowering(gm, example_inputs, options.get("dynamic")).run()
     except EagerFallback as e:
         return _eager(gm, str(e), stats)
     except Exception as e:
@@ -97,7 +99,7 @@ def _compile_lowered(gm, g, stats, options):
     from codegen.cpp import generate_source
     from codegen.ir import ExternCall
     from codegen.scheduler import FusedKernel, schedule
-    from codegen.wrapper import WrapperPrinter, ensure_layout
+    from codegen.wrapper import WrapperPrinter, ensure_layout, kernel_error
 
     steps = schedule(g.buffers, g.outputs, list(g.mutations.values()),
                      fuse=options.get("fuse", True))
@@ -113,7 +115,7 @@ def _compile_lowered(gm, g, stats, options):
         src, arg_names = generate_source(kernels, g.buffers_by_name,
                                          vector_math=codecache.vector_math_available())
         lib, so = codecache.load_library(src)
-    may_err = {k.name: any(n.reads(len(k.outer)).indirect for n in k.nodes) for k in kernels}
+    may_err = {k.name: any(n.reads(len(k.outer)).may_raise for n in k.nodes) for k in kernels}
     wp = WrapperPrinter(g, steps, arg_names, may_err)
     title = f"{type(gm).__name__} ({so or 'no kernels'})"
     wsrc = wp.generate(title)
@@ -124,7 +126,7 @@ def _compile_lowered(gm, g, stats, options):
     import ctypes
     ns: Dict[str, Any] = {"torch": torch, "_consts": wp.consts, "_externs": wp.externs,
                           "_empty": torch.empty_strided, "_ensure": ensure_layout,
-                          "_grad_enabled": torch.is_grad_enabled}
+                          "_grad_enabled": torch.is_grad_enabled, "_kernel_error": kernel_error}
     for b in g.constants:           # module parameters / traced constants, held by reference
         ns[b.name] = b.tensor
     for k in kernels:
@@ -149,7 +151,7 @@ def _compile_lowered(gm, g, stats, options):
         if not warned:
             warned.append(1)
             warnings.warn("pydynamo codegen: inputs differ from the compiled ones "
-                          "(shape/stride/dtype/device); running the graph eagerly", stacklevel=3)
+                          "(shape/stride/dtype/device/aliasing); running the graph eagerly", stacklevel=3)
         return gm(*args)
     ns["_eager_grad"], ns["_mismatch"] = eager_grad, mismatch
     exec(compile(wsrc, path, "exec"), ns)

@@ -51,17 +51,22 @@ RENAMES = {
 }
 
 _NAMESPACES = [("", torch), ("", torch.Tensor), ("", F), ("special_", torch.special),
-               ("", torch.special), ("", torch.linalg)]
+               ("", torch.special)]
+# same name, different meaning: never matched by name (torch.embedding takes (weight, indices);
+# torch.linalg.* have matrix semantics and other default dims)
+EXCLUDED = {torch.embedding}
+EXPLICIT = {torch.linalg.vector_norm: "linalg_vector_norm"}
 
 
 def _build_function_table() -> Dict[Any, str]:
     table: Dict[Any, str] = dict(OPERATORS)
+    table.update(EXPLICIT)
     for prefix, ns in _NAMESPACES:
         for attr in dir(ns):
             if attr.startswith("_") and attr not in RENAMES:
                 continue
             fn = getattr(ns, attr, None)
-            if fn is None or not callable(fn):
+            if fn is None or not callable(fn) or any(fn is e for e in EXCLUDED):
                 continue
             name = RENAMES.get(prefix + attr, RENAMES.get(attr, attr))
             if name in LOWERINGS:

@@ -80,6 +80,27 @@ template <typename T> static inline T pd_xlogy(T x, T y) {
   return x * std::log(y);
 }
 template <typename T> static inline T pd_sgn(T a) { return pd_sign(a); }
+// integer division: error 2 on a zero divisor; b == -1 avoids the INT_MIN / -1 trap (wraps)
+template <typename T> static inline T pd_int_truncdiv(T a, T b, int* err) {
+  if (b == T(0)) { *err = 2; return T(0); }
+  if constexpr (std::is_signed_v<T>) { if (b == T(-1)) return T(T(0) - a); }
+  return T(a / b);
+}
+template <typename T> static inline T pd_int_fmod(T a, T b, int* err) {
+  if (b == T(0)) { *err = 2; return T(0); }
+  if constexpr (std::is_signed_v<T>) { if (b == T(-1)) return T(0); }
+  return T(a % b);
+}
+template <typename T> static inline T pd_int_floordiv(T a, T b, int* err) {
+  T q = pd_int_truncdiv(a, b, err);
+  if (b != T(0) && pd_int_fmod(a, b, err) != T(0) && ((a < T(0)) != (b < T(0)))) q = T(q - 1);
+  return q;
+}
+template <typename T> static inline T pd_int_remainder(T a, T b, int* err) {
+  T r = pd_int_fmod(a, b, err);
+  if (r != T(0) && ((r < T(0)) != (b < T(0)))) r = T(r + b);
+  return r;
+}
 """
 
 
@@ -169,6 +190,10 @@ BINARY = {
     "hypot": lambda a, b: f"std::hypot({a}, {b})",
     "nextafter": lambda a, b: f"std::nextafter({a}, {b})",
     "xlogy": lambda a, b: f"pd_xlogy({a}, {b})",
+    "int_floordiv": lambda a, b: f"pd_int_floordiv({a}, {b}, &pd_err)",
+    "int_truncdiv": lambda a, b: f"pd_int_truncdiv({a}, {b}, &pd_err)",
+    "int_remainder": lambda a, b: f"pd_int_remainder({a}, {b}, &pd_err)",
+    "int_fmod": lambda a, b: f"pd_int_fmod({a}, {b}, &pd_err)",
     "eq": lambda a, b: f"({a} == {b})", "ne": lambda a, b: f"({a} != {b})",
     "lt": lambda a, b: f"({a} < {b})", "le": lambda a, b: f"({a} <= {b})",
     "gt": lambda a, b: f"({a} > {b})", "ge": lambda a, b: f"({a} >= {b})",
@@ -405,7 +430,7 @@ class CppKernelPrinter(HandlerBase):
         xl = sym(f"x{k - 1}")
         for n in self.kernel.nodes:
             deps = n.reads(k)
-            if deps.indirect or not deps.reads:
+            if deps.may_raise or not deps.reads:
                 return False
             _, rs = n.vars(k)
             for r in deps.reads:
@@ -460,7 +485,7 @@ class CppKernelPrinter(HandlerBase):
             self.close_loop()
 
     def _may_err(self):
-        return any(n.reads(len(self.kernel.outer)).indirect for n in self.kernel.nodes)
+        return any(n.reads(len(self.kernel.outer)).may_raise for n in self.kernel.nodes)
 
     def _node(self, j, node, xs, parallel_outer):
         k = len(xs)
@@ -583,7 +608,7 @@ def emit_reduction(p: CppKernelPrinter, j, node, xs, parallel_outer):
             if acc.nan_flag:
                 p.line(f"int {target}_nan = 0;")
         clauses = None
-        if acc.simd:
+        if acc.simd and not p._may_err():
             clauses = f"reduction({acc.simd}:{target})" + (
                 f" reduction(|:{target}_nan)" if acc.nan_flag else "")
         loops(lambda r: p.line(acc.update.format(acc=target, v=value_fn(r))), clauses)

@@ -570,16 +570,6 @@ def glu(input, dim=-1):
     return L["mul"](a, L["sigmoid"](b))
 
 
-@register("square_")
-def _square(input):
-    return L["square"](input)
-
-
-@register("xlogy_")
-def _xlogy(input, other):
-    return L["xlogy"](input, other)
-
-
 @register("diff")
 def diff(input, n=1, dim=-1, prepend=None, append=None):
     if n != 1 or prepend is not None or append is not None:
@@ -602,3 +592,282 @@ def trace(input):
     diag = TensorValue([sympy.Integer(n)], input.dtype, lambda idx: input.loader([idx[0], idx[0]]),
                        None, input.cost)
     return sum_(diag)
+
+
+@register("fliplr")
+def fliplr(input):
+    if input.ndim < 2:
+        raise NotLowered("fliplr rank")
+    return L["flip"](input, [1])
+
+
+@register("flipud")
+def flipud(input):
+    if input.ndim < 1:
+        raise NotLowered("flipud rank")
+    return L["flip"](input, [0])
+
+
+@register("diagonal", "diagonal_copy")
+def diagonal(input, offset=0, dim1=0, dim2=1):
+    from codegen.ir import TensorValue
+    d1, d2 = norm_dim(dim1, input.ndim), norm_dim(dim2, input.ndim)
+    if d1 == d2 or not all(sympy.sympify(s).is_number for s in input.size):
+        raise NotLowered("diagonal dims")
+    n1, n2 = int(input.size[d1]), int(input.size[d2])
+    n = max(0, min(n1 - max(0, -offset), n2 - max(0, offset)))
+    rest = [d for d in range(input.ndim) if d not in (d1, d2)]
+
+    def loader(idx):
+        full = [None] * input.ndim
+        for d, i in zip(rest, idx[:-1]):
+            full[d] = i
+        full[d1] = idx[-1] + max(0, -offset)
+        full[d2] = idx[-1] + max(0, offset)
+        return input.loader(full)
+    size = [input.size[d] for d in rest] + [sympy.Integer(n)]
+    return TensorValue(size, input.dtype, loader, None, input.cost)
+
+
+@register("diag")
+def diag(input, diagonal_=0, *, diagonal=None):
+    k = diagonal if diagonal is not None else diagonal_
+    if input.ndim == 2:
+        return L["diagonal"](input, k)
+    if input.ndim != 1:
+        raise NotLowered("diag rank")
+    from codegen.ir import TensorValue
+    n = int(input.size[0])
+    m = n + abs(k)
+    zero = lambda: _const(0, input.dtype)  # noqa: E731
+
+    def loader(idx):
+        r, c = idx
+        i = r if k >= 0 else c
+        on = ops.eq(ops.sub(ops.index_expr(c, torch.int64), ops.index_expr(r, torch.int64)),
+                    ops.constant(k, torch.int64))
+        # clamp keeps the load in bounds off the diagonal; `where` discards it there
+        return ops.where(on, input.loader([sympy.Min(i, n - 1)]), zero())
+    return TensorValue([sympy.Integer(m)] * 2, input.dtype, loader, None, input.cost + 4)
+
+
+@register("expand_copy")
+def expand_copy(input, size, *, implicit=False):
+    return L["expand"](input, list(size))
+
+
+@register("alias_copy", "conj", "conj_physical")
+def alias_copy(input):
+    if input.dtype.is_complex:
+        raise NotLowered("complex")
+    return input
+
+
+@register("unsafe_chunk")
+def unsafe_chunk(input, chunks, dim=0):
+    return L["chunk"](input, chunks, dim)
+
+
+@register("unsafe_split")
+def unsafe_split(input, split_size, dim=0):
+    return L["split"](input, split_size, dim)
+
+
+@register("broadcast_tensors")
+def broadcast_tensors(*tensors):
+    from codegen.lowering import broadcast_sizes, expand_to
+    size = broadcast_sizes(*[t.size for t in tensors])
+    return tuple(expand_to(t, size) for t in tensors)
+
+
+@register("sum_to_size")
+def sum_to_size(input, *size):
+    if len(size) == 1 and isinstance(size[0], (list, tuple, torch.Size)):
+        size = size[0]
+    size = list(size)
+    lead = input.ndim - len(size)
+    dims = list(range(lead)) + [lead + i for i, s in enumerate(size)
+                                if s == 1 and input.size[lead + i] != 1]
+    if not dims:
+        return input
+    out = sum_(input, dims, True)
+    return reshape(out, size) if size else reshape(out, [])
+
+
+@register("addr")
+def addr(input, vec1, vec2, *, beta=1, alpha=1):
+    if vec1.dtype == torch.bool:
+        raise NotLowered("addr bool")
+    prod = L["outer"](vec1, vec2)
+    if alpha != 1:
+        prod = L["mul"](prod, alpha)
+    if beta == 0:       # eager ignores `input` entirely (NaNs in it do not propagate)
+        return prod
+    return L["add"](prod, input if beta == 1 else L["mul"](input, beta))
+
+
+@register("logaddexp2")
+def logaddexp2(input, other):
+    dt = L["add"](input, other).dtype
+    if not is_float(dt):
+        raise NotLowered("logaddexp2 int")
+    inv_ln2 = 1.0 / math.log(2.0)
+
+    def fn(a, b):
+        m = ops.maximum(a, b)
+        both_inf = ops.logical_and(ops.isinf(a), ops.eq(a, b))
+        r = ops.add(m, ops.mul(ops.log1p(ops.exp2(ops.neg(ops.abs(ops.sub(a, b))))),
+                               _const(inv_ln2, dt)))
+        return ops.where(both_inf, a, r)
+    return pointwise(fn, [input, other], dt)
+
+
+@register("ldexp")
+def ldexp(input, other):
+    dt = float_dtype_for(L["add"](input, other).dtype)
+    return pointwise(lambda a, b: ops.mul(a, ops.exp2(b)), [input, other], dt)
+
+
+@register("isclose")
+def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    if not is_tensor(other) or input.dtype != other.dtype or not is_float(input.dtype):
+        raise NotLowered("isclose dtypes")
+    dt = input.dtype
+
+    def fn(a, b):
+        close = ops.eq(a, b)
+        if equal_nan:
+            close = ops.logical_or(close, ops.logical_and(ops.isnan(a), ops.isnan(b)))
+        if rtol == 0 and atol == 0:
+            return close
+        allowed = ops.add(_const(atol, dt), ops.abs(ops.mul(_const(rtol, dt), b)))
+        actual = ops.abs(ops.sub(a, b))
+        return ops.logical_or(close, ops.logical_and(ops.isfinite(actual), ops.le(actual, allowed)))
+    return pointwise(fn, [input, other], dt, torch.bool)
+
+
+@register("cosine_similarity")
+def cosine_similarity(x1, x2, dim=1, eps=1e-8):
+    _f(x1)
+    from codegen.lowering import broadcast_sizes, expand_to
+    size = broadcast_sizes(x1.size, x2.size)
+    a, b = expand_to(x1, size), expand_to(x2, size)
+    d = norm_dim(dim, len(size))
+
+    def norm(t):
+        return clamp(unary(ops.sqrt, sum_(unary(ops.square, t), [d], True)), min=eps)
+    return sum_(L["mul"](L["div"](a, norm(a)), L["div"](b, norm(b))), [d])
+
+
+@register("constant_pad_nd")
+def constant_pad_nd(input, pad, value=0):
+    from codegen.ir import TensorValue
+    pad = list(pad)
+    if len(pad) % 2 or len(pad) // 2 > input.ndim or not all(isinstance(p, int) for p in pad):
+        raise NotLowered("pad spec")
+    if not all(sympy.sympify(s).is_number for s in input.size):
+        raise NotLowered("symbolic pad")
+    spec = {}
+    for k in range(len(pad) // 2):
+        spec[input.ndim - 1 - k] = (pad[2 * k], pad[2 * k + 1])
+    size = list(input.size)
+    for d, (lo, hi) in spec.items():
+        size[d] = size[d] + lo + hi
+        if size[d] < 0:
+            raise NotLowered("negative padded size")
+    dt = input.dtype
+    if isinstance(value, float) and not is_float(dt) and value != int(value):
+        raise NotLowered("fractional fill of an int tensor")
+
+    def loader(idx):
+        src, conds = list(idx), []
+        for d, (lo, hi) in spec.items():
+            n = int(input.size[d])
+            s = idx[d] - lo
+            src[d] = sympy.Max(0, sympy.Min(s, n - 1))
+            e = ops.index_expr(s, torch.int64)
+            conds.append(ops.logical_and(ops.ge(e, ops.constant(0, torch.int64)),
+                                         ops.lt(e, ops.constant(n, torch.int64))))
+        inside = conds[0]
+        for c in conds[1:]:
+            inside = ops.logical_and(inside, c)
+        return ops.where(inside, input.loader(src), _const(value, dt))
+    return TensorValue(size, dt, loader, None, input.cost + 4 * len(spec))
+
+
+@register("pad")
+def pad(input, pad, mode="constant", value=None):
+    if mode != "constant":
+        raise NotLowered(f"pad mode {mode}")
+    return constant_pad_nd(input, pad, 0 if value is None else value)
+
+
+@register("linspace")
+def linspace(start, end, steps, *, dtype=None, **kw):
+    from codegen.ir import TensorValue
+    from codegen.lowering import _check_factory
+    _check_factory(kw)
+    dtype = dtype or torch.get_default_dtype()
+    if not dtype.is_floating_point or not all(isinstance(v, (int, float)) for v in (start, end)) \
+            or not isinstance(steps, int) or steps < 1:
+        raise NotLowered("linspace args")
+    step = (end - start) / (steps - 1) if steps > 1 else 0.0
+    half = steps // 2
+
+    def loader(idx):
+        i = ops.index_expr(idx[0], dtype)
+        lo = ops.add(_const(start, dtype), ops.mul(i, _const(step, dtype)))
+        hi = ops.sub(_const(end, dtype), ops.mul(ops.sub(_const(steps - 1, dtype), i),
+                                                 _const(step, dtype)))
+        return ops.where(ops.lt(ops.index_expr(idx[0], torch.int64),
+                                ops.constant(half, torch.int64)), lo, hi)
+    return TensorValue([sympy.Integer(steps)], dtype, loader, None, 6)
+
+
+@register("meshgrid")
+def meshgrid(*tensors, indexing="ij"):
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    if any(t.ndim > 1 for t in tensors) or indexing not in ("ij", "xy"):
+        raise NotLowered("meshgrid args")
+    ts = [reshape(t, [-1]) if t.ndim == 0 else t for t in tensors]
+    swap = indexing == "xy" and len(ts) >= 2
+    order = list(range(len(ts)))
+    if swap:
+        order[0], order[1] = 1, 0
+    shape = [ts[i].size[0] for i in order]
+    outs = []
+    for k, t in enumerate(ts):
+        pos = order.index(k)
+        view = [1] * len(ts)
+        view[pos] = -1
+        outs.append(L["expand"](reshape(t, view), shape))
+    return tuple(outs)
+
+
+def _adaptive_avg(input, output_size, nd):
+    if isinstance(output_size, int):
+        output_size = [output_size] * nd
+    output_size = list(output_size)
+    _f(input)
+    ins = [int(s) for s in input.size[-nd:]]
+    outs = [i if o is None else o for o, i in zip(output_size, ins)]
+    if any(o <= 0 or i % o for i, o in zip(ins, outs)):
+        raise NotLowered("adaptive pool with uneven windows")
+    lead = list(input.size[:-nd])
+    split = []
+    for i, o in zip(ins, outs):
+        split += [o, i // o]
+    x = reshape(input, lead + split)
+    dims = [len(lead) + 2 * k + 1 for k in range(nd)]
+    return mean(x, dims)
+
+
+@register("adaptive_avg_pool1d")
+def adaptive_avg_pool1d(input, output_size):
+    return _adaptive_avg(input, output_size, 1)
+
+
+@register("adaptive_avg_pool2d")
+def adaptive_avg_pool2d(input, output_size):
+    return _adaptive_avg(input, output_size, 2)

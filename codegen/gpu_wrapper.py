@@ -25,7 +25,7 @@ from typing import Any, Dict, List
 
 import torch
 
-from codegen.wrapper import WrapperPrinter
+from codegen.wrapper import WrapperPrinter, kernel_error
 
 log = logging.getLogger("pydynamo.codegen")
 _dtype_lock = threading.Lock()
@@ -75,30 +75,39 @@ class GpuWrapperPrinter(WrapperPrinter):
 
     def _launch(self, k):
         from codegen.sizevars import static_int
+        from codegen.wrapper import _py
         info = self.infos[k.name]
         xnumel = static_int(info.xnumel)
-        if xnumel is None or any(a.startswith("s") for a in info.arg_names):
-            raise NotImplementedError("symbolic sizes need a size binding")
         if xnumel == 0:
             self.emit(f"# {k.name}: empty iteration space, nothing to launch")
             return
+        for a in info.arg_names:
+            if a.startswith("s") and a not in self.size_names:
+                raise NotImplementedError(f"size {a} has no binding in the wrapper")
+        n = str(xnumel) if xnumel is not None else f"({_py(info.xnumel)})"
+        indent = 1
+        if xnumel is None:
+            self.emit(f"if {n} > 0:")
+            indent = 2
         args = ["_err" if a == "pd_err" else a for a in info.arg_names]
         if info.uses_err:
-            self.emit("_err = _new_err()")
+            self.emit("_err = _new_err()", indent)
         cfg = info.config
         if cfg.autotune and self.on_gpu:
-            self.emit(f"{k.name}[lambda m: ((({xnumel}) + m['XBLOCK'] - 1) // m['XBLOCK'],)]"
-                      f"({', '.join(args)})")
+            self.emit(f"{k.name}[lambda m: (({n} + m['XBLOCK'] - 1) // m['XBLOCK'],)]"
+                      f"({', '.join(args)})", indent)
         else:
-            self.emit(f"{k.name}[{cfg.grid(xnumel)}]({', '.join(args)}, "
-                      f"XBLOCK={cfg.xblock}, num_warps={cfg.num_warps})")
+            grid = f"(({n} + {cfg.xblock - 1}) // {cfg.xblock},)"
+            self.emit(f"{k.name}[{grid}]({', '.join(args)}, "
+                      f"XBLOCK={cfg.xblock}, num_warps={cfg.num_warps})", indent)
         if info.uses_err:
-            what = f"index out of range in {k.name} ({', '.join(o.name for o in k.origins())})"
+            where = f"{k.name} ({', '.join(o.name for o in k.origins())})"
             if self.on_gpu:   # no host sync (keeps CUDA graphs capturable); eager CUDA asserts too
-                self.emit("torch._assert_async(_err == 0)" + f"  # {what}")
+                self.emit("torch._assert_async(_err == 0)" + f"  # bad index or zero divisor in {where}",
+                          indent)
             else:
-                self.emit("if _err.item():")
-                self.emit(f"raise IndexError({what!r})", 2)
+                self.emit("if _err.item():", indent)
+                self.emit(f"_kernel_error(int(_err.item()), {where!r})", indent + 1)
 
 
 def _ensure_on(device):
@@ -113,8 +122,9 @@ def _ensure_on(device):
 
 
 def compile_fx_triton(gm: torch.fx.GraphModule, example_inputs: List[Any], **options):
-    from codegen import CompileStats, _eager
+    from codegen import CompileStats, _eager, counters
     from codegen.graph import EagerFallback, GraphLowering
+    counters["triton_path"] += 1
     stats = CompileStats()
     device = graph_device(example_inputs, gm)
 
@@ -122,7 +132,7 @@ def compile_fx_triton(gm: torch.fx.GraphModule, example_inputs: List[Any], **opt
         devices = (device.type,)
     try:
         with half_dtypes():
-            g = DeviceLowering(gm, example_inputs).run()
+            g = DeviceLowering(gm, example_inputs, options.get("dynamic")).run()
     except EagerFallback as e:
         return _eager(gm, str(e), stats)
     except Exception as e:
@@ -169,11 +179,12 @@ def _compile_lowered_triton(gm, g, stats, options, device):
         "torch": torch, "_consts": wp.consts, "_externs": wp.externs, "_device": device,
         "_empty": functools.partial(torch.empty_strided, device=device),
         "_ensure": _ensure_on(device), "_grad_enabled": torch.is_grad_enabled,
+        "_kernel_error": kernel_error,
         "_new_err": functools.partial(torch.zeros, 1, dtype=torch.int32, device=device)}
     for b in g.constants:
         ns[b.name] = b.tensor
     for k in kernels:
-        ns[k.name] = getattr(mod, k.name)
+        ns[k.name] = getattr(mod, infos[k.name].name)
     ns["_eager_grad"], ns["_mismatch"] = _fallbacks(gm, counters)
     exec(compile(wsrc, path, "exec"), ns)
     call = ns["call"]

@@ -64,8 +64,13 @@ def _tensor_meta(node):
 class GraphLowering:
     devices = ("cpu",)      # device types whose tensors lower natively (the GPU path adds cuda)
 
-    def __init__(self, gm: torch.fx.GraphModule, example_inputs: List[Any]):
+    def __init__(self, gm: torch.fx.GraphModule, example_inputs: List[Any], dynamic=None):
         self.gm = gm
+        # {placeholder index: [dims]} whose sizes are symbols s0, s1, ... in the IR (kernels
+        # take them as arguments); placeholder meta["val"] with sympy sizes does the same.
+        self.dynamic = dict(dynamic or {})
+        self.size_hints: Dict[sympy.Symbol, int] = {}
+        self.size_bindings: Dict[sympy.Symbol, tuple] = {}   # symbol -> (input index, dim)
         self.example_inputs = list(example_inputs)
         self.buffers: List[Any] = []          # ComputedBuffer / ExternCall, in program order
         self.buffers_by_name: Dict[str, Any] = {}
@@ -144,6 +149,10 @@ class GraphLowering:
     def call_extern(self, target, args, kwargs, meta=None):
         """Run `target` eagerly from the wrapper; returns TensorValue(s) over its outputs."""
         args, kwargs = self.to_arg(tuple(args)), self.to_arg(dict(kwargs))
+        if self.size_hints and any(not sympy.sympify(x).is_number for r in _refs((args, kwargs))
+                                   for x in r.size + r.stride + (r.offset,)):
+            # the eager op's output layout is only known for the example sizes
+            raise EagerFallback(f"extern {getattr(target, '__name__', target)} on dynamic sizes")
         call = ExternCall(target, args, kwargs, self.current_node)
         out_meta = self._extern_meta(target, args, kwargs, meta)
 
@@ -184,7 +193,8 @@ class GraphLowering:
     # ------------------------------------------------------------ driver
     def run(self):
         self._check_mutations()
-        if not any(_tensor_meta(n) is not None for n in self.gm.graph.nodes if n.op != "output"):
+        if not any("val" in n.meta or "tensor_meta" in n.meta for n in self.gm.graph.nodes
+                   if n.op.startswith("call")):
             with torch.no_grad():
                 ShapeProp(self.gm).propagate(*self.example_inputs)
         prev = current.graph
@@ -232,13 +242,41 @@ class GraphLowering:
             return ex
         if ex.dtype not in SUPPORTED_DTYPES or ex.device.type not in self.devices or ex.layout != torch.strided:
             raise EagerFallback(f"input {node.name}: {ex.dtype} on {ex.device}")
-        buf = InputBuffer(f"arg{pos}", Layout([sympy.Integer(s) for s in ex.shape],
-                                               [sympy.Integer(s) for s in ex.stride()], ex.dtype),
-                          [node], "input", pos)
+        buf = InputBuffer(f"arg{pos}", self._input_layout(node, pos, ex), [node], "input", pos)
         self.inputs.append(buf)
         self.buffers_by_name[buf.name] = buf
         self.input_alias[node] = pos
         return TensorValue.of_buffer(buf)
+
+    def _input_layout(self, node, pos, ex) -> Layout:
+        dims = set(self.dynamic.get(pos, ()))
+        val = node.meta.get("val")
+        given = list(getattr(val, "shape", ())) if val is not None else []
+        size = []
+        for d, n in enumerate(ex.shape):
+            g = given[d] if d < len(given) else None
+            if isinstance(g, sympy.Expr) and not g.is_number:
+                size.append(g)
+                for s in g.free_symbols:
+                    self.size_hints.setdefault(s, int(n) if g == s else None)
+                if isinstance(g, sympy.Symbol):
+                    self.size_bindings.setdefault(g, (pos, d))
+            elif d in dims and n > 1:        # 0 and 1 stay specialized, as in DESIGN.md 5
+                s = sympy.Symbol(f"s{len(self.size_hints)}", integer=True, positive=True)
+                self.size_hints[s] = int(n)
+                self.size_bindings[s] = (pos, d)
+                size.append(s)
+            else:
+                size.append(sympy.Integer(n))
+        if all(s.is_number for s in size):
+            return Layout(size, [sympy.Integer(s) for s in ex.stride()], ex.dtype)
+        if not ex.is_contiguous():
+            raise EagerFallback(f"input {node.name}: dynamic sizes need a contiguous tensor")
+        return Layout.contiguous(size, ex.dtype)
+
+    def hint(self, expr) -> Any:
+        """The example value of a size expression."""
+        return sympy.sympify(expr).subs(self.size_hints)
 
     def get_attr(self, node):
         val = _fetch_attr(self.gm, node.target)
@@ -317,7 +355,7 @@ class GraphLowering:
                     raise NotLowered("result is not a tensor")
                 if r.dtype != m.dtype:
                     raise NotLowered(f"dtype {r.dtype} != eager {m.dtype}")
-                if [sympy.sympify(s) for s in m.shape] != [sympy.sympify(s) for s in r.size]:
+                if [self.hint(s) for s in m.shape] != [self.hint(s) for s in r.size]:
                     raise NotLowered(f"shape {r.size} != eager {list(m.shape)}")
         check(meta, result)
 
@@ -346,15 +384,22 @@ class GraphLowering:
                 return _static_size_query(node.target, args, kwargs)
             if node.op == "call_function" and node.target is getattr and args[1] in ("shape", "ndim", "dtype"):
                 x = args[0]
-                return {"shape": torch.Size([int(s) for s in x.size]), "ndim": x.ndim,
-                        "dtype": x.dtype}[args[1]]
+                if args[1] == "shape":
+                    return _static_size_query("size", (x,), {})
+                return {"ndim": x.ndim, "dtype": x.dtype}[args[1]]
             raise EagerFallback(f"non-tensor result of {_target_name(node)} depends on tensor data")
         return target(*args, **kwargs)
 
     def output(self, node):
-        seen = set()
+        seen, done = set(), {}
 
         def finalize(n):
+            if n in done:          # the same node twice: the same tensor twice, as in eager
+                return done[n]
+            done[n] = _finalize(n)
+            return done[n]
+
+        def _finalize(n):
             pos = self.input_alias.get(n)
             if pos is not None and pos in self.mutations:
                 return self.to_arg(self._input_value(pos))   # the mutated input itself
@@ -503,6 +548,16 @@ def _meta_of(out):
         return type(out)(_meta_of(x) for x in out) if not hasattr(out, "_fields") else \
             tuple(_meta_of(x) for x in out)
     return out
+
+
+def _refs(a) -> list:
+    if isinstance(a, ArgRef):
+        return [a]
+    if isinstance(a, (list, tuple)):
+        return [r for x in a for r in _refs(x)]
+    if isinstance(a, dict):
+        return _refs(list(a.values()))
+    return []
 
 
 def _origins_of(a) -> list:

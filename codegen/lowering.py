@@ -281,8 +281,8 @@ def mul(a, b):
 
 @register("rsub")
 def rsub(input, other, *, alpha=1):
-    return LOWERINGS["sub"](other, input, alpha=alpha) if is_tensor(other) else \
-        _binary_arith("sub")(other if alpha == 1 else other, mul(input, alpha) if alpha != 1 else input)
+    # other - alpha * input
+    return _binary_arith("sub")(other, input if alpha == 1 else mul(input, alpha))
 
 
 @register("div", "true_divide", "divide", "truediv")
@@ -297,7 +297,10 @@ def div(input, other, *, rounding_mode=None, out=None):
         fn = ops.floordiv if rounding_mode == "floor" else (
             lambda a, b: ops.trunc(ops.truediv(a, b)))
         return pointwise(fn, [input, other], dt)
-    raise NotLowered("integer division")
+    if dt == torch.bool:
+        raise NotLowered("bool division")
+    fn = ops.int_floordiv if rounding_mode == "floor" else ops.int_truncdiv
+    return pointwise(fn, [input, other], dt)
 
 
 @register("floor_divide", "floordiv")
@@ -308,20 +311,20 @@ def floor_divide(input, other):
 @register("remainder", "mod")
 def remainder(input, other):
     dt = result_dtype(input, other)
-    if not is_float(dt):
-        raise NotLowered("integer remainder")
-    return pointwise(ops.remainder, [input, other], dt)
+    if dt == torch.bool:
+        raise NotLowered("bool remainder")
+    return pointwise(ops.remainder if is_float(dt) else ops.int_remainder, [input, other], dt)
 
 
 @register("fmod")
 def fmod(input, other):
     dt = result_dtype(input, other)
-    if not is_float(dt):
-        raise NotLowered("integer fmod")
-    return pointwise(ops.fmod, [input, other], dt)
+    if dt == torch.bool:
+        raise NotLowered("bool fmod")
+    return pointwise(ops.fmod if is_float(dt) else ops.int_fmod, [input, other], dt)
 
 
-@register("pow", "float_power_")
+@register("pow")
 def pow_(input, exponent):
     dt = result_dtype(input, exponent)
     if not is_float(dt):
@@ -396,8 +399,6 @@ def _bitwise(name):
 
 for _n in BITWISE:
     register(_n)(_bitwise(_n))
-register("and_")(_bitwise("bitwise_and"))
-register("or_")(_bitwise("bitwise_or"))
 register("xor")(_bitwise("bitwise_xor"))
 
 

@@ -43,9 +43,14 @@ POINTWISE_OPS = {
     "hypot": 2, "eq": 2, "ne": 2, "lt": 2, "le": 2, "gt": 2, "ge": 2, "logical_and": 2,
     "logical_or": 2, "logical_xor": 2, "bitwise_and": 2, "bitwise_or": 2, "bitwise_xor": 2,
     "nextafter": 2, "xlogy": 2,
+    # integer division family: raise (kernel error 2) on a zero divisor, like eager
+    "int_floordiv": 2, "int_truncdiv": 2, "int_remainder": 2, "int_fmod": 2,
     # ternary
     "where": 3,
 }
+
+
+RAISING_OPS = {"int_floordiv", "int_truncdiv", "int_remainder", "int_fmod"}
 
 
 class _Local(threading.local):
@@ -106,11 +111,18 @@ class DepsHandler(HandlerBase):
     reads: List[ReadRecord] = field(default_factory=list)
     writes: List[ReadRecord] = field(default_factory=list)
     indirect: int = 0
+    checks: int = 0          # ops that can raise at run time (integer division)
     n_ops: int = 0
 
     def op(self, name, *args):
         self.n_ops += 1
+        if name in RAISING_OPS:
+            self.checks += 1
         return None
+
+    @property
+    def may_raise(self) -> bool:
+        return bool(self.indirect or self.checks)
 
     def load(self, name, index):
         self.reads.append(ReadRecord(name, sympy.sympify(index)))

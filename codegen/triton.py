@@ -25,6 +25,7 @@ special functions go through `libdevice`, which under TRITON_INTERPRET=1 is a nu
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
@@ -58,6 +59,7 @@ def compute_dtype(dt):
 class TVal:
     name: str
     dtype: torch.dtype          # logical dtype (what eager would hold), computed in compute_dtype
+    const: object = None        # the Python value when this is a literal constant
 
     def __str__(self):
         return self.name
@@ -147,6 +149,7 @@ ANY_BINARY = {
     "fmax": "tl.where(({0} > {1}) | ({1} != {1}), {0}, {1})",
     "fmin": "tl.where(({0} < {1}) | ({1} != {1}), {0}, {1})",
 }
+INT_DIVISION = ("int_floordiv", "int_truncdiv", "int_remainder", "int_fmod")
 BOOL_RESULT = {"isnan", "isinf", "isfinite", "signbit", "isposinf", "isneginf", "logical_not",
                "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor"}
 
@@ -221,12 +224,12 @@ class TritonKernelPrinter(HandlerBase):
             return fw
         if name in self.kernel.removed:
             raise TritonUnsupported(f"load of register-only buffer {name} not forwarded")
-        self.params.setdefault(name, False)
         dt = self.buffers[name].dtype
-        if self._has_var(index):
-            expr = f"tl.load({name} + ({i}), {self.mask}, other=0)"
-        else:
-            expr = f"tl.load({name} + ({i}))"
+        if static_int(self.buffers[name].layout.numel) == 0:
+            # an empty tensor has no valid address; its value is never selected (cat, where)
+            return self.constant(0, dt)
+        self.params.setdefault(name, False)
+        expr = f"tl.load({name} + ({self._block_index(index, i)}), {self._mask_for(index)}, other=0)"
         if dt in HALF:
             expr += ".to(tl.float32)"
         return self.tmp(expr, dt)
@@ -242,14 +245,25 @@ class TritonKernelPrinter(HandlerBase):
         v = str(value)
         if dt in HALF or value.dtype != dt:
             v = f"{v}.to({TL_DTYPES[dt]})"
-        if not self._has_var(index):     # the pointer must be a block like the value
-            i = f"{i} + 0 * xindex"
         # a value without block shape (a constant) is broadcast by the pointer block
-        self.line(f"tl.store({name} + ({i}), {v}, {self.mask})")
+        self.line(f"tl.store({name} + ({self._block_index(index, i)}), {v}, "
+                  f"{self._mask_for(index)})")
 
-    def _has_var(self, index) -> bool:
+    def _index_syms(self, index):
         e = sympy.sympify(index).xreplace(self.var_map)
-        return any(not s.name.startswith("s") for s in e.free_symbols)
+        return {s.name for s in e.free_symbols if not s.name.startswith("s")}
+
+    def _block_index(self, index, printed):
+        """Every pointer is at least an [XBLOCK] block (a mask needs a block to apply to)."""
+        return printed if self._index_syms(index) else f"{printed} + 0 * xindex"
+
+    def _mask_for(self, index):
+        """A mask no wider than the pointer block: only inner-indexed accesses use the
+        inner mask (tl.load broadcasts the mask to the pointer, not the other way)."""
+        names = self._index_syms(index)
+        if any(n.startswith(("r", "ind")) for n in names):
+            return self.mask
+        return "xmask"
 
     def constant(self, value, dtype):
         if isinstance(value, sympy.Basic):
@@ -261,7 +275,8 @@ class TritonKernelPrinter(HandlerBase):
             lit = float_literal(value)
         else:
             lit = str(int(value))
-        return self.tmp(f"tl.full([], {lit}, {TL_DTYPES[cd]})", dtype)
+        v = self.tmp(f"tl.full([], {lit}, {TL_DTYPES[cd]})", dtype)
+        return TVal(v.name, v.dtype, value)
 
     def index_expr(self, expr, dtype):
         i = self.idx(expr)
@@ -289,14 +304,44 @@ class TritonKernelPrinter(HandlerBase):
         self.line(f"{name} = {value}.to(tl.int64)")
         self.line(f"{name} = tl.where({name} < 0, {name} + {sz}, {name})")
         # out of range: flag it (the wrapper raises) and read element 0, never stray memory
-        self.uses_err = True
-        self.line(f"tl.store(pd_err + 0 * {name}, 1, ({name} >= {sz}) & {self.mask})")
+        self._flag(f"({name} >= {sz})", 1, name)
         self.line(f"{name} = tl.where({name} >= {sz}, 0, {name})")
         s = sym(name)
         self.ranges[s] = size
         return s
 
+    def _flag(self, cond, code, like):
+        """Record error `code` (1 bad index, 2 zero divisor) where `cond` holds in a live lane;
+        the pointer is widened to the condition's block so the mask always fits it."""
+        self.uses_err = True
+        text = (f"tl.store(pd_err + 0 * {like} + 0 * {self.mask}.to(tl.int32), {code}, "
+                f"{cond} & {self.mask})")
+        if any(text in sc.cse for sc in self.scopes):
+            return
+        self.scopes[-1].cse[text] = TVal("", torch.bool)
+        self.line(text)
+
+    def _int_division(self, name, a, b, dt):
+        """Integer division family with eager's semantics; a zero divisor flags error 2 (eager
+        raises ZeroDivisionError) and b == -1 never reaches the hardware divide (INT_MIN/-1)."""
+        if b.const is not None and b.const not in (0, -1):
+            safe = b                 # a literal divisor: no zero or -1 to guard against
+        else:
+            self._flag(f"({b} == 0)", 2, f"({a} + {b})")
+            safe = self.tmp(f"tl.where(({b} == 0) | ({b} == -1), 1, {b})", dt)
+        q = self.tmp(f"tl.where({b} == -1, -{a}, {a} // {safe})", dt)
+        r = self.tmp(f"tl.where({b} == -1, 0, {a} % {safe})", dt)
+        if name == "int_truncdiv":
+            return q
+        if name == "int_fmod":
+            return r
+        if name == "int_floordiv":
+            return self.tmp(f"{q} - ((({r} != 0) & (({a} < 0) != ({b} < 0))).to({TL_DTYPES[dt]}))", dt)
+        return self.tmp(f"tl.where(({r} != 0) & (({r} < 0) != ({b} < 0)), {r} + {b}, {r})", dt)
+
     def op(self, name, *args):
+        if name.startswith("int_") and name in INT_DIVISION:
+            return self._int_division(name, args[0], args[1], args[0].dtype)
         if name == "where":
             c, a, b = args
             return self.tmp(f"tl.where({c}, {a}, {b})", a.dtype)
@@ -655,13 +700,27 @@ class KernelSource:
     xnumel: sympy.Expr
 
 
+def _canonical(src: str, name: str, params: List[str]) -> str:
+    """Kernel text with positional parameter names (in_ptr0, ...) and a placeholder name, so
+    identical kernels (the same layer repeated) are printed, and compiled by Triton, once."""
+    out = src.replace(f"def {name}(", "def KERNEL(")
+    for i, p in enumerate(params):
+        out = re.sub(rf"\b{re.escape(p)}\b", f"in_ptr{i}", out)
+    return out
+
+
 def generate_source(kernels: List[FusedKernel], buffers, max_autotune=False):
-    """-> (module source, {kernel name: KernelSource})."""
-    parts, info = [PRELUDE], {}
+    """-> (module source, {kernel name: KernelSource}); KernelSource.name is the function in
+    the module that runs the kernel (shared by identical kernels)."""
+    parts, info, seen = [PRELUDE], {}, {}
     for k in kernels:
         pr = TritonKernelPrinter(k, buffers, max_autotune)
         src = pr.generate()
-        parts.append(src)
-        info[k.name] = KernelSource(k.name, src, pr.arg_names, pr.config, pr.uses_err,
+        params = [a for a in pr.arg_names if a != "pd_err"]
+        canon = _canonical(src, k.name, params)
+        if canon not in seen:
+            seen[canon] = k.name
+            parts.append(canon.replace("def KERNEL(", f"def {k.name}("))
+        info[k.name] = KernelSource(seen[canon], src, pr.arg_names, pr.config, pr.uses_err,
                                     product(k.outer))
     return "\n\n".join(parts) + "\n", info

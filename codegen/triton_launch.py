@@ -124,13 +124,15 @@ class _InterpLibdevice:
         return call
 
 
-if interpreting():
-    libdevice = _InterpLibdevice()
-else:
-    try:
-        from triton.language.extra import libdevice  # noqa: F401
-    except ImportError:   # no Triton: kernels are never loaded
-        libdevice = None
+def __getattr__(name):
+    """`libdevice` is resolved when a kernel module imports it, so TRITON_INTERPRET set after
+    this module was imported still takes effect."""
+    if name != "libdevice":
+        raise AttributeError(name)
+    if interpreting():
+        return _InterpLibdevice()
+    from triton.language.extra import libdevice
+    return libdevice
 
 
 # ------------------------------------------------------------------ module loading
@@ -141,16 +143,16 @@ _modules = {}
 def load_module(source: str, cache_dir: str):
     """Write `source` (content-addressed) and import it; Triton's jit needs a real file."""
     key = hashlib.sha256(source.encode()).hexdigest()
-    if key in _modules:
-        return _modules[key], _modules[key].__file__
+    if (key, interpreting()) in _modules:
+        return _modules[key, interpreting()], _modules[key, interpreting()].__file__
     path = os.path.join(cache_dir, "triton", key[:2], f"pd_triton_{key[:24]}.py")
     if not os.path.exists(path):
         from codegen.codecache import _atomic_write
         _atomic_write(path, source)
-    name = f"pd_triton_{key[:24]}"
+    name = f"pd_triton_{key[:24]}_{int(interpreting())}"
     spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod
     spec.loader.exec_module(mod)
-    _modules[key] = mod
+    _modules[key, interpreting()] = mod
     return mod, path

@@ -24,9 +24,15 @@ from codegen.scheduler import FusedKernel, _argrefs, lifetimes
 from codegen.sizevars import static_int
 
 
+def _py(x) -> str:
+    """A size expression as Python source (size symbols are wrapper locals s0, s1, ...)."""
+    x = sympy.sympify(x)
+    return str(int(x)) if x.is_Integer else str(x)
+
+
 def _tuple(xs):
-    xs = [int(x) for x in xs]
-    return "(" + ", ".join(map(str, xs)) + ("," if len(xs) == 1 else "") + ")"
+    xs = [_py(x) for x in xs]
+    return "(" + ", ".join(xs) + ("," if len(xs) == 1 else "") + ")"
 
 
 def _dtype(dt):
@@ -75,7 +81,7 @@ class WrapperPrinter:
                 r.offset == lay.offset:
             return name
         return (f"torch.as_strided({name}, {_tuple(r.size)}, {_tuple(r.stride)}, "
-                f"{int(r.offset)})")
+                f"{_py(r.offset)})")
 
     def value(self, a) -> str:
         if isinstance(a, ArgRef):
@@ -115,17 +121,42 @@ class WrapperPrinter:
         conds = []
         for b in g.inputs:
             a = f"arg{b.position}"
-            conds.append(self.DEVICE_CHECK.format(a=a) + f" or {a}.dtype is not {_dtype(b.dtype)} or "
-                         f"{a}.shape != {_tuple(b.layout.size)} or "
-                         f"{a}.stride() != {_tuple(b.layout.stride)}")
+            if all(sympy.sympify(x).is_number for x in b.layout.size):
+                conds.append(self.DEVICE_CHECK.format(a=a) + f" or {a}.dtype is not "
+                             f"{_dtype(b.dtype)} or {a}.shape != {_tuple(b.layout.size)} or "
+                             f"{a}.stride() != {_tuple(b.layout.stride)}")
+                continue
+            static = " or ".join(f"{a}.shape[{d}] != {_py(x)}" for d, x in
+                                 enumerate(b.layout.size) if sympy.sympify(x).is_number)
+            conds.append(self.DEVICE_CHECK.format(a=a) + f" or {a}.dtype is not "
+                         f"{_dtype(b.dtype)} or {a}.dim() != {len(b.layout.size)} or "
+                         f"not {a}.is_contiguous()"
+                         + (f" or {static}" if static else ""))
+        bound = {}
+        for sym_, (pos, d) in sorted(g.size_bindings.items(), key=lambda kv: kv[0].name):
+            bound[sym_] = f"arg{pos}.shape[{d}]"
+        for b in g.inputs:          # every symbolic dim must agree with its symbol's binding
+            for d, x in enumerate(b.layout.size):
+                if isinstance(x, sympy.Symbol) and bound.get(x) != f"arg{b.position}.shape[{d}]":
+                    conds.append(f"arg{b.position}.shape[{d}] != {bound[x]}")
+        if bound:
+            # sizes 0 and 1 were specialized away at compile time
+            conds.append(" or ".join(f"{v} < 2" for v in bound.values()))
         for pos, v in g.scalar_inputs.items():
             conds.append(f"arg{pos} != {self.const(v)}")
+        if g.mutations and len(g.inputs) > 1:
+            # a mutated input sharing memory with another input: eager's aliasing semantics
+            ptrs = ", ".join(f"arg{b.position}.untyped_storage().data_ptr()" for b in g.inputs)
+            conds.append(f"len({{{ptrs}}}) != {len(g.inputs)}")
         for c in conds:
             self.emit(f"if {c}:")
             self.emit(f"return _mismatch({', '.join(params)})", 2)
+        for sym_, expr in bound.items():
+            self.emit(f"{sym_.name} = {expr}")
 
     def _body(self):
         g = self.g
+        self.size_names = {s.name for s in g.size_bindings}
         life = lifetimes(self.steps, g.outputs, list(g.mutations.values()))
         typed = {r.buffer.name for s in self.steps if isinstance(s, ExternCall)
                  for r in _argrefs(s.args) + _argrefs(s.kwargs)}
@@ -180,14 +211,13 @@ class WrapperPrinter:
         """The call of one kernel (the GPU wrapper overrides this with a Triton launch)."""
         args = []
         for a in self.kernel_args[k.name]:
-            if a.startswith("s"):
-                raise NotImplementedError("symbolic sizes need a size binding")
-            args.append(f"{a}.data_ptr()")
+            args.append(a if a in self.size_names else f"{a}.data_ptr()")
         call = f"{k.name}({', '.join(args)})"
         if self.may_err.get(k.name):
-            self.emit(f"if {call}:")
-            self.emit(f"raise IndexError('index out of range in {k.name} "
-                      f"({', '.join(o.name for o in k.origins())})')", 2)
+            self.emit(f"_err = {call}")
+            self.emit("if _err:")
+            self.emit(f"_kernel_error(_err, '{k.name} ({', '.join(o.name for o in k.origins())})')",
+                      2)
         else:
             self.emit(call)
 
@@ -218,6 +248,13 @@ def _step_origins(step):
     if isinstance(step, FusedKernel):
         return step.origins()
     return [step.origin] if step.origin is not None else []
+
+
+def kernel_error(code: int, where: str):
+    """Raise what eager raises for the condition a kernel flagged."""
+    if code == 2:
+        raise RuntimeError(f"ZeroDivisionError (integer division by zero in {where})")
+    raise IndexError(f"index out of range in {where}")
 
 
 def ensure_layout(t, size, stride, dtype):

@@ -8,4 +8,13 @@ from pydynamo.backends import list_backends, register_backend
 from pydynamo.explain import explain
 from pydynamo.hints import graph_break
 
-__all__ = ["config", "optimize", "disable", "reset", "explain", "graph_break", "list_backends", "register_backend"]
+__all__ = ["config", "optimize", "disable", "reset", "explain", "graph_break", "list_backends",
+           "register_backend", "allow_in_graph"]
+
+
+def __getattr__(name):
+    # re-exports that need torch are resolved on first use, so `import pydynamo` stays light
+    if name == "allow_in_graph":
+        from pydynamo.executor.variables.torch_fns import allow_in_graph
+        return allow_in_graph
+    raise AttributeError(f"module 'pydynamo' has no attribute {name!r}")

@@ -2,7 +2,8 @@
 
 Built in: "eager" (run the GraphModule as is), "codegen" (ours, imported lazily; "inductor" is an
 alias so torch.compile call sites port unchanged). Until codegen can compile a graph, it falls
-back to eager with one warning, so nothing breaks. Any callable is accepted as a backend as is.
+back to eager with one warning, and a graph codegen fails on runs eagerly (warned), so nothing
+breaks. Any callable is accepted as a backend as is.
 """
 from __future__ import annotations
 
@@ -52,7 +53,11 @@ def codegen_backend(gm, example_inputs, **options):
             _codegen_warned = True
             warnings.warn(f"pydynamo: codegen backend unavailable ({e}); running graphs eagerly")
         return gm.forward
-    return compile_fx(gm, example_inputs, **options)
+    try:
+        return compile_fx(gm, example_inputs, **options)
+    except Exception as e:  # codegen is young: a graph it cannot compile still runs (eagerly)
+        warnings.warn(f"pydynamo: codegen could not compile a graph ({type(e).__name__}: {e}); running it eagerly")
+        return gm.forward
 
 
 register_backend("inductor", codegen_backend)

@@ -123,6 +123,16 @@ _SKIP_DIRS = None
 _NN_DIR = os.path.join(os.path.dirname(torch.__file__), "nn", "modules") + os.sep
 
 
+def is_library_file(filename: str) -> bool:
+    global _SKIP_DIRS
+    if _SKIP_DIRS is None:
+        _SKIP_DIRS = _dirs()
+    if filename.startswith("<frozen "):
+        return True
+    real = os.path.realpath(filename) if os.path.isabs(filename) else filename
+    return real.startswith(_SKIP_DIRS)
+
+
 def skip_reason(code: types.CodeType) -> Optional[str]:
     global _SKIP_DIRS
     if _SKIP_DIRS is None:

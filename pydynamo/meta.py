@@ -10,13 +10,20 @@ Invariants:
 - The source of truth is always the eager op run on `device="meta"` tensors built from the
   arguments' concrete sizes (hints for symbolic dims): dtype, device, requires_grad, output
   structure and errors come from there, so metadata never disagrees with eager.
-- When some input is symbolic, a registered shape rule (pydynamo/shape_rules.py, looked up in
+- When some input is symbolic, a registered shape rule (pydynamo/meta_rules.py, looked up in
   `RULES`) supplies the symbolic shape/stride, and the rule's shape evaluated on hints must equal
-  the meta run's shape. An op without a rule (or whose rule declines) specializes every symbolic
-  value it touches to its hint, recording one guard per symbol (`ShapeEnv.specialize`) and
-  counting it in `env.stats`: correct, less general.
-- Ops whose output shape depends on tensor data (nonzero, boolean masks, item(), tolist()) raise
-  `MetaUnsupported`, an `Unsupported`, which the executor turns into a graph break.
+  the meta run's shape (a disagreement specializes instead and counts `rule_mismatch`). An op
+  without a rule (or whose rule declines) specializes every symbolic value it touches to its
+  hint, recording one guard per symbol (`ShapeEnv.specialize`) and counting it in
+  `env.stats["specialized_ops"]` / `env.specialized_ops[name]`: correct, less general.
+- Ops whose output shape depends on tensor data (nonzero, boolean masks, item(), tolist()) and
+  any failure of the meta run raise `MetaUnsupported`, an `Unsupported`, which the executor
+  turns into a graph break (eager then raises the real error, if there is one).
+- The meta run happens under the caller's grad mode: the executor traces with the frame's grad
+  mode set, so requires_grad comes out as eager's.
+
+For FX nodes: `set_node_meta(node, value)` stores the TensorMeta (or SymInt/int/structure) in
+node.meta["val"] (and "tensor_meta", "example_value").
 """
 from __future__ import annotations
 
@@ -339,8 +346,14 @@ def target_name(target) -> str:
         return f"Tensor.{target}"
     if isinstance(target, torch.nn.Module):
         return type(target).__name__
+    name = getattr(target, "__name__", None)
+    if name:  # the public spelling when there is one: torch.add, F.relu, operator.mul
+        import torch.nn.functional as F
+        for prefix, namespace in (("torch", torch), ("F", F), ("operator", operator)):
+            if _hashable(target) and getattr(namespace, name, None) is target:
+                return f"{prefix}.{name}"
     mod = getattr(target, "__module__", None) or ""
-    name = getattr(target, "__qualname__", None) or getattr(target, "__name__", None) or repr(target)
+    name = getattr(target, "__qualname__", None) or name or repr(target)
     return f"{mod}.{name}" if mod else name
 
 
@@ -548,13 +561,14 @@ def run_on_meta(target, args: tuple, kwargs: dict, env=None):
     except NotImplementedError as e:
         raise MetaUnsupported("meta_unsupported",
                               f"{target_name(target)} cannot be evaluated without data: {_first_line(e)}") from e
-    except RuntimeError as e:
-        msg = str(e)
-        if "meta" in msg.lower() and ("not implemented" in msg.lower() or "data-dependent" in msg.lower()
-                                      or "cannot be called on meta" in msg.lower() or "item()" in msg):
-            raise MetaUnsupported("meta_unsupported",
-                                  f"{target_name(target)} cannot be evaluated without data: {_first_line(e)}") from e
+    except MetaUnsupported:
         raise
+    except Exception as e:
+        # Either the call is wrong (eager raises the same error when it runs) or the meta kernel
+        # is more limited than the real one; both are handled by running this op eagerly, so
+        # the user sees eager's own behaviour, never an error eager would not raise.
+        raise MetaUnsupported("meta_error",
+                              f"{target_name(target)} failed on metadata: {type(e).__name__}: {_first_line(e)}") from e
     device = conv.output_device()
     return _from_meta_output(out, device)
 
@@ -728,6 +742,10 @@ def _merge_one(spec, m: TensorMeta, env, target, inputs) -> TensorMeta:
         if tuple(_hint(env, d) for d in stride) != m.stride and _dense_mismatch_matters(m, stride, env):
             raise NoRuleMismatch(target, f"stride {stride} vs {m.stride}")
     else:
+        if any(not isinstance(d, int) and h <= 1 for d, h in zip(shape, m.shape)):
+            # a symbolic dim that is 0 or 1 on the hints (s0 - 1 at s0 = 2) hides the layout
+            # order from the meta run: pin it rather than guess
+            raise NoRule()
         # an output laid out exactly like an input (in-place ops, no-op .to, detach) shares its
         # symbolic strides; otherwise a dense output's strides follow from its shape
         same = _same_layout_input(shape, m, inputs, env)
@@ -787,7 +805,7 @@ def _symbolic_dense_strides(shape, m: TensorMeta) -> Optional[tuple]:
     sym = [0] * n
     acc_s: Any = 1
     for i in reversed(order):
-        sym[i] = m.stride[i] if m.shape[i] == 1 else _simplify_dim(sympy.sympify(acc_s))
+        sym[i] = m.stride[i] if isinstance(shape[i], int) and shape[i] == 1 else _simplify_dim(sympy.sympify(acc_s))
         acc_s = acc_s * shape[i]
     return tuple(_simplify_dim(s) if not isinstance(s, int) else s for s in sym)
 

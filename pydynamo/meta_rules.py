@@ -163,7 +163,8 @@ _UNARY_FUNCS = [
     torch.zeros_like, torch.ones_like, torch.empty_like, torch.rand_like, torch.randn_like,
     torch.full_like, torch.randint_like, torch.bernoulli, torch.dropout, torch.alpha_dropout,
     torch.special.expit, torch.special.erf, torch.logit, torch.signbit, torch.i0, torch.lgamma,
-    torch.digamma, torch.deg2rad, torch.rad2deg, torch.fix,
+    torch.digamma, torch.deg2rad, torch.rad2deg, torch.fix, torch.layer_norm, torch.group_norm,
+    torch.batch_norm, torch.instance_norm,
     F.relu, F.relu6, F.gelu, F.silu, F.mish, F.elu, F.selu, F.celu, F.leaky_relu, F.hardtanh,
     F.hardswish, F.hardsigmoid, F.sigmoid, F.tanh, F.softplus, F.softsign, F.tanhshrink,
     F.logsigmoid, F.softmax, F.log_softmax, F.softmin, F.dropout, F.dropout1d, F.dropout2d,
@@ -398,9 +399,39 @@ def _rule_view(ctx, x, *args, **kwargs):
     shape = _infer_view_shape(ctx, x.numel(), sizes)
     if _is_contiguous_sym(x):
         return Out(shape, contiguous_strides(shape), x.storage_offset)
+    strides = _view_strides(ctx, x.shape, x.stride, shape)
+    if strides is not None:
+        return Out(shape, strides, x.storage_offset)
     if ctx.target in ("view", "view_as"):
         raise NoRule()
-    return Out(shape)   # reshape of a non-contiguous tensor copies: dense strides derived
+    return Out(shape, contiguous_strides(shape), 0)   # reshape copies
+
+
+def _view_strides(ctx, old_shape, old_stride, new_shape):
+    """Strides of `new_shape` as a view of (old_shape, old_stride), or None if it needs a copy:
+    ATen's computeStride, with every comparison of symbolic values decided on hints (guarded)."""
+    if any(isinstance(d, int) and d == 0 for d in old_shape) or not old_shape:
+        return None
+    new_stride: list = [None] * len(new_shape)
+    view_d = len(new_shape) - 1
+    chunk_base = old_stride[-1]
+    tensor_numel: Any = 1
+    view_numel: Any = 1
+    for d in range(len(old_shape) - 1, -1, -1):
+        tensor_numel = _dim(tensor_numel * old_shape[d])
+        if d == 0 or (not _eq(ctx, old_shape[d - 1], 1)
+                      and not _eq(ctx, old_stride[d - 1], _dim(tensor_numel * chunk_base))):
+            while view_d >= 0 and (_lt(ctx, view_numel, tensor_numel) or _eq(ctx, new_shape[view_d], 1)):
+                new_stride[view_d] = _dim(view_numel * chunk_base)
+                view_numel = _dim(view_numel * new_shape[view_d])
+                view_d -= 1
+            if not _eq(ctx, view_numel, tensor_numel):
+                return None
+            if d > 0:
+                chunk_base, tensor_numel, view_numel = old_stride[d - 1], 1, 1
+    if view_d != -1:
+        return None
+    return tuple(new_stride)
 
 
 @register("flatten", torch.flatten)
@@ -413,7 +444,13 @@ def _rule_flatten(ctx, x, start_dim=0, end_dim=-1):
         return Out(shape, contiguous_strides(shape), x.storage_offset)
     if s == e:
         return Out(x.shape, x.stride, x.storage_offset)
-    return Out(shape)
+    # mergeable into a view when each dim steps exactly over the next one (decided on hints,
+    # guarded); size-1 dims never matter. Otherwise flatten copies into a contiguous tensor.
+    dims = [i for i in range(s, e + 1) if not (isinstance(x.shape[i], int) and x.shape[i] == 1)]
+    if all(_eq(ctx, x.stride[a], _dim(x.stride[b] * x.shape[b])) for a, b in zip(dims, dims[1:])):
+        merged = x.stride[dims[-1]] if dims else 1
+        return Out(shape, tuple(x.stride[:s]) + (merged,) + tuple(x.stride[e + 1:]), x.storage_offset)
+    return Out(shape, contiguous_strides(shape), 0)
 
 
 @register("unflatten", torch.unflatten)

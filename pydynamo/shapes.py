@@ -44,6 +44,7 @@ import sympy
 from sympy.printing.str import StrPrinter
 
 from pydynamo.exc import PydynamoError
+from pydynamo.sources import Source
 
 # ---------------------------------------------------------------------------------------------
 # sympy functions with Python integer semantics
@@ -180,7 +181,7 @@ def sympy_str(expr, names: Optional[dict] = None) -> str:
 
 
 class TextSource:
-    """Minimal source for sizes when the caller has no Source class for them."""
+    """A source given by its guard text (`L['n']`), for tests and callers without Source objects."""
 
     def __init__(self, text: str):
         self.text = text
@@ -192,28 +193,30 @@ class TextSource:
         return self.text
 
 
-def size_source(tensor_source, dim: int):
-    """Source of `tensor_source.size()[dim]`; uses a class from pydynamo.sources if present."""
-    try:
-        from pydynamo import sources
-        cls = getattr(sources, "TensorPropertySource", None) or getattr(sources, "SizeSource", None)
-        if cls is not None:
-            return cls(tensor_source, "size", dim)
-    except (ImportError, TypeError):
-        pass
-    return TextSource(f"{tensor_source.name()}.size()[{dim}]")
+@dataclasses.dataclass(frozen=True)
+class TensorPropertySource(Source):
+    """`src.size()[dim]` / `src.stride()[dim]` of a tensor source, named as torch names it
+    (`L['x'].size()[0]`); a pydynamo.sources.Source, so guards and reload code render it."""
+
+    src: Any    # the tensor's Source (anything with name() works for naming)
+    prop: str   # "size" or "stride"
+    dim: int
+
+    @property
+    def base(self):
+        return self.src if isinstance(self.src, Source) else None
+
+    def render(self, local, glob, fast):
+        inner = self.src.render(local, glob, fast) if isinstance(self.src, Source) else self.src.name()
+        return f"{inner}.{self.prop}()[{self.dim}]"
 
 
-def stride_source(tensor_source, dim: int):
-    """Source of `tensor_source.stride()[dim]`; uses a class from pydynamo.sources if present."""
-    try:
-        from pydynamo import sources
-        cls = getattr(sources, "TensorPropertySource", None)
-        if cls is not None:
-            return cls(tensor_source, "stride", dim)
-    except (ImportError, TypeError):
-        pass
-    return TextSource(f"{tensor_source.name()}.stride()[{dim}]")
+def size_source(tensor_source, dim: int) -> TensorPropertySource:
+    return TensorPropertySource(tensor_source, "size", dim)
+
+
+def stride_source(tensor_source, dim: int) -> TensorPropertySource:
+    return TensorPropertySource(tensor_source, "stride", dim)
 
 
 def _source_code(source) -> str:
@@ -287,7 +290,9 @@ class ShapeEnv:
                     f"{source.name()} was marked dynamic but has size {hint}; sizes 0 and 1 are "
                     f"always specialized. Use an example input with a size of at least 2.")
             return hint
-        duck = self.duck_shape if duck is None else duck
+        # a dim the user marked dynamic gets a symbol of its own (no duck sharing), as in torch:
+        # equal example sizes must not tie it to another dim
+        duck = (self.duck_shape and not marked_dynamic) if duck is None else duck
         if duck and positive and hint in self.hint_to_var:
             sym = self.hint_to_var[hint]
             self.source_equalities.append(SourceEquality(source, sym))
@@ -320,8 +325,9 @@ class ShapeEnv:
     def create_tensor_sizes(self, tensor, source, dynamic_dims: Iterable[int],
                             marked_dims: Iterable[int] = (), size_source_fn=None):
         """Symbolic (shape, stride, storage_offset) for a real tensor whose `dynamic_dims` are
-        dynamic. Strides of a dense tensor are derived from the symbolic sizes; otherwise (rare:
-        overlapping or gappy inputs) strides stay concrete, which the tensor guard pins."""
+        dynamic. Strides of a dense tensor are derived from the symbolic sizes (and guarded
+        equal to them); other strides >= 2 become symbols read from `x.stride()[i]`. The storage
+        offset stays concrete."""
         size_source_fn = size_source_fn or size_source
         dynamic_dims, marked_dims = set(dynamic_dims), set(marked_dims)
         shape = []
@@ -334,11 +340,18 @@ class ShapeEnv:
         shape = tuple(shape)
         stride = tuple(tensor.stride())
         if any(isinstance(d, sympy.Basic) for d in shape):
-            stride = dense_strides_like(shape, tuple(tensor.shape), stride) or stride
-            for i, st in enumerate(stride):
-                if isinstance(st, sympy.Basic) and not st.is_number:
-                    # the tensor guard cannot pin a symbolic stride; this equality does
-                    self.source_equalities.append(SourceEquality(stride_source(source, i), st))
+            dense = dense_strides_like(shape, tuple(tensor.shape), stride)
+            if dense is not None:
+                stride = dense
+                for i, st in enumerate(stride):
+                    if isinstance(st, sympy.Basic) and not st.is_number:
+                        # the tensor guard cannot pin a symbolic stride; this equality does
+                        self.source_equalities.append(SourceEquality(stride_source(source, i), st))
+            else:
+                # a strided view (x[:, ::2], a column): strides read as symbols of their own
+                # (duck-shaped like sizes, so a stride equal to a size shares its symbol)
+                stride = tuple(_pyint(self.create_symbol(st, stride_source(source, i)))
+                               for i, st in enumerate(stride))
         return shape, stride, tensor.storage_offset()
 
     # -- values --------------------------------------------------------------------------------

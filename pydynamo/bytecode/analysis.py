@@ -159,6 +159,7 @@ def maybe_unbound(insts: Sequence[Instruction], args: Sequence[str]) -> list[fro
         return []
     succ = _all_successors(insts)
     slots = stack_slots(insts)
+    index = {id(i): k for k, i in enumerate(insts)}
     names = frozenset(i.argval for i in insts if i.opname in _READS | _WRITES)
     bound: list[frozenset[str] | None] = [None] * len(insts)
     bound[0] = frozenset(args)
@@ -173,19 +174,15 @@ def maybe_unbound(insts: Sequence[Instruction], args: Sequence[str]) -> list[fro
         if inst.opname in ("DELETE_FAST", "LOAD_FAST_AND_CLEAR") or inst.opname in _WRITES \
                 and slots[k] and slots[k][-1] == MAYBE_NULL:
             after.discard(inst.argval)
+        handler = index[id(inst.exn_tab_entry.target)] if inst.exn_tab_entry else None
         for s in succ[k]:
             # an exception can be raised before the instruction's own store happens
-            flow = frozenset(cur if inst.exn_tab_entry and s == _index(insts, inst) else after)
+            flow = frozenset(cur if s == handler else after)
             new = flow if bound[s] is None else bound[s] & flow
             if new != bound[s]:
                 bound[s] = new
                 work.append(s)
     return [names - b if b is not None else names for b in bound]
-
-
-def _index(insts: Sequence[Instruction], inst: Instruction) -> int:
-    e = inst.exn_tab_entry
-    return next(k for k, i in enumerate(insts) if i is e.target)
 
 
 # -- exception-table regions -------------------------------------------------------------------
@@ -196,12 +193,16 @@ WITH, TRY, CLEANUP = "with", "try", "cleanup"
 def handler_kind(insts: Sequence[Instruction], handler: Instruction) -> str:
     """'with' (a with-statement's __exit__ path), 'try' (except/finally body) or 'cleanup'
     (re-raise and bookkeeping code the compiler adds)."""
-    k = next(n for n, i in enumerate(insts) if i is handler)
-    if handler.opname != "PUSH_EXC_INFO":
-        return CLEANUP
-    if k + 1 < len(insts) and insts[k + 1].opname == "WITH_EXCEPT_START":
-        return WITH
-    return TRY
+    return _handler_kinds(insts).get(id(handler), CLEANUP)
+
+
+def _handler_kinds(insts: Sequence[Instruction]) -> dict[int, str]:
+    out = {}
+    for k, inst in enumerate(insts):
+        if inst.opname == "PUSH_EXC_INFO":
+            with_ = k + 1 < len(insts) and insts[k + 1].opname == "WITH_EXCEPT_START"
+            out[id(inst)] = WITH if with_ else TRY
+    return out
 
 
 @dataclass(frozen=True)
@@ -218,6 +219,7 @@ class Region:
 
 def exception_regions(insts: Sequence[Instruction]) -> list[Region]:
     regions: list[Region] = []
+    kinds = _handler_kinds(insts)
     prev = None
     for inst in insts:
         e = inst.exn_tab_entry
@@ -225,8 +227,8 @@ def exception_regions(insts: Sequence[Instruction]) -> list[Region]:
             last = regions[-1]
             regions[-1] = Region(last.kind, last.start, inst, last.handler, last.depth, last.lasti)
         elif e is not None:
-            regions.append(Region(handler_kind(insts, e.target), inst, inst, e.target, e.depth,
-                                  e.lasti))
+            regions.append(Region(kinds.get(id(e.target), CLEANUP), inst, inst, e.target,
+                                  e.depth, e.lasti))
         prev = inst
     return regions
 

@@ -229,10 +229,14 @@ def assemble(insts: Sequence[Instruction], *, consts: Sequence[Any] = (),
         runs.append((inst.positions, len(ext) + 1 + ops.cache_entries(inst.opname)))
     ends = offsets[1:] + [len(code)]
     rows: list[list] = []
+    placed = {id(i) for i in insts}
     for inst, off, end in zip(insts, offsets, ends):
         e = inst.exn_tab_entry
         if e is None:
             continue
+        if id(e.target) not in placed:
+            raise ValueError(f"{inst!r}: its exception handler {e.target!r} is not in the list "
+                             "(copied from another list? clear exn_tab_entry or clone both)")
         key = (id(e.target), e.depth, e.lasti)
         if rows and rows[-1][1] == off and rows[-1][5] == key:
             rows[-1][1] = end
@@ -247,12 +251,31 @@ def _used_locals(insts: Sequence[Instruction]) -> list[str]:
     return [i.argval for i in insts if ops.arg_kind(i.opname) in ("local", "free")]
 
 
+def _check_prologue(insts: Sequence[Instruction], layout: CodeLayout) -> None:
+    """Cells must be made and free vars copied before RESUME, or the frame would read raw
+    slots as cells (a crash, not an exception)."""
+    head = []
+    for inst in insts:
+        if inst.opname == "RESUME":
+            break
+        head.append(inst)
+    else:
+        raise ValueError("no RESUME instruction: start the body with emit.prologue(template)")
+    made = {i.argval for i in head if i.opname == "MAKE_CELL"}
+    copied = [i.arg for i in head if i.opname == "COPY_FREE_VARS"]
+    if made != set(layout.cellvars) or copied != ([len(layout.freevars)] if layout.freevars
+                                                  else []):
+        raise ValueError("the prologue does not match the layout's cells/free vars: start the "
+                         "body with emit.prologue(template)")
+
+
 def make_code(template: CodeType, insts: Sequence[Instruction], layout: CodeLayout, *,
               name: str | None = None, qualname: str | None = None,
               firstlineno: int | None = None, flags: int | None = None) -> CodeType:
     """Assemble `insts` into a code object with an explicit `layout`; everything else
     (filename, flags other than *args/**kwargs, pools to extend) comes from `template`."""
     layout = layout.with_locals(_used_locals(insts))
+    _check_prologue(insts, layout)
     first = template.co_firstlineno if firstlineno is None else firstlineno
     asm = assemble(insts, consts=template.co_consts,
                    names=template.co_names, localsplus=layout.localsplus, firstlineno=first)

@@ -27,6 +27,14 @@ Seq = list[Instruction]
 _NB_OPS = {symbol: i for i, (_, symbol) in enumerate(dis._nb_ops)}  # "+" -> 0, "+=" -> 13 ...
 
 
+def located(seq: Seq, positions) -> Seq:
+    """Give every instruction of `seq` the source `positions` (a dis.Positions), so errors and
+    tracebacks in generated code point at the user's line; returns `seq`."""
+    for inst in seq:
+        inst.positions = positions
+    return seq
+
+
 # -- frame prologue / epilogue -----------------------------------------------------------------
 
 def prologue(code: CodeType) -> Seq:
@@ -57,8 +65,12 @@ def load_const(value: Any) -> Seq:
     return [Instruction("LOAD_CONST", argval=value)]
 
 
-def load_fast(name: str) -> Seq:
-    return [Instruction("LOAD_FAST", argval=name)]
+def load_fast(name: str, checked: bool = False) -> Seq:
+    """Push a plain local.  3.12's LOAD_FAST assumes the local is bound (an unbound one pushes
+    NULL and may crash later): pass checked=True unless it is known to be bound, to raise
+    UnboundLocalError instead (LOAD_FAST_CHECK; 3.11's LOAD_FAST always checks)."""
+    return [Instruction("LOAD_FAST_CHECK" if checked and ops.PY312 else "LOAD_FAST",
+                        argval=name)]
 
 
 def store_fast(name: str) -> Seq:
@@ -251,6 +263,22 @@ def build_const_key_map(keys: Sequence[Any]) -> Seq:
 def unpack_sequence(n: int) -> Seq:
     """[..., seq] -> [..., seq[n-1], ..., seq[0]] (seq[0] on top)."""
     return [Instruction("UNPACK_SEQUENCE", n)]
+
+
+def unpack_ex(before: int, after: int) -> Seq:
+    """[..., seq] -> [..., seq[-1], ..., rest_list, ..., seq[0]] for `a, *rest, b = seq`
+    (`before` names before the star, `after` after it; seq[0] on top)."""
+    return [Instruction("UNPACK_EX", before | (after << 8))]
+
+
+def dict_update() -> Seq:
+    """[..., d, mapping] -> [..., d] after d.update(mapping) (`{**m}` semantics)."""
+    return [Instruction("DICT_UPDATE", 1)]
+
+
+def list_extend() -> Seq:
+    """[..., lst, iterable] -> [..., lst] after lst.extend(iterable)."""
+    return [Instruction("LIST_EXTEND", 1)]
 
 
 def list_to_tuple() -> Seq:

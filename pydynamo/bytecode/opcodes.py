@@ -104,20 +104,27 @@ def cache_entries(opname: str) -> int:
     return _CACHE_ENTRIES.get(opname, 0)
 
 
-def has_arg(opname: str) -> bool:
-    return opname in VIRTUAL_JUMPS or OPMAP[opname] >= HAVE_ARGUMENT
-
-
-def arg_kind(opname: str) -> str | None:
+def _arg_kind(opname: str) -> str | None:
     if opname in JUMPS or opname in VIRTUAL_JUMPS:
         return "jump"
-    if not has_arg(opname):
+    if OPMAP[opname] < HAVE_ARGUMENT:
         return None
     for kind, table in (("const", HASCONST), ("name", HASNAME), ("local", HASLOCAL),
                         ("free", HASFREE), ("compare", HASCOMPARE)):
         if opname in table:
             return kind
     return "int"
+
+
+_ARG_KINDS = {name: _arg_kind(name) for name in (*OPMAP, *VIRTUAL_JUMPS)}
+
+
+def arg_kind(opname: str) -> str | None:
+    return _ARG_KINDS[opname]
+
+
+def has_arg(opname: str) -> bool:
+    return _ARG_KINDS[opname] is not None
 
 
 def is_backward(opname: str) -> bool:

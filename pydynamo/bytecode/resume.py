@@ -4,8 +4,11 @@
 ``__resume_at_<offset>_<n>`` takes the live state at `offset` as arguments and runs the original
 instructions from there with the original semantics:
 
-* arguments: the stack slots that are not NULL, bottom first (named ``___stack<i>``), then the
-  live plain locals (in co_varnames order).  NULL slots are re-pushed by the prologue.
+* arguments (`params`): the stack slots that are not NULL, bottom first (named
+  ``___stack<i>``), then the live plain locals (in co_varnames order).  NULL slots are
+  re-pushed by the prologue.  Exception: code that may call zero-argument ``super()`` (it has a
+  ``__class__`` free variable) takes its first argument (``self``) first, because super() reads
+  the frame's first slot.  `ResumeFunction.arguments(stack, locals)` orders values for a call.
 * cells: every cell and free variable of `code` becomes a *free* variable of the resume code
   (``closure`` order), so the caller passes the frame's cell objects themselves and writes
   through closures stay shared.  `emit_call` builds the function with MAKE_FUNCTION from
@@ -16,7 +19,10 @@ instructions from there with the original semantics:
   (the executor's case: the context manager was exited, or never really entered, before the
   call) the caller passes the *context manager object* in that slot and the prologue re-enters
   it (``BEFORE_WITH; POP_TOP``), so e.g. `torch.no_grad()` is active again in the resumed code;
-  an exception while re-entering an inner block runs the exits of the outer ones.
+  an exception while re-entering an inner block runs the exits of the outer ones (only the
+  with-handlers: a try-block between two re-entered with-blocks does not see that exception).
+  Re-entry suits re-entrant context managers (grad-mode and similar); a generator-based
+  @contextmanager cannot be entered twice.
 * try/except/finally and with regions: the copied instructions keep their exception-table
   entries and the stack is rebuilt to the same depth, so handlers active at `offset` still are.
 * locals that may be unbound: pass `UNBOUND`; the prologue deletes them again.
@@ -36,9 +42,12 @@ from typing import Iterable, Sequence
 from pydynamo.bytecode import analysis, emit, opcodes
 from pydynamo.bytecode.analysis import MAYBE_NULL, NULL, WITH_EXIT
 from pydynamo.bytecode.assemble import CodeLayout, make_code
-from pydynamo.bytecode.instruction import ExnTabEntry, Instruction, clone_instructions, disassemble
+from pydynamo.bytecode.instruction import (
+    ExnTabEntry, Instruction, clone_instructions, disassemble,
+)
 
-_GENERATOR_FLAGS = 0x20 | 0x80 | 0x100 | 0x200  # GENERATOR, COROUTINE, ITERABLE_COROUTINE, ASYNC_GEN
+# CO_GENERATOR, CO_COROUTINE, CO_ITERABLE_COROUTINE, CO_ASYNC_GENERATOR
+_GENERATOR_FLAGS = 0x20 | 0x80 | 0x100 | 0x200
 
 
 class _Unbound:
@@ -65,10 +74,15 @@ class ResumeFunction:
     reenter_slots: tuple[int, ...]   # slots where the caller passes a context manager to re-enter
     local_args: tuple[str, ...]      # live plain locals passed after the stack values
     closure: tuple[str, ...]         # cells of the original frame, in co_freevars order
+    params: tuple[str, ...]          # call order: "___stack<i>" or a local's name
 
-    @property
-    def argnames(self) -> tuple[str, ...]:
-        return self.code.co_varnames[: self.code.co_argcount]
+    def arguments(self, stack: Sequence, local_values: dict) -> list:
+        """Positional arguments in `params` order from the stack values (all `nstack` slots,
+        NULL slots as None) and a name -> value mapping of the live locals."""
+        out = []
+        for p in self.params:
+            out.append(stack[int(p[len(_STACK):])] if p.startswith(_STACK) else local_values[p])
+        return out
 
     def make_function(self, globals_: dict, cells: Sequence = ()) -> FunctionType:
         """A function object for direct calls (tests, tools); `cells` in `closure` order."""
@@ -94,22 +108,26 @@ class ResumeFunction:
                 out += emit.call_function(emit.load_const(_exit_context), [emit.load_fast(_tmp(i))])
                 out += emit.store_fast(_tmp(i))
         out += emit.push_null() + emit.make_function(self.code, self.closure)
-        out += [x for i in self.stack_args for x in emit.load_fast(_tmp(i))]
         unbound, maybe = set(unbound), set(maybe_unbound)
-        for name in self.local_args:
-            if name in unbound:
+        for name in self.params:
+            if name.startswith(_STACK):
+                out += emit.load_fast(_tmp(int(name[len(_STACK):])))
+            elif name in unbound:
                 out += emit.load_const(UNBOUND)
             elif name in maybe:
                 out += emit.call_method(emit.push_null() + emit.load_const(locals) + emit.call(0),
                                         "get", [emit.load_const(name), emit.load_const(UNBOUND)])
             else:
                 out += emit.load_fast(name)
-        return out + emit.call(len(self.stack_args) + len(self.local_args)) + emit.return_value()
+        return out + emit.call(len(self.params)) + emit.return_value()
 
 
 def _exit_context(exit_fn):
     exit_fn(None, None, None)
     return exit_fn.__self__
+
+
+_STACK = "___stack"
 
 
 def _tmp(i: int) -> str:
@@ -145,13 +163,22 @@ def make_resume_function(code: CodeType, offset: int, *, nstack: int | None = No
     every live one).  See the module docstring for the calling convention."""
     if code.co_flags & _GENERATOR_FLAGS or not code.co_flags & 0x01:  # 0x01: CO_OPTIMIZED
         raise ValueError(f"can only resume plain function code, not {code.co_qualname}")
-    insts = disassemble(code)
+    cache = _cached(code)
+    if "analysis" not in cache:  # once per code object: the executor asks many times
+        insts = disassemble(code)
+        cache["analysis"] = (insts, analysis.stack_slots(insts), analysis.live_locals(insts),
+                             analysis.maybe_unbound(insts, CodeLayout.of(code).argnames))
+    insts, all_slots, all_live, all_unbound = cache["analysis"]
     k = next((n for n, i in enumerate(insts) if i.offset == offset), None)
     if k is None:
         raise ValueError(f"no instruction starts at offset {offset} in {code.co_qualname}")
+    if k > 0 and insts[k - 1].opname in ("PRECALL", "KW_NAMES"):
+        # inside a call sequence: 3.11 charges PRECALL with the arguments (the analysed depth
+        # is not the real one) and KW_NAMES sets a register that a new frame would not have
+        raise ValueError(f"cannot resume inside a call sequence (offset {offset})")
     if insts[k].opname == "END_FOR":  # 3.12: FOR_ITER jumps over it; never executed there
         raise ValueError(f"cannot resume at END_FOR (offset {offset}); resume after it")
-    slots = analysis.stack_slots(insts)[k]
+    slots = all_slots[k]
     if slots is None:
         raise ValueError(f"offset {offset} of {code.co_qualname} is unreachable")
     if nstack is not None and nstack != len(slots):
@@ -159,19 +186,21 @@ def make_resume_function(code: CodeType, offset: int, *, nstack: int | None = No
     nulls = _null_slots(slots, null_slots, offset)
     reenter = tuple(i for i, s in enumerate(slots) if s == WITH_EXIT) if reenter_with else ()
     cells = code.co_cellvars + code.co_freevars
-    live = analysis.live_locals(insts)[k]
+    live = all_live[k]
     if live_locals is None:
         names = live
     else:
         names = frozenset(live_locals)
         if not live <= names:
             raise ValueError(f"live locals missing at offset {offset}: {sorted(live - names)}")
+    if _needs_self_first(code) and code.co_varnames[0] not in all_unbound[k]:
+        names = names | {code.co_varnames[0]}
     local_args = tuple(n for n in dict.fromkeys(code.co_varnames) if n in names
                        and n not in cells)
     key = (offset, len(slots), nulls, reenter, local_args)
-    cache = _cached(code)
     if key not in cache:
-        cache[key] = _build(code, insts, k, slots, nulls, reenter, local_args, cells)
+        cache[key] = _build(code, insts, k, slots, nulls, reenter, local_args, cells,
+                            all_unbound[k])
     return cache[key]
 
 
@@ -192,15 +221,17 @@ def _null_slots(slots: Sequence[str], given: Iterable[int] | None, offset: int) 
 
 def _build(code: CodeType, insts: list[Instruction], k: int, slots: Sequence[str],
            nulls: tuple, reenter: tuple, local_args: tuple, cells: tuple,
-           splice=None, prefix: str = "__resume_at") -> ResumeFunction:
+           maybe_unbound: frozenset[str], splice=None, prefix: str = "__resume_at") -> ResumeFunction:
     body = clone_instructions(insts)
     target = body[k]
     if splice is not None:  # make_break_function: edit the copied body (tails after the break)
         body = splice(body)
     name = f"{prefix}_{insts[k].offset}_{next(_counter)}"
     stack_args = tuple(i for i in range(len(slots)) if i not in nulls)
-    argnames = tuple(f"___stack{i}" for i in stack_args) + local_args
-    maybe_unbound = analysis.maybe_unbound(insts, CodeLayout.of(code).argnames)[k]
+    argnames = tuple(f"{_STACK}{i}" for i in stack_args) + local_args
+    if _needs_self_first(code) and local_args and local_args[0] == code.co_varnames[0]:
+        # zero-argument super() reads the first local slot of the frame
+        argnames = (local_args[0],) + argnames[:len(stack_args)] + local_args[1:]
 
     pro: list[Instruction] = []
     if cells:
@@ -215,9 +246,9 @@ def _build(code: CodeType, insts: list[Instruction], k: int, slots: Sequence[str
         if i in nulls:
             seq = emit.push_null()
         elif i in reenter:
-            seq = emit.load_fast(f"___stack{i}") + [Instruction("BEFORE_WITH")] + emit.pop_top()
+            seq = emit.load_fast(f"{_STACK}{i}") + [Instruction("BEFORE_WITH")] + emit.pop_top()
         else:
-            seq = emit.load_fast(f"___stack{i}")
+            seq = emit.load_fast(f"{_STACK}{i}")
         for inst in seq:
             inst.exn_tab_entry = entry
         pro += seq
@@ -234,7 +265,14 @@ def _build(code: CodeType, insts: list[Instruction], k: int, slots: Sequence[str
                     flags=code.co_flags & ~0x04 & ~0x08)  # no *args/**kwargs
     _remember_origin(new, code, len(pro), origins)
     return ResumeFunction(new, name, insts[k].offset, len(slots), stack_args, nulls, reenter,
-                          local_args, cells)
+                          local_args, cells, argnames)
+
+
+def _needs_self_first(code: CodeType) -> bool:
+    """Zero-argument super() finds its object in the frame's first local slot."""
+    nargs = code.co_argcount + code.co_kwonlyargcount + bool(code.co_flags & 0x04)
+    return "__class__" in code.co_freevars and nargs > 0 \
+        and code.co_varnames[0] not in code.co_cellvars
 
 
 def make_break_function(code: CodeType, start: int, end: int, *, nstack: int,
@@ -291,7 +329,7 @@ def make_break_function(code: CodeType, start: int, end: int, *, nstack: int,
         return body[:kend + 1] + [i for t in tails for i in t] + body[kend + 1:]
 
     cache[key] = _build(code, insts, index[start], slots, nulls, reenter, local_args, cells,
-                        splice=splice, prefix="__break_at")
+                        may[index[start]], splice=splice, prefix="__break_at")
     return cache[key]
 
 

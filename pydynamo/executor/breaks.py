@@ -143,13 +143,15 @@ def take_break(tx, inst) -> None:
     _restore_grad_mode(tx, [v for v in stack if isinstance(v, WithExitVariable)])
 
     cg = OutputCodegen(tx.code, tx.f_globals)
-    args = [cg.temp(reconstruct(cg, stack[i])) for i in bf.stack_args]
-    for name in bf.local_args:
-        if name in tx.lazy_pending:  # an argument never read: pass it through, unguarded
+    args = []
+    for name in bf.params:  # "___stack<i>" or a live local, in the break function's order
+        if name.startswith("___stack"):
+            args.append(cg.temp(reconstruct(cg, stack[int(name[len("___stack"):])])))
+        elif name in tx.lazy_pending:  # an argument never read: pass it through, unguarded
             args.append(py_name(name))
-            continue
-        v = tx.lazy_local(name)
-        args.append(cg.load_const(UNBOUND) if v is None else cg.temp(reconstruct(cg, v)))
+        else:
+            v = tx.lazy_local(name)
+            args.append(cg.load_const(UNBOUND) if v is None else cg.temp(reconstruct(cg, v)))
     cell_writes = []
     for name in tx.code.co_cellvars:
         cell = tx.cells.get(name)

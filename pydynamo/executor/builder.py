@@ -9,7 +9,9 @@ second source adds an aliasing guard.
 """
 from __future__ import annotations
 
+import abc
 import collections
+import inspect
 import enum
 import functools
 import operator
@@ -30,7 +32,7 @@ from pydynamo.executor.variables.functions import PartialVariable, UserFunctionV
 from pydynamo.executor.variables.iterators import ITERTOOLS
 from pydynamo.executor.variables.misc import GRAD_MODE_FNS, GradModeClassVariable
 from pydynamo.executor.variables.nn_module import NNModuleVariable
-from pydynamo.executor.variables.torch_fns import TorchFunctionVariable, is_torch_callable
+from pydynamo.executor.variables.torch_fns import ALLOWED_IN_GRAPH, TorchFunctionVariable, is_torch_callable
 from pydynamo.executor.variables.user_objects import UserDefinedClassVariable, UserDefinedObjectVariable
 from pydynamo.guards import GuardKind
 from pydynamo.sources import AttrSource, GetItemSource
@@ -39,6 +41,7 @@ from pydynamo.executor import breaks as _breaks
 _BUILTIN_FUNCS = set(vars(vbuiltins).get("HANDLERS", {})) | vbuiltins.PURE | vbuiltins.TENSOR_OPS
 _BUILTIN_FUNCS |= {print, id, iter, next, enumerate, zip, map, filter, reversed, super, setattr,
                    object.__setattr__, functools.partial, collections.OrderedDict, collections.defaultdict,
+                   inspect.signature,
                    *ITERTOOLS}
 for _fn in ITERTOOLS:
     vbuiltins.HANDLERS.setdefault(_fn, vbuiltins._make_iter(_fn))
@@ -252,7 +255,7 @@ def _describe(value) -> str:
 def _is_user_object(value) -> bool:
     cls = type(value)
     return cls.__module__ not in ("builtins",) and not isinstance(value, type) and \
-        type(cls) is type and hasattr(value, "__dict__")
+        type(cls) in (type, abc.ABCMeta) and hasattr(value, "__dict__")
 
 
 _B = VariableBuilder
@@ -264,9 +267,10 @@ WRAPPERS: list[tuple[Callable, Callable]] = [
     (lambda v: type(v) in CONSTANT_TYPES, _B.literal),
     (lambda v: type(v) is torch.Size, _B.size),
     (lambda v: isinstance(v, OPAQUE_TYPES), _B.opaque),
-    (lambda v: isinstance(v, enum.Enum), by_identity(ObjectVariable)),
-    (lambda v: isinstance(v, types.ModuleType), by_identity(ObjectVariable)),
+    (lambda v: isinstance(v, enum.Enum) or v is inspect.Parameter.empty, by_identity(ObjectVariable)),
+    (lambda v: isinstance(v, (types.ModuleType, types.CodeType)), by_identity(ObjectVariable)),
     (lambda v: _hashable_in(v, GRAD_MODE_FNS), _B.grad_cls),
+    (lambda v: _hashable_in(v, ALLOWED_IN_GRAPH), by_identity(TorchFunctionVariable)),
     (lambda v: _hashable_in(v, _BUILTIN_FUNCS), _B.builtin_fn),
     (lambda v: isinstance(v, torch.nn.Module), _B.module),
     (lambda v: isinstance(v, types.FunctionType), _B.function),
@@ -276,6 +280,7 @@ WRAPPERS: list[tuple[Callable, Callable]] = [
     (lambda v: type(v) in (operator.itemgetter, operator.attrgetter), VariableBuilder.getter),
     (lambda v: type(v) in (list, tuple) or (isinstance(v, tuple) and hasattr(type(v), "_fields")), _B.sequence),
     (lambda v: type(v) in (dict, collections.OrderedDict, collections.defaultdict), _B.mapping),
+    (lambda v: type(v) is types.MappingProxyType and v is not None, _B.mapping),
     (lambda v: type(v) in (set, frozenset), _B.set_),
     (lambda v: type(v) is slice, _B.slice_),
     (lambda v: isinstance(v, type), by_identity(UserDefinedClassVariable)),

@@ -4,7 +4,8 @@ Invariants:
   * Placeholders come first, in the order inputs were first used; each has a Source and the real
     value (the example input handed to the backend).
   * Every call node carries metadata: meta["val"] is a tensor on device "meta" with the output's
-    shape/stride/dtype/requires_grad, meta["tensor_meta"] a TensorMeta with the real device.
+    shape/stride/dtype/requires_grad, meta["tensor_meta"] a pydynamo.meta.TensorMeta with the
+    real device (the record type shapes/codegen share).
   * Metadata is computed by running the op on meta tensors (`_run_meta`), under the traced grad
     mode. A failure there is Unsupported (eager will raise the real error if there is one).
   * Nodes whose only effect is a mutation (in-place methods, setitem, grad-mode switches) are
@@ -22,21 +23,13 @@ import torch
 import torch.fx
 
 from pydynamo.exc import Unsupported
+from pydynamo.meta import TensorMeta
 from pydynamo.executor.variables.base import VariableTracker
 from pydynamo.executor.variables.constant import ConstantVariable, ObjectVariable
 from pydynamo.executor.variables.tensor import TensorVariable
 from pydynamo.sources import Source
 
 _graph_ids = itertools.count()
-
-
-@dataclasses.dataclass(frozen=True)
-class TensorMeta:
-    shape: tuple
-    stride: tuple
-    dtype: torch.dtype
-    device: torch.device
-    requires_grad: bool
 
 
 @dataclasses.dataclass
@@ -74,7 +67,8 @@ def _is_impure(node: torch.fx.Node) -> bool:
     return False
 
 
-_IMPURE_FUNCTIONS = {operator.setitem, torch._C._set_grad_enabled, operator.iadd, operator.isub, operator.imul,
+_IMPURE_FUNCTIONS = {operator.setitem, torch._C._set_grad_enabled, torch.autograd.grad_mode._enter_inference_mode,
+                     torch.autograd.grad_mode._exit_inference_mode, operator.iadd, operator.isub, operator.imul,
                      operator.itruediv, operator.ifloordiv, operator.imod, operator.ipow, operator.imatmul,
                      operator.iand, operator.ior, operator.ixor, operator.ilshift, operator.irshift}
 
@@ -133,8 +127,7 @@ class OutputGraph:
     @staticmethod
     def _set_meta(node, example, device):
         node.meta["val"] = example
-        node.meta["tensor_meta"] = TensorMeta(tuple(example.shape), tuple(example.stride()),
-                                              example.dtype, device, example.requires_grad)
+        node.meta["tensor_meta"] = TensorMeta.from_tensor(example, device=device)
 
     # --- calls ----------------------------------------------------------------------------
     def to_fx(self, v: VariableTracker, meta: bool):
@@ -177,6 +170,7 @@ class OutputGraph:
         if out is not None and not _has_tensor(out):
             return tx.wrap_constant_result(out)
         node = self.graph.create_node(kind, target, fx_args, fx_kwargs)
+        node.meta["stack_trace"] = f'  File "{tx.code.co_filename}", line {tx.lineno}, in {tx.code.co_name}'
         return self.wrap_node(tx, node, out, device)
 
     def _run_meta(self, tx, kind, target, m_args, m_kwargs, args, kwargs):
@@ -184,7 +178,7 @@ class OutputGraph:
         if no_tensor_in and kind == "call_function" and "device" not in m_kwargs:
             m_kwargs = dict(m_kwargs, device="meta")  # a factory: build it on meta
         try:
-            with torch.set_grad_enabled(tx.grad_enabled):
+            with torch.inference_mode(tx.root.inference_mode_), torch.set_grad_enabled(tx.grad_enabled):
                 if kind == "call_method":
                     return getattr(m_args[0], target)(*m_args[1:], **m_kwargs)
                 return target(*m_args, **m_kwargs)

@@ -108,6 +108,32 @@ _COMPARE = {"<": operator.lt, "<=": operator.le, "==": operator.eq, "!=": operat
             ">=": operator.ge}
 
 
+def graph_break_handler(run):
+    """The one place where an untraceable construct becomes a graph-break record: attaches the
+    user's location (file:line:col), inline stack and hint to the Unsupported, and in the root
+    frame where to cut it: the root instruction that was running (a CALL when the failure is
+    inside an inlined function) at this visit. convert_frame then traces the frame again and
+    executor/breaks.py cuts it there: graph so far, the instruction in CPython, resume function."""
+    def wrapper(tx, *args):
+        try:
+            return run(tx, *args)
+        except Unsupported as e:
+            if e.graph_break is None:
+                from pydynamo.hints import hint_for
+                pos = tx.current.positions if tx.current is not None else None
+                col = pos.col_offset if pos is not None and pos.col_offset is not None else None
+                e.graph_break = GraphBreak(e.reason_code, e.message, tx.code.co_filename, tx.lineno,
+                                           None if col is None else col + 1, tx.user_stack(),
+                                           hint_for(e.reason_code, e.hint))
+            if tx.parent is None and getattr(e, "breakpoint", None) is None and tx.current is not None:
+                from pydynamo.executor.breaks import BreakPoint
+                e.breakpoint = BreakPoint(tx.current.offset, tx.visits.get(tx.current.offset, 1))
+            raise
+        except RecursionError:
+            raise Unsupported("recursion", "Python recursion limit reached while tracing") from None
+    return wrapper
+
+
 class InstructionTranslatorBase:
     def __init__(self, code: types.CodeType, f_globals: dict, parent: Optional["InstructionTranslatorBase"]):
         self.code = code
@@ -162,8 +188,17 @@ class InstructionTranslatorBase:
             tx = tx.parent
         return tuple(reversed(frames))
 
+    def user_location(self) -> str:
+        """file:line of the innermost frame on the inline stack that is user code (not torch or
+        the stdlib): where a guard "came from" in the user's terms."""
+        from pydynamo.convert_frame import is_library_file
+        tx = self
+        while tx.parent is not None and is_library_file(tx.code.co_filename):
+            tx = tx.parent
+        return tx.location()
+
     def add_guard(self, source: Source, kind: GuardKind, expected) -> None:
-        self.root.guards.append(Guard(source, kind, expected, self.location()))
+        self.root.guards.append(Guard(source, kind, expected, self.user_location()))
 
     def wrap(self, value, source) -> VariableTracker:
         return self.root.builder.wrap(self, value, source)
@@ -294,21 +329,13 @@ class InstructionTranslatorBase:
             raise Unsupported("unsupported_opcode", f"opcode {inst.opname} ({reason})")
         h.fn(self, inst)
 
+    @graph_break_handler
     def run_loop(self) -> None:
         try:
             while True:
                 self.step()
         except ReturnValue:
             return
-        except Unsupported as e:
-            if e.graph_break is None:
-                from pydynamo.hints import hint_for
-                pos = self.current.positions if self.current is not None else None
-                col = pos.col_offset if pos is not None and pos.col_offset is not None else None
-                e.graph_break = GraphBreak(e.reason_code, e.message, self.code.co_filename, self.lineno,
-                                           None if col is None else col + 1, self.user_stack(),
-                                           hint_for(e.reason_code, e.hint))
-            raise
 
 
 class InliningTranslator(InstructionTranslatorBase):
@@ -367,6 +394,7 @@ class InstructionTranslator(InstructionTranslatorBase):
         self.guards: list[Guard] = []
         self.builder = VariableBuilder(self)
         self.grad_enabled_ = torch.is_grad_enabled()
+        self.inference_mode_ = torch.is_inference_mode_enabled()
         self.global_overrides: dict[str, VariableTracker] = {}
         self.result: Optional[tuple] = None  # (new_code, source_text)
         self.lazy_pending = set(frame_locals) - set(code.co_freevars)
@@ -389,15 +417,7 @@ class InstructionTranslator(InstructionTranslatorBase):
         self.lazy_pending.discard(name)
 
     def run(self) -> None:
-        from pydynamo.executor.breaks import BreakPoint
-        try:
-            self.run_loop()
-        except Unsupported as e:
-            # where the root frame can break: the instruction that was running (a CALL for a
-            # failure inside an inlined function), at this visit
-            if getattr(e, "breakpoint", None) is None and self.current is not None:
-                e.breakpoint = BreakPoint(self.current.offset, self.visits.get(self.current.offset, 1))
-            raise
+        self.run_loop()
 
     def step(self) -> None:
         inst = self.instructions[self.ip]
@@ -413,8 +433,8 @@ class InstructionTranslator(InstructionTranslatorBase):
 
     def do_return(self, value: VariableTracker) -> None:
         from pydynamo.executor.reconstruct import OutputCodegen, build_code
-        if self.grad_enabled != torch.is_grad_enabled():
-            raise Unsupported("grad_mode_leak", "the frame returns with a different grad mode")
+        if self.grad_enabled != torch.is_grad_enabled() or self.inference_mode_ != torch.is_inference_mode_enabled():
+            raise Unsupported("grad_mode_leak", "the frame returns with a different grad/inference mode")
         cg = OutputCodegen(self.code, self.f_globals)
         ret = cg.reconstruct(value)
         ret = cg.temp(ret) if cg.lines or not self.side_effects.is_empty() else ret

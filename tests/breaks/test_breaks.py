@@ -7,8 +7,9 @@ comparison); breaks_runner.py only swaps the corpus and adds graph-break counts.
     a branch not seen before: both engines then compile its resume function on that call);
   * explain() on the first call's inputs gives torch._dynamo.explain's graph_count. Its
     graph_break_count is the number of frame cuts pydynamo made (a print two calls deep cuts the
-    caller and the callee: 2), while torch 2.13 reports graph_count - 1 (4 graphs: 3); so the
-    counts are compared as "a break was reported" on both sides, and the graph counts exactly;
+    caller and the callee: 2), while torch 2.13 reports graph_count - 1 (4 graphs: 3; and 0 for
+    a print on the first line, a break it does not count); so graph counts are compared exactly
+    and ours must report at least one break (every corpus function breaks);
   * no frame of the case's original code runs eagerly: every piece is a compiled frame
     (a resume function, or a callee compiled on its own), on every call;
   * where pydynamo deliberately differs (DIFFERENT), the test says why and asserts that pydynamo
@@ -121,8 +122,8 @@ def compare_breaks(rec, ref, name) -> list[str]:
                        f"torch.compile {len(r['new_graphs'])} (ops {r['new_graphs']})")
     if not isinstance(rec["explain"], tuple) or rec["explain"][0] != ref["explain"][0]:
         bad.append(f"explain() graph_count {rec['explain']}, torch.compile {ref['explain']}")
-    elif (rec["explain"][1] > 0) != (ref["explain"][1] > 0):
-        bad.append(f"explain() graph_break_count {rec['explain'][1]}, torch.compile {ref['explain'][1]}")
+    elif rec["explain"][1] < 1:  # every corpus function breaks at least once
+        bad.append(f"explain() reported no graph break ({rec['explain']})")
     return bad
 
 

@@ -3,6 +3,8 @@
 Each entry of CASES is (function, list of argument tuples).  Side effects go to LOG."""
 from __future__ import annotations
 
+import sys
+
 LOG: list = []
 
 
@@ -176,6 +178,48 @@ def matching(v):
     return r
 
 
+def reraise(a):
+    try:
+        try:
+            LOG.append(1 / a)
+        except ZeroDivisionError:
+            LOG.append("handling")
+            raise
+    except ZeroDivisionError as e:
+        LOG.append(("outer", str(e)))
+    try:
+        raise KeyError(a)
+    except KeyError:
+        LOG.append(sys.exc_info()[0].__name__)
+        LOG.append(repr(sys.exc_info()[1]))
+    LOG.append(sys.exc_info())
+    return "done"
+
+
+def late_closure(a):
+    x = a
+    fns = []
+    for i in range(3):
+        x += i
+        fns.append(lambda k=i: x * 10 + k)
+    x = -1
+    return [f() for f in fns]
+
+
+class Base:
+    def val(self, k):
+        LOG.append(("base", k))
+        return k * 2
+
+
+class Child(Base):
+    def val(self, k):
+        t = k + 1
+        LOG.append("child")
+        r = super().val(t)
+        return r + 1
+
+
 CASES = [
     (branches, [(1,), (2, 4), (5,)]),
     (loops, [(0,), (7,)]),
@@ -188,4 +232,7 @@ CASES = [
     (unbound_locals, [(0,), (4,)]),
     (early_returns, [(2,), (-1,), (9,)]),
     (matching, [([1, 2],), ({"k": 5},), (7,), ("x",)]),
+    (reraise, [(0,), (2,)]),
+    (late_closure, [(1,)]),
+    (Child.val, [(Child(), 1), (Child(), 5)]),  # zero-argument super() reads the frame
 ]

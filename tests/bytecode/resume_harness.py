@@ -9,6 +9,9 @@ from pydynamo.bytecode import analysis, disassemble, make_code_like
 from pydynamo.bytecode.resume import make_resume_function
 
 
+_NOT_STATEMENTS = ("RESUME", "MAKE_CELL", "COPY_FREE_VARS", "END_FOR")
+
+
 def split_points(code: types.CodeType) -> list[int]:
     """Offsets of statement starts (first instruction of each new source line) where the
     stack holds no maybe-NULL slot and which are reachable."""
@@ -18,8 +21,7 @@ def split_points(code: types.CodeType) -> list[int]:
     for inst, st in zip(insts, slots):
         line = inst.positions.lineno if inst.positions else None
         if line is not None and line != prev_line and st is not None \
-                and analysis.MAYBE_NULL not in st and inst.opname not in ("RESUME", "MAKE_CELL", "END_FOR",
-                                                                          "COPY_FREE_VARS"):
+                and analysis.MAYBE_NULL not in st and inst.opname not in _NOT_STATEMENTS:
             out.append(inst.offset)
         if line is not None:
             prev_line = line

@@ -14,6 +14,13 @@ def _fn(code, globs=None):
     return types.FunctionType(code, globs if globs is not None else globals())
 
 
+def _inverse(x):
+    try:
+        return 1 / x
+    except ZeroDivisionError:
+        return None
+
+
 def test_instruction_fields_from_code():
     def f(a, b=2):
         c = a + b
@@ -88,11 +95,7 @@ def test_new_locals_extended_args_and_virtual_jumps():
 
 
 def test_clone_remaps_targets_and_entries():
-    def f(x):
-        try:
-            return 1 / x
-        except ZeroDivisionError:
-            return None
+    f = _inverse
     insts = disassemble(f.__code__)
     copy = clone_instructions(insts)
     ids = {id(i) for i in copy}
@@ -115,3 +118,14 @@ def test_inconsistent_stack_is_reported():
     bad = [Instruction("RESUME", 0), Instruction("POP_TOP"), Instruction("RETURN_VALUE")]
     with pytest.raises(ValueError, match="underflow"):
         make_code_like(f.__code__, bad)
+
+
+def test_foreign_handler_reference_is_rejected():
+    f = _inverse
+    insts = disassemble(f.__code__)
+    covered = next(i for i in insts if i.exn_tab_entry is not None)
+    copy = Instruction(covered.opname, covered.arg, covered.argval,
+                       exn_tab_entry=covered.exn_tab_entry)
+    body = [Instruction("RESUME", 0), copy, Instruction("RETURN_VALUE")]
+    with pytest.raises(ValueError, match="exception handler"):
+        make_code_like(f.__code__, body)

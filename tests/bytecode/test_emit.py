@@ -108,3 +108,12 @@ def test_closures_prologue_and_locals():
     assert types.FunctionType(new, globals())(2) == (42, 2)
     with pytest.raises(ValueError):
         emit.make_function(inner_code, closure=["a"])
+
+
+def test_star_unpack_and_merges():
+    body = (emit.load_const((1, 2, 3, 4)) + emit.unpack_ex(1, 1) + emit.build_tuple(3)
+            + emit.build_list(0) + emit.load_fast("x") + emit.list_extend() + emit.list_to_tuple()
+            + emit.build_map(0) + emit.load_fast("y") + emit.dict_update()
+            + emit.build_tuple(3) + emit.return_value())
+    # seq[0] ends on top, so BUILD_TUPLE sees the pieces last-first
+    assert _run(_t, body, [7, 8], {"k": 1}) == ((4, [2, 3], 1), (7, 8), {"k": 1})

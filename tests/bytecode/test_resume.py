@@ -141,7 +141,22 @@ def test_misuse_is_rejected():
     with pytest.raises(ValueError, match="no instruction"):
         make_resume_function(code, 1)
 
+    after_kw = next(b for a, b in zip(insts, insts[1:]) if a.opname == "KW_NAMES")
+    with pytest.raises(ValueError, match="call sequence"):
+        make_resume_function(code, after_kw.offset, null_slots=range(len(slots[k])))
+
     def gen():
         yield 1
     with pytest.raises(ValueError, match="plain function"):
         make_resume_function(gen.__code__, 2)
+
+
+def test_zero_argument_super_keeps_self_first():
+    fn = corpus.Child.val
+    offset = _split_at(fn.__code__, "r = super().val(t)")
+    rf = make_resume_function(fn.__code__, offset)
+    assert rf.params[0] == "self" and "t" in rf.params
+    resume = rf.make_function(corpus.__dict__, [c for c in fn.__closure__])
+    corpus.LOG.clear()
+    assert resume(*rf.arguments([], {"self": corpus.Child(), "t": 3})) == 7
+    assert corpus.LOG == [("base", 3)]

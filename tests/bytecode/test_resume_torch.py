@@ -47,6 +47,6 @@ def test_no_grad_still_active_after_resume():
            "g2": UNBOUND}
     fn = rf.make_function(globals())
     assert torch.is_grad_enabled()
-    got = fn(torch.no_grad(), *[env[n] for n in rf.local_args])
+    got = fn(*rf.arguments([torch.no_grad()], env))
     assert got[4] is False and got[5] is True and torch.is_grad_enabled()
     assert not got[1].requires_grad and got[2].requires_grad

@@ -257,3 +257,130 @@ def test_output_code_log(capfd, monkeypatch):
     compile_and_check(lambda x: x.abs() + 2, torch.randn(3, 3))
     err = capfd.readouterr().err
     assert "def call(" in err
+
+
+def _dynamic_case(c, f, y):
+    for n in (5, 9, 33):
+        x = torch.randn(n, 16)
+        torch.testing.assert_close(c(x, y), f(x, y))
+    assert "s0 = arg0.shape[0]" in open(c.wrapper_path).read()
+
+
+def test_dynamic_dim_one_kernel_serves_all_sizes():
+    def f(x, y):
+        return torch.softmax(x * 2, -1) + x.sum(-1, keepdim=True) + y, (x.t() * 3).amax(0)
+    gm = torch.fx.symbolic_trace(f)
+    y = torch.randn(16)
+    c = codegen.compile_fx(gm, [torch.randn(5, 16), y], dynamic={0: [0]}, strict=True)
+    before = codegen.counters["input_mismatch_calls"]
+    _dynamic_case(c, f, y)
+    assert codegen.counters["input_mismatch_calls"] == before     # no eager fallback
+
+
+def test_sympy_sizes_from_placeholder_meta():
+    import types
+    import sympy
+    def f(x, y):
+        return (x.exp() * y).sum(0)
+    gm = torch.fx.symbolic_trace(f)
+    s = sympy.Symbol("s7", integer=True, positive=True)
+    x_node = next(n for n in gm.graph.nodes if n.op == "placeholder")
+    x_node.meta["val"] = types.SimpleNamespace(shape=(s, 16), dtype=torch.float32,
+                                               stride=(16, 1))
+    y = torch.randn(16)
+    c = codegen.compile_fx(gm, [torch.randn(6, 16), y], strict=True)
+    for n in (4, 6, 40):
+        x = torch.randn(n, 16)
+        torch.testing.assert_close(c(x, y), f(x, y))
+    assert "s7 = arg0.shape[0]" in open(c.wrapper_path).read()
+
+
+def test_norms_and_activations_decomposed():
+    m = nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8), nn.Hardswish(), nn.GroupNorm(2, 8),
+                      nn.Mish(), nn.Flatten(), nn.Linear(8 * 6 * 6, 10), nn.LogSoftmax(-1)).eval()
+    with torch.no_grad():
+        m[1].running_mean.uniform_(-1, 1)
+        m[1].running_var.uniform_(0.5, 2)
+    gm = torch.fx.symbolic_trace(m)
+    x = torch.randn(2, 3, 8, 8)
+    with torch.no_grad():
+        c = compile_and_check(gm, x, rtol=1e-4, atol=1e-4)
+    assert c.stats.extern_nodes == 1          # only the convolution runs eagerly
+    rms = compile_and_check(lambda x, w: F.rms_norm(x, (16,), w, eps=1e-6),
+                            torch.randn(4, 16), torch.randn(16))
+    assert rms.kernel_count <= 2
+
+
+def test_wrapper_names_user_source_line():
+    def f(x):
+        return torch.relu(x) * 2
+    gm = torch.fx.symbolic_trace(f)
+    for n in gm.graph.nodes:       # what the executor records for each node it creates
+        n.meta["stack_trace"] = f'  File "/home/u/model.py", line 12, in f\n    {n.name}(x)\n'
+    c = compile_and_check(gm, torch.randn(4))
+    assert 'File "/home/u/model.py", line 12, in f' in open(c.wrapper_path).read()
+
+
+def test_integer_division_matches_eager_and_raises_on_zero():
+    a = torch.randint(-20, 20, (50,))
+    b = torch.randint(-5, 5, (50,))
+    b[b == 0] = 3
+    b[0] = -1
+
+    def f(a, b):
+        return (a // b, a % b, torch.fmod(a, b), torch.div(a, b, rounding_mode="trunc"),
+                torch.remainder(a, 7), a.to(torch.int8) // b.to(torch.int8))
+    c = compile_and_check(f, a, b)
+    assert c.stats.extern_nodes == 0
+    b[5] = 0
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        c(a, b)
+
+
+def test_mutated_input_aliasing_another_input_runs_eagerly():
+    def f(x, y):
+        x.add_(1)
+        return y * 2
+    gm = torch.fx.symbolic_trace(f)
+    c = codegen.compile_fx(gm, [torch.randn(4), torch.randn(4)], strict=True)
+    x = torch.randn(4)
+    ref = (x + 1) * 2
+    with pytest.warns(UserWarning, match="differ"):
+        out = c(x, x)                  # y is x: eager sees the update
+    torch.testing.assert_close(out, ref)
+
+
+def test_no_lowering_is_named_like_an_inplace_method():
+    # a name ending in "_" would make an in-place method look pure (its mutation lost)
+    from codegen.lowering import LOWERINGS
+    assert not [n for n in LOWERINGS if n.endswith("_")]
+
+
+def test_inplace_method_variants_mutate_like_eager():
+    def f(x, y):
+        x.square_()
+        x.clamp_(min=0.1)
+        x.xlogy_(y)
+        return x + 0
+    x0, y = torch.rand(6) + 0.5, torch.rand(6) + 0.5
+    c = codegen.compile_fx(torch.fx.symbolic_trace(f), [x0.clone(), y])
+    x1, x2 = x0.clone(), x0.clone()
+    torch.testing.assert_close(c(x1, y), f(x2, y))
+    torch.testing.assert_close(x1, x2)
+
+
+def test_same_name_other_semantics_is_not_matched():
+    w, i = torch.randn(10, 4), torch.randint(0, 10, (3,))
+    m = torch.randn(5, 5)
+
+    def f(w, i, m):
+        return (torch.embedding(w, i), torch.linalg.norm(m, 2), torch.linalg.diagonal(m[None]),
+                torch.linalg.vector_norm(m, 2))
+    compile_and_check(f, w, i, m)
+
+
+def test_same_node_returned_twice_is_one_tensor():
+    c = codegen.compile_fx(torch.fx.symbolic_trace(lambda x: (lambda y: (y, y, y + 0))(x.exp())),
+                           [torch.randn(3)], strict=True)
+    a, b, d = c(torch.randn(3))
+    assert a is b and d is not a

@@ -12,8 +12,9 @@ FLOAT_OPS = ["add", "sub", "mul", "div", "exp", "log1p", "sigmoid", "tanh", "erf
              "abs", "clamp", "where", "maximum", "pow", "sum", "mean", "amax", "argmax", "var",
              "prod", "softmax", "log_softmax", "logsumexp", "nn.functional.gelu",
              "nn.functional.layer_norm", "cat", "stack", "permute", "transpose", "flip",
-             "index_select", "tril", "nn.functional.silu", "masked_fill", "nn.functional.mse_loss"]
-INT_OPS = ["add", "mul", "sum", "bitwise_and", "eq", "amax"]
+             "index_select", "tril", "nn.functional.silu", "masked_fill", "nn.functional.mse_loss",
+             "diag", "nn.functional.pad", "nn.functional.cosine_similarity"]
+INT_OPS = ["add", "mul", "sum", "bitwise_and", "eq", "amax", "floor_divide", "remainder"]
 BOOL_OPS = ["logical_and", "logical_not", "any", "all"]
 
 _DB = {}

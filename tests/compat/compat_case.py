@@ -11,6 +11,7 @@ constant, dtype or shape). Invariants the harness relies on:
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import zlib
@@ -73,9 +74,14 @@ def factory(fn: Callable[[torch.Generator], Any]) -> Callable:
 class Inputs:
     args: tuple
     kwargs: dict
+    # The call runs inside context() when set: global state (grad mode, default dtype) as a guard change.
+    context: Optional[Callable[[], Any]] = None
 
     def make(self, g: torch.Generator):
         return materialize(self.args, g), materialize(self.kwargs, g)
+
+    def enter(self):
+        return self.context() if self.context is not None else contextlib.nullcontext()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,6 +111,25 @@ def _inputs(spec) -> Inputs:
     if isinstance(spec, dict):
         return Inputs((), spec)
     return Inputs(tuple(spec), {})
+
+
+def under(context: Callable[[], Any], *args, **kwargs) -> Inputs:
+    """Spec whose call runs inside `context()`: under(torch.no_grad, t(3))."""
+    return Inputs(args, kwargs, context)
+
+
+class default_dtype:
+    """Context manager: torch's default dtype set for the duration of a call."""
+
+    def __init__(self, dtype: torch.dtype):
+        self.dtype = dtype
+
+    def __enter__(self):
+        self.saved = torch.get_default_dtype()
+        torch.set_default_dtype(self.dtype)
+
+    def __exit__(self, *exc):
+        torch.set_default_dtype(self.saved)
 
 
 def kw(*args, **kwargs) -> Inputs:

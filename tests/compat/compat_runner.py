@@ -16,11 +16,15 @@ starts a CPython frame of the original code, so a hit counts 0 while any eager r
 the eager engine itself) counts >= 1. Frames from a corpus file whose code is not in the set are
 counted separately (`unknown_frames`): under the eager engine that must be 0, which checks the walk.
 
+Leaks: after the last steady call, `leaked_inputs` counts the call's input tensors still alive once
+every reference the harness held is gone (weakrefs + gc.collect).
+
 A case that kills the process is recorded by the parent (see test_compat.py) from `_progress`.
 """
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import signal
 import sys
@@ -28,6 +32,7 @@ import time
 import traceback
 import types
 import warnings
+import weakref
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -151,6 +156,55 @@ def _on_alarm(signum, frame):
 
 # ---------------------------------------------------------------------------------------------
 
+def _tensors_in(v, out: list, depth: int = 0) -> list:
+    if depth > 10:
+        return out
+    if isinstance(v, torch.Tensor):
+        out.append(v)
+    elif isinstance(v, (list, tuple, set, frozenset)):
+        for x in v:
+            _tensors_in(x, out, depth + 1)
+    elif isinstance(v, dict):
+        for x in v.values():
+            _tensors_in(x, out, depth + 1)
+    elif hasattr(v, "__dict__") and not isinstance(v, type):
+        _tensors_in(vars(v), out, depth + 1)
+    return out
+
+
+def _one_call(c: cc.Case, compiled, spec: cc.Inputs, i: int, graphs: list, counter: FrameCounter):
+    """One call, recorded; returns (record, weakrefs to the call's input tensors). Every strong
+    reference to inputs and outputs dies with this frame, so the caller can test for leaks."""
+    g = torch.Generator().manual_seed(cc.seed_of(c.name, i))
+    args, kwargs = spec.make(g)
+    refs = [weakref.ref(x) for x in _tensors_in((args, kwargs), [])]
+    if c.before is not None:
+        c.before()
+    n_graphs = len(graphs)
+    rec = {"exc": None}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        t0 = time.perf_counter()
+        try:
+            with spec.enter(), counter:
+                out = compiled(*args, **kwargs)
+            rec["out"] = cc.normalize(out)
+        except _Timeout:
+            raise
+        except Exception as e:  # recorded; the test says which engine raised what
+            rec["exc"] = f"{type(e).__name__}: {str(e)[:2000]}"
+            rec["out"] = None
+        rec["seconds"] = time.perf_counter() - t0
+    rec["args_after"] = cc.normalize((args, kwargs))
+    rec["state"] = cc.normalize(c.observe()) if c.observe is not None else None
+    rec["new_graphs"] = graphs[n_graphs:]
+    rec["body_frames"] = counter.body
+    rec["unknown_frames"] = counter.unknown
+    rec["warnings"] = [f"{w.category.__name__}: {str(w.message)[:500]}" for w in caught
+                       if "pydynamo" in str(w.message).lower() or "pydynamo" in (w.filename or "")]
+    return rec, refs
+
+
 def run_case(c: cc.Case, reset, wrap, counter: FrameCounter) -> dict:
     graphs: list = []
 
@@ -166,32 +220,13 @@ def run_case(c: cc.Case, reset, wrap, counter: FrameCounter) -> dict:
     calls = []
     specs = [c.inputs] * cc.N_CALLS + list(c.changes)
     for i, spec in enumerate(specs):
-        g = torch.Generator().manual_seed(cc.seed_of(c.name, i))
-        args, kwargs = spec.make(g)
-        if c.before is not None:
-            c.before()
-        n_graphs = len(graphs)
-        rec = {"exc": None}
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            t0 = time.perf_counter()
-            try:
-                with counter:
-                    out = compiled(*args, **kwargs)
-                rec["out"] = cc.normalize(out)
-            except _Timeout:
-                raise
-            except Exception as e:  # recorded; the test says which engine raised what
-                rec["exc"] = f"{type(e).__name__}: {str(e)[:2000]}"
-                rec["out"] = None
-            rec["seconds"] = time.perf_counter() - t0
-        rec["args_after"] = cc.normalize((args, kwargs))
-        rec["state"] = cc.normalize(c.observe()) if c.observe is not None else None
-        rec["new_graphs"] = graphs[n_graphs:]
-        rec["body_frames"] = counter.body
-        rec["unknown_frames"] = counter.unknown
-        rec["warnings"] = [f"{w.category.__name__}: {str(w.message)[:500]}" for w in caught
-                           if "pydynamo" in str(w.message).lower() or "pydynamo" in (w.filename or "")]
+        rec, refs = _one_call(c, compiled, spec, i, graphs, counter)
+        # Leaks: after the last steady call (a cache hit), no input tensor may outlive the call
+        # (once per case: gc.collect is too slow for every call).
+        rec["leaked_inputs"] = None
+        if i == cc.N_CALLS - 1:
+            gc.collect()
+            rec["leaked_inputs"] = sum(r() is not None for r in refs)
         calls.append(rec)
     return {"name": c.name, "calls": calls, "error": None}
 

@@ -8,7 +8,8 @@ torch versions, so they are computed once per machine. Asserted per case, agains
   * outputs, inputs after the call (in-place ops) and observed side-effect state equal eager's on
     every call (4 calls with fresh random inputs, then each guard change);
   * the number of graphs compiled on call 1 equals torch.compile's;
-  * calls 2-4 compile nothing and start no frame of the case's original Python code (cache hits);
+  * calls 2-4 compile nothing and start no frame of the case's original Python code (cache hits),
+    and the inputs of call 4 do not outlive it (no reference leak);
   * each guard change compiles as many graphs as torch.compile does (recompiles exactly when it does).
 A case whose torch.compile reference is itself not a clean capture is reported as a corpus bug.
 """
@@ -168,12 +169,20 @@ def compare_compile(rec, ref, engine: str) -> list[str]:
         if c["new_graphs"] or c["body_frames"]:
             bad.append(f"call {i + 1}: not a cache hit under {engine}: compiled {len(c['new_graphs'])} graph(s), "
                        f"ran {c['body_frames']} frame(s) of the original Python code")
+    leaked = rec["calls"][n - 1].get("leaked_inputs")
+    if leaked and leaked > (ref["calls"][n - 1].get("leaked_inputs") or 0):
+        bad.append(f"call {n}: {engine} keeps {leaked} input tensor(s) alive after the call (a reference leak)")
     for i in range(n, len(ref["calls"])):
         got, want = len(rec["calls"][i]["new_graphs"]), len(ref["calls"][i]["new_graphs"])
         if got != want:
             verb = "recompiled" if got else "did not recompile"
             bad.append(f"guard change {i - n + 1} (call {i + 1}): {engine} {verb} ({got} graph(s)), "
                        f"torch.compile compiled {want}")
+        # past the recompile limit the body runs eagerly: exactly when torch.compile's does
+        ran, ref_ran = rec["calls"][i]["body_frames"] > 0, ref["calls"][i]["body_frames"] > 0
+        if ran != ref_ran:
+            bad.append(f"guard change {i - n + 1} (call {i + 1}): {engine} {'ran' if ran else 'did not run'} "
+                       f"the original Python code, torch.compile {'did' if ref_ran else 'did not'}")
     return bad
 
 

@@ -46,6 +46,11 @@ def test_compile_compare():
     assert len(compare_compile(reran, ref, "e")) == n - 1
     no_recompile = _rec([_call(X, [3])] + [_call(X)] * (n - 1) + [_call(X), _call(X)])
     assert any("did not recompile" in m for m in compare_compile(no_recompile, ref, "e"))
+    eager_fallback = _rec([_call(X, [3])] + [_call(X)] * (n - 1) + [_call(X, [3]), _call(X, frames=1)])
+    assert any("ran the original" in m for m in compare_compile(eager_fallback, ref, "e"))
+    leak = _rec([_call(X, [3])] + [_call(X)] * (n - 1) + [_call(X, [3]), _call(X)])
+    leak["calls"][n - 1] = {**leak["calls"][n - 1], "leaked_inputs": 1}
+    assert any("leak" in m for m in compare_compile(leak, ref, "e"))
     extra = _rec([_call(X, [3])] + [_call(X)] * (n - 1) + [_call(X, [3]), _call(X, [3])])
     assert any("recompiled" in m for m in compare_compile(extra, ref, "e"))
 

@@ -337,3 +337,72 @@ def test_explain_and_backends():
     assert "eager" in pydynamo.list_backends() and "inductor" in pydynamo.list_backends()
     pydynamo.register_backend("mine_for_test", lambda gm, ex: gm.forward)
     assert "mine_for_test" in pydynamo.list_backends()
+
+
+class _WithClassAttr:
+    factor = 2.0
+
+    def __init__(self):
+        self.bias = 1.0
+
+
+def test_class_attribute_rebinding_recompiles(cnt):
+    def f(x, o):
+        return x * o.factor + o.bias
+    opt = pydynamo.optimize(f, backend=cnt)
+    o, x = _WithClassAttr(), torch.randn(3)
+    torch.testing.assert_close(opt(x, o), f(x, o))
+    _WithClassAttr.factor = 5.0
+    try:
+        torch.testing.assert_close(opt(x, o), f(x, o))
+    finally:
+        _WithClassAttr.factor = 2.0
+    assert cnt.count == 2
+
+
+def test_dict_views_compare_like_views(cnt):
+    def f(x, d):
+        return x + 1, d.keys() == {"b", "a"}, list(d.items()) == [("a", 1), ("b", 2)], sorted(d.values())
+    d = {"a": 1, "b": 2}
+    x = torch.randn(2)
+    r, e = pydynamo.optimize(f, backend=cnt)(x, d), f(x, d)
+    torch.testing.assert_close(r[0], e[0])
+    assert r[1:] == e[1:] == (True, True, [1, 2])
+
+
+def _opaque_op(x):
+    return x * 2 + 1
+
+
+def test_allow_in_graph_makes_one_opaque_node(cnt):
+    pydynamo.allow_in_graph(_opaque_op)
+
+    def f(x):
+        return _opaque_op(x).relu()
+    x = torch.randn(3)
+    torch.testing.assert_close(pydynamo.optimize(f, backend=cnt)(x), f(x))
+    targets = [n.target for n in cnt.graphs[0].graph.nodes if n.op == "call_function"]
+    assert _opaque_op in targets
+
+
+def test_inference_mode_block_matches_eager(cnt):
+    def f(x):
+        with torch.inference_mode():
+            y = x * 2 + 1
+            inside = (y.is_inference(), torch.is_grad_enabled())
+        return y.clone(), inside, torch.is_inference_mode_enabled()
+    x = torch.randn(3, requires_grad=True)
+    r, e = pydynamo.optimize(f, backend=cnt)(x), f(x)
+    torch.testing.assert_close(r[0], e[0])
+    assert r[1:] == e[1:] == ((True, False), False)
+    assert r[0].is_inference() == e[0].is_inference()
+    assert cnt.count == 1
+
+
+def test_container_equality_like_python(cnt):
+    def f(x, n):
+        a, b = [x, n], [x, n]
+        return x + 1, a == b, (1, [2]) == (1, [2]), {"k": x} == {"k": x}, [x] != [x], a == (x, n)
+    x = torch.randn(2)
+    r, e = pydynamo.optimize(f, backend=cnt)(x, 3), f(x, 3)
+    assert r[1:] == e[1:] == (True, True, True, False, False)

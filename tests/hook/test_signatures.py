@@ -211,3 +211,27 @@ def test_every_recursion_depth_crosses_data_stack_chunks_cleanly():
         for n in range(0, 260, 3):
             assert depth(n) == 9 * n
     assert rec.names().count("depth") == 1
+
+
+def test_replacement_with_different_cell_variables():
+    """Arguments that are cells in only one of the two codes: the raw value is copied and the
+    replacement's own MAKE_CELL wraps it if it needs to."""
+    def plain(x, y):
+        return x * 10 + y
+
+    def celled(x, y):
+        get = lambda: x * 20 + y  # noqa: E731  (x and y become cells here)
+        return get()
+
+    def celled_orig(x, y):
+        return (lambda: x * 10 + y)()
+
+    def plain_repl(x, y):
+        return x * 30 + y
+
+    rec = Recorder({plain.__code__: celled.__code__.replace(co_name="plain"),
+                    celled_orig.__code__: plain_repl.__code__})
+    with hooked(only_tests(rec)):
+        for i in range(3):
+            assert plain(i, 1) == i * 20 + 1
+            assert celled_orig(i, 2) == i * 30 + 2

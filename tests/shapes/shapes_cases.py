@@ -161,4 +161,10 @@ CASES = [
     ("mT", "mT", lambda n, m: ((r(2, n, m),), {})),
     ("Tensor.add_fn", torch.Tensor.add, lambda n, m: ((r(n, m), r(m)), {})),
     ("Tensor.view_fn", torch.Tensor.view, lambda n, m: ((r(n, m), -1), {})),
+    ("torch.layer_norm", torch.layer_norm, lambda n, m: ((r(n, m, 6), (6,)), {})),
+    ("flatten_view_of_strided", "flatten", lambda n, m: ((r(n, m, 3)[..., 1],), {})),
+    ("flatten_copy", "flatten", lambda n, m: ((r(m, n).t(),), {})),
+    ("view_of_strided", "view", lambda n, m: ((r(n, m, 6)[..., 1:5], -1, 2, 2), {})),
+    ("view_split_of_transposed", "view", lambda n, m: ((r(m, n * 2).t(), Sym(n), 2, Sym(m)), {})),
+    ("reshape_copy", "reshape", lambda n, m: ((r(m, n).t(), -1, 1), {})),
 ]

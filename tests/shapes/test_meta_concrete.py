@@ -110,12 +110,16 @@ def test_data_dependent_ops_are_unsupported(target, args):
     assert info.value.reason_code in ("data_dependent", "meta_unsupported")
 
 
-def test_eager_errors_surface_unchanged():
-    with pytest.raises(RuntimeError):
+def test_errors_on_metadata_become_unsupported():
+    # eager raises these too; as graph breaks, the user gets eager's own error from eager
+    with pytest.raises(MetaUnsupported, match=r"torch\.add failed on metadata: RuntimeError: .*broadcast") as info:
         propagate(torch.add, (TensorMeta.from_tensor(r(3, 4)), TensorMeta.from_tensor(r(5))))
+    assert info.value.reason_code == "meta_error" and isinstance(info.value.__cause__, RuntimeError)
     leaf = TensorMeta.from_tensor(r(3, requires_grad=True))
-    with pytest.raises(RuntimeError, match="leaf"):
+    with pytest.raises(MetaUnsupported, match="leaf"):
         propagate("add_", (leaf, 1.0))
+    with pytest.raises(MetaUnsupported, match="TypeError"):
+        propagate(torch.sin, ("not a tensor",))
 
 
 def test_structseq_output_kept():

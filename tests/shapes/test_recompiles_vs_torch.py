@@ -3,14 +3,17 @@ symbolic tensors (TensorMeta + ShapeEnv through meta.propagate), keeps a cache o
 shape-guard check) entries, and counts compiles over a sequence of input sizes. The count must
 equal torch.compile's on the same function and sizes (dynamic=True and automatic dynamic), and
 the symbolic outputs, at each call's sizes, must equal eager's shapes."""
+import contextlib
 import operator
 
 import pytest
 import sympy
 import torch
+import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
 
 from pydynamo.meta import TensorMeta, propagate
-from pydynamo.shapes import AutomaticDynamic, ShapeEnv, TextSource, dynamic_dims, sym_int
+from pydynamo.shapes import AutomaticDynamic, ShapeEnv, SymInt, TextSource, dynamic_dims, sym_int
 
 
 class FakeT:
@@ -27,9 +30,7 @@ class FakeT:
         return propagate("size", (self.meta,) if dim is None else (self.meta, dim), env=self.env)
 
     def _call(self, target, args, kwargs=None):
-        unwrap = lambda v: v.meta if isinstance(v, FakeT) else v  # noqa: E731
-        out = propagate(target, tuple(unwrap(a) for a in args),
-                        {k: unwrap(v) for k, v in (kwargs or {}).items()}, env=self.env)
+        out = propagate(target, _unwrap(tuple(args)), _unwrap(kwargs or {}), env=self.env)
         return FakeT(out, self.env) if isinstance(out, TensorMeta) else out
 
     def __getattr__(self, name):
@@ -39,6 +40,81 @@ class FakeT:
         return self._call(operator.getitem, (self, idx))
 
 
+class _TraceMode(TorchFunctionMode):
+    """Routes every torch.* / F.* call made while tracing (factories too) through
+    meta.propagate; real tensors made along the way become FakeTs."""
+
+    def __init__(self, env):
+        super().__init__()
+        self.env = env
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if not any(isinstance(v, (FakeT, SymInt)) for v in _flat([args, kwargs])):
+            return func(*args, **kwargs)  # nothing traced involved (incl. meta.py's own meta runs)
+        out = propagate(func, _unwrap(tuple(args)), _unwrap(kwargs), env=self.env)
+        return FakeT(out, self.env) if isinstance(out, TensorMeta) else out
+
+
+def _unwrap(v):
+    """Traced values to what meta.propagate takes; real tensors made by the function become
+    (static) metadata."""
+    if isinstance(v, FakeT):
+        return v.meta
+    if isinstance(v, torch.Tensor):
+        return TensorMeta.from_tensor(v)
+    if isinstance(v, (list, tuple)):
+        return type(v)(_unwrap(x) for x in v)
+    if isinstance(v, dict):
+        return {k: _unwrap(x) for k, x in v.items()}
+    return v
+
+
+# Test functions reach torch factories through `T`: torch's argument parser reads a SymInt through
+# __index__ (pinning it) before any torch-function mode sees the call, so while tracing `T` is a
+# namespace whose factories go through meta.propagate, as the executor's calls do. (Patching torch
+# itself would poison torch.compile's caches of torch functions.)
+T = torch
+_FACTORIES = ("arange", "ones", "zeros", "empty", "full", "randn", "rand")
+
+
+class _SymbolicTorch:
+    def __init__(self, env):
+        self.env = env
+
+    def __getattr__(self, name):
+        fn = getattr(torch, name)
+        if name not in _FACTORIES:
+            return fn
+
+        def factory(*args, **kwargs):
+            if any(isinstance(v, SymInt) for v in _flat([args, kwargs])):
+                return FakeT(propagate(fn, args, kwargs, env=self.env), self.env)
+            return fn(*args, **kwargs)
+        return factory
+
+
+@contextlib.contextmanager
+def _symbolic_factories(env):
+    global T
+    T = _SymbolicTorch(env)
+    try:
+        yield
+    finally:
+        T = torch
+
+
+def _flat(v):
+    if isinstance(v, (list, tuple)):
+        for x in v:
+            yield from _flat(x)
+    elif isinstance(v, dict):
+        for x in v.values():
+            yield from _flat(x)
+    else:
+        yield v
+
+
 def _binop(op, reflected=False):
     def method(self, other):
         return self._call(op, (other, self) if reflected else (self, other))
@@ -46,7 +122,8 @@ def _binop(op, reflected=False):
 
 
 for _name, _op in (("add", operator.add), ("sub", operator.sub), ("mul", operator.mul),
-                   ("truediv", operator.truediv), ("matmul", operator.matmul)):
+                   ("truediv", operator.truediv), ("matmul", operator.matmul),
+                   ("lt", operator.lt), ("le", operator.le), ("gt", operator.gt), ("ge", operator.ge)):
     setattr(FakeT, f"__{_name}__", _binop(_op))
     setattr(FakeT, f"__r{_name}__", _binop(_op, True))
 
@@ -79,7 +156,8 @@ def simulate(fn, calls, dynamic):
                 shape, stride, off = env.create_tensor_sizes(t, TextSource(f"L['{name}']"), dims)
                 fakes.append(FakeT(TensorMeta.from_tensor(t, shape=shape, stride=stride), env))
                 static.append(tuple(d if isinstance(d, int) else None for d in shape))
-            out = fn(*fakes)
+            with _TraceMode(env), _symbolic_factories(env):
+                out = fn(*fakes)
             entry = (static, env.make_check_fn(), out.meta, env)
             entries.append(entry)
         _, _, out_meta, env = entry
@@ -90,7 +168,12 @@ def simulate(fn, calls, dynamic):
 
 
 def _make(spec):
-    return spec if isinstance(spec, int) else torch.randn(*spec)
+    """An int input, a random float tensor of a shape, or ("ids", shape): token ids < 10."""
+    if isinstance(spec, int):
+        return spec
+    if spec and spec[0] == "ids":
+        return torch.randint(0, 10, spec[1])
+    return torch.randn(*spec)
 
 
 def _static_match(static, tensors):
@@ -195,6 +278,51 @@ def f_int_and_size(x, n):
     return x.view(-1, n) + n
 
 
+def f_cat_stack(x, y):
+    return torch.stack([torch.cat([x, y], 0), torch.cat([y, x], 0)], dim=1).sum(-1)
+
+
+def f_conv(x, w):
+    return F.relu(F.conv2d(x, w, padding=1)).mean((2, 3))
+
+
+def f_attention(q, k):
+    scores = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5
+    return F.softmax(scores, dim=-1) @ k
+
+
+def f_where_mask(x):
+    n = x.shape[-1]
+    mask = T.ones(n, n).tril() > 0
+    return torch.where(mask, x, torch.zeros_like(x))
+
+
+def f_arange_index(x):
+    idx = T.arange(x.shape[0] - 1)
+    return x[idx] + x[1:]
+
+
+def f_expand_permute(x):
+    return x.unsqueeze(0).expand(3, -1, -1).permute(1, 2, 0).reshape(x.shape[0], -1)
+
+
+def f_reductions(x):
+    return x.amax(dim=1, keepdim=True) - x.mean(dim=(0, 2)).unsqueeze(-1).unsqueeze(0) + x.var(1, keepdim=True)
+
+
+def f_sym_slice(x):
+    h = x.shape[1] // 2
+    return x[:, :h] * x[:, h:2 * h]
+
+
+def f_flatten_linear(x, w):
+    return F.linear(x.flatten(1), w)
+
+
+def f_pad_embed(ids, table):
+    return F.pad(F.embedding(ids, table), (0, 0, 1, 1))
+
+
 def f_softmax_sum(x):
     return x.softmax(-1).sum(0, keepdim=True) * x.shape[-1]
 
@@ -221,6 +349,17 @@ CASES = [
     ("int_input", f_scale_by_int, [[(3,), 3], [(3,), 4], [(3,), 1], [(3,), 0], [(3,), -2], [(4,), 5]]),
     ("int_branch", f_branch_on_int, [[(3,), 3], [(3,), 4], [(3,), 1], [(3,), 0], [(3,), 7]]),
     ("int_and_size", f_int_and_size, [[(6,), 3], [(8,), 4], [(12,), 3], [(10,), 5], [(9,), 3]]),
+    ("cat_stack", f_cat_stack, [[(3, 4), (3, 4)], [(5, 4), (5, 4)], [(5, 6), (5, 6)], [(2, 2), (2, 2)]]),
+    ("conv", f_conv, [[(2, 3, 8, 8), (4, 3, 3, 3)], [(2, 3, 10, 8), (4, 3, 3, 3)], [(1, 3, 12, 9), (4, 3, 3, 3)]]),
+    ("attention", f_attention, [[(2, 5, 8), (2, 6, 8)], [(2, 7, 8), (2, 9, 8)], [(3, 7, 8), (3, 11, 8)]]),
+    ("where_mask", f_where_mask, [[(4, 4)], [(6, 6)], [(3, 3)]]),
+    ("arange_index", f_arange_index, [[(5, 3)], [(7, 3)], [(9, 4)]]),
+    ("expand_permute", f_expand_permute, [[(4, 5)], [(6, 5)], [(6, 7)]]),
+    ("reductions", f_reductions, [[(3, 4, 5)], [(3, 6, 5)], [(7, 6, 5)], [(7, 6, 9)]]),
+    ("sym_slice", f_sym_slice, [[(3, 8)], [(3, 10)], [(5, 11)], [(5, 2)]]),
+    ("flatten_linear", f_flatten_linear, [[(4, 2, 3), (5, 6)], [(7, 2, 3), (5, 6)], [(9, 2, 3), (5, 6)]]),
+    ("pad_embed", f_pad_embed, [[("ids", (2, 5)), (10, 4)], [("ids", (2, 7)), (10, 4)],
+                                [("ids", (3, 9)), (10, 4)]]),
     ("softmax_sum", f_softmax_sum, [[(3, 4)], [(5, 4)], [(5, 8)]]),
 ]
 

@@ -3,6 +3,7 @@ function), replacements, ranges, mark_dynamic/mark_static policy and automatic d
 import operator
 
 import pytest
+import sympy
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -305,3 +306,54 @@ def test_graph_symbols_in_creation_order():
     n = env.create_symint(9, TextSource("L['n']"))
     assert [str(s) for s in shapes.graph_symbols([n, {"k": m}], 3)] == ["s0", "s1", "s2"]
     assert shapes.graph_symbols(m.shape[1]) == [shape[1]]
+
+
+def test_marked_dynamic_dims_are_not_duck_shaped():
+    env = ShapeEnv()
+    x0 = env.create_symbol(6, size_of("x"))
+    y0 = env.create_symbol(6, size_of("y"), marked_dynamic=True)
+    z0 = env.create_symbol(6, size_of("z"))
+    assert x0 != y0 and z0 == x0
+    assert "L['z'].size()[0] == L['x'].size()[0]" in env.guard_texts()
+    assert not any("L['y']" in t and "==" in t for t in env.guard_texts())
+
+
+def test_works_with_executor_sources():
+    from pydynamo.sources import AttrSource, LocalSource
+    env = ShapeEnv()
+    x, w = torch.randn(6, 4), torch.randn(4, 9)
+    sx, _, _ = env.create_tensor_sizes(x, LocalSource("x"), [0, 1])
+    sw, _, _ = env.create_tensor_sizes(w, AttrSource(LocalSource("self"), "w"), [0, 1])
+    assert sw[0] == sx[1]  # duck shaped
+    assert env.symint(sx[0]) > 5
+    src = env.var_to_source[sx[0]]
+    assert src.name() == "L['x'].size()[0]" and src.reload() == "x.size()[0]"
+    assert "L['self'].w.size()[0] == L['x'].size()[1]" in env.guard_texts()
+
+    class M:
+        pass
+    m = M()
+    m.w = torch.randn(5, 9)
+    check = env.make_check_fn()
+    assert check({"x": torch.randn(8, 5), "self": m})
+    assert not check({"x": torch.randn(8, 4), "self": m})
+
+
+def test_size_sources_render_in_executor_guards():
+    from pydynamo.guards import Guard, GuardKind, compile_guards
+    from pydynamo.sources import LocalSource
+    src = shapes.size_source(LocalSource("x"), 1)
+    assert src.base == LocalSource("x") and src.guard_expr() == "L['x'].size()[1]"
+    check = compile_guards([Guard(src, GuardKind.EQUALS_MATCH, 4)], {})
+    assert check({"x": torch.randn(3, 4)}) and not check({"x": torch.randn(3, 5)})
+
+
+def test_strided_view_input_gets_stride_symbols():
+    env = ShapeEnv()
+    t = torch.randn(6, 10)[:, ::2]          # shape (6, 5), strides (10, 2)
+    shape, stride, _ = env.create_tensor_sizes(t, TextSource("L['t']"), [0, 1])
+    assert all(isinstance(d, sympy.Symbol) for d in (*shape, *stride))
+    assert env.source_names()[stride[0]] == "L['t'].stride()[0]"
+    check = env.make_check_fn()
+    assert check({"t": torch.randn(7, 14)[:, ::2]})
+    assert not check({"t": torch.randn(7, 14)[:, ::2][:, :1]})  # size 1 is specialized

@@ -10,7 +10,9 @@ from __future__ import annotations
 import builtins
 import collections
 import functools
+import inspect
 import math
+import types
 import operator
 
 import torch
@@ -155,13 +157,36 @@ def compare(tx, fn, a, b):
     if a.is_python_constant() and b.is_python_constant():
         return tx.wrap_constant_result(fn(a.as_python_constant(), b.as_python_constant()))
     if fn in (operator.eq, operator.ne):
-        from pydynamo.executor.variables.user_objects import UserDefinedObjectVariable
-        if not isinstance(a, UserDefinedObjectVariable) or a.cls.__eq__ is object.__eq__:
-            eq = _identical(a, b)
+        eq = _equal(tx, a, b)
+        if eq is not None:
             return ConstantVariable(eq if fn is operator.eq else not eq)
-        r = a.call_method(tx, "__eq__" if fn is operator.eq else "__ne__", [b], {})
-        return r
+        return a.call_method(tx, "__eq__" if fn is operator.eq else "__ne__", [b], {})
     raise Unsupported("compare", f"{fn.__name__} on {a} and {b}")
+
+
+def _equal(tx, a, b):
+    """`a == b` decided at trace time, or None when a's class defines its own __eq__ to call.
+    Containers compare element-wise like Python (identity first, as list.__eq__ does)."""
+    from pydynamo.executor.variables.containers import BaseListVariable, ConstDictVariable
+    from pydynamo.executor.variables.user_objects import UserDefinedObjectVariable
+    if _identical(a, b):
+        return True
+    if isinstance(a, BaseListVariable) and isinstance(b, BaseListVariable):
+        if not (issubclass(a.python_type(), b.python_type()) or issubclass(b.python_type(), a.python_type())):
+            return False
+        return len(a.items) == len(b.items) and all(
+            _identical(x, y) or compare(tx, operator.eq, x, y).truthy(tx) for x, y in zip(a.items, b.items))
+    if isinstance(a, ConstDictVariable) and isinstance(b, ConstDictVariable):
+        return set(a.items) == set(b.items) and all(
+            _identical(a.items[k], b.items[k]) or compare(tx, operator.eq, a.items[k], b.items[k]).truthy(tx)
+            for k in a.items)
+    if isinstance(a, UserDefinedObjectVariable) and a.cls.__eq__ is not object.__eq__:
+        return None
+    if isinstance(a, (BaseListVariable, ConstDictVariable)) or isinstance(b, (BaseListVariable, ConstDictVariable)):
+        return False  # a container never equals a non-container here (both sides are known types)
+    if hasattr(a, "value") or hasattr(b, "value") or a.python_type().__eq__ is object.__eq__:
+        return False  # default object equality is identity, checked above
+    raise Unsupported("compare", f"== on {a} and {b}")
 
 
 def _identical(a, b) -> bool:
@@ -387,7 +412,13 @@ def _print(tx, *args, **kwargs):
 
 @handler(id)
 def _id(tx, obj):
-    raise Unsupported("id", "id() of a traced value")
+    real = _identity_object(obj)
+    if real is _NO or isinstance(obj, TensorVariable):
+        raise Unsupported("id", "id() of a value made during tracing")
+    if obj.source is not None:
+        from pydynamo.guards import GuardKind
+        tx.add_guard(obj.source, GuardKind.ID_MATCH, (id(real), type(real).__name__))
+    return ConstantVariable(id(real))
 
 
 @handler(callable)
@@ -491,3 +522,15 @@ class GetterVariable(VariableTracker):
 
 HANDLERS[operator.itemgetter] = lambda tx, *k: GetterVariable(operator.itemgetter, [x.as_python_constant() for x in k])
 HANDLERS[operator.attrgetter] = lambda tx, *k: GetterVariable(operator.attrgetter, [x.as_python_constant() for x in k])
+
+
+@handler(inspect.signature)
+def _signature(tx, fn, **kwargs):
+    """inspect.signature of a known callable is a constant (Signature objects are immutable)."""
+    from pydynamo.executor.variables.functions import UserFunctionVariable, UserMethodVariable
+    if isinstance(fn, UserMethodVariable) and isinstance(fn.fn, UserFunctionVariable) and \
+            getattr(fn.obj, "value", None) is not None:
+        real = types.MethodType(fn.fn.fn, fn.obj.value)
+    else:
+        real = fn.as_python_constant()
+    return tx.wrap_constant_result(inspect.signature(real, **{k: v.as_python_constant() for k, v in kwargs.items()}))

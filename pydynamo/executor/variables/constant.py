@@ -9,6 +9,7 @@ read with the real getattr (still immutable); calls are routed by the caller.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 import types
 
@@ -20,7 +21,8 @@ from pydynamo.executor.variables.base import VariableTracker, python_constants
 CONSTANT_TYPES = (type(None), bool, int, float, complex, str, bytes, type(Ellipsis), range,
                   type(NotImplemented))
 OPAQUE_TYPES = (torch.dtype, torch.device, torch.layout, torch.memory_format, torch.finfo, torch.iinfo,
-                dataclasses.Field, dataclasses._FIELD_BASE, dataclasses._MISSING_TYPE)
+                dataclasses.Field, dataclasses._FIELD_BASE, dataclasses._MISSING_TYPE, inspect.Signature,
+                inspect.Parameter)
 
 
 def is_literal(value) -> bool:

@@ -319,11 +319,11 @@ class ConstDictVariable(VariableTracker):
             k = next(reversed(items)) if last else next(iter(items))
             return TupleVariable([tx.wrap_constant_result(k), items.pop(k)])
         elif name == "keys":
-            return TupleVariable(self.unpack_var_sequence(tx))
+            return DictViewVariable(self.unpack_var_sequence(tx), "keys")
         elif name == "values":
-            return TupleVariable(list(items.values()))
+            return DictViewVariable(list(items.values()), "values")
         elif name == "items":
-            return TupleVariable([TupleVariable([tx.wrap_constant_result(k), v]) for k, v in items.items()])
+            return DictViewVariable([TupleVariable([tx.wrap_constant_result(k), v]) for k, v in items.items()], "items")
         elif name == "__contains__":
             return ConstantVariable(self._key(args[0]) in items)
         elif name == "__len__":
@@ -348,6 +348,31 @@ class ConstDictVariable(VariableTracker):
 
     def __repr__(self):
         return f"ConstDictVariable({self.cls.__name__}, {list(self.items)})"
+
+
+class DictViewVariable(TupleVariable):
+    """A snapshot of dict.keys()/values()/items(): iterates like the view; compares like the real
+    view (keys and items are set-like) when its contents are constants."""
+
+    def __init__(self, items, kind: str):
+        super().__init__(items)
+        self.kind = kind
+
+    def python_type(self):
+        return type(getattr({}, self.kind)())
+
+    def as_python_constant(self):
+        if self.kind == "keys":
+            return dict.fromkeys(i.as_python_constant() for i in self.items).keys()
+        if self.kind == "items":
+            return dict(i.as_python_constant() for i in self.items).items()
+        raise Unsupported("dict_values", "dict.values() used as a constant")
+
+    def getitem(self, tx, key):
+        raise Unsupported("type_error", f"'dict_{self.kind}' object is not subscriptable")
+
+    def reconstruct(self, cg):
+        raise Unsupported("dict_view_escape", "returning a dict view made inside the compiled region")
 
 
 class SetVariable(VariableTracker):

@@ -3,7 +3,7 @@
 Entering one records `torch._C._set_grad_enabled(mode)` in the graph and switches the traced
 grad mode (used for metadata); exiting restores the mode from before. `set_grad_enabled(mode)`
 switches at construction, like eager. Used as decorators, they wrap the inlined call.
-inference_mode is traced as no_grad (same values; its outputs are ordinary tensors).
+inference_mode is recorded as eager's own enter/exit calls (its outputs are inference tensors).
 """
 from __future__ import annotations
 
@@ -72,9 +72,36 @@ def _enable_grad(tx, args, kwargs):
     return GradModeVariable(True, False, tx.grad_enabled)
 
 
+class InferenceModeVariable(VariableTracker):
+    """`with torch.inference_mode(mode):` — recorded as the enter/exit pair eager uses, so tensors
+    made inside are inference tensors exactly as in eager; grad mode is off inside."""
+
+    def __init__(self, mode: bool):
+        super().__init__()
+        self.mode = mode
+        self.saved = None
+
+    def call_method(self, tx, name, args, kwargs):
+        from torch.autograd import grad_mode
+        if name == "__enter__":
+            node = tx.output.add_node("call_function", grad_mode._enter_inference_mode, (self.mode,))
+            self.saved = (node, tx.grad_enabled, tx.root.inference_mode_)
+            tx.root.inference_mode_ = self.mode
+            if self.mode:
+                tx.grad_enabled = False  # inference mode implies no grad; no extra node needed
+            return ConstantVariable(None)
+        if name == "__exit__":
+            node, grad, inference = self.saved
+            tx.output.add_node("call_function", grad_mode._exit_inference_mode, (node,))
+            tx.root.grad_enabled_ = grad
+            tx.root.inference_mode_ = inference
+            return ConstantVariable(None)
+        raise Unsupported("inference_mode", f"inference_mode object .{name}")
+
+
 def _inference_mode(tx, args, kwargs):
     mode = (args[0] if args else kwargs.get("mode", ConstantVariable(True))).as_python_constant()
-    return GradModeVariable(not mode and tx.grad_enabled, False, tx.grad_enabled)
+    return InferenceModeVariable(bool(mode))
 
 
 def _set_grad_enabled(tx, args, kwargs):

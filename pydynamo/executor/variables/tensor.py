@@ -66,7 +66,7 @@ class TensorVariable(VariableTracker):
             raise Unsupported("tensor_attr", f"reading Tensor.{name} inside a compiled region")
         if hasattr(torch.Tensor, name):
             return TensorMethodVariable(self, name)
-        raise Unsupported("tensor_attr", f"Tensor has no attribute {name!r}")
+        raise Unsupported("no_attribute", f"Tensor has no attribute {name!r}")
 
     def setattr(self, tx, name, value):
         raise Unsupported("tensor_setattr", f"setting Tensor.{name}")

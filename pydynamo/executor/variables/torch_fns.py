@@ -37,6 +37,17 @@ for _name, _val in (("is_compiling", True), ("is_dynamo_compiling", True), ("is_
 COMPILING_QUERIES.update({torch.jit.is_scripting: False, torch.jit.is_tracing: False,
                           torch._C._get_tracing_state: None})
 
+# Functions the user asked to keep opaque (pydynamo.allow_in_graph): one graph node per call.
+ALLOWED_IN_GRAPH: set = set()
+
+
+def allow_in_graph(fn):
+    """Put calls to `fn` in the graph as one opaque node instead of tracing into it. Its output
+    metadata comes from running it on meta tensors, so it must be a pure tensor function."""
+    ALLOWED_IN_GRAPH.add(fn)
+    return fn
+
+
 _NOT_IN_GRAPH = {torch.manual_seed, torch.seed, torch.set_default_dtype, torch.set_printoptions}
 
 
@@ -81,7 +92,7 @@ class TorchFunctionVariable(VariableTracker):
         if fn is torch.Size:
             from pydynamo.executor.variables.containers import SizeVariable
             return SizeVariable(tx.unpack(args[0]) if args else [])
-        if fn in FACTORIES or _has_tensor_arg(args, kwargs):
+        if fn in FACTORIES or _has_tensor_arg(args, kwargs) or fn in ALLOWED_IN_GRAPH:
             return tx.output.call(tx, "call_function", fn, list(args), kwargs)
         if all(a.is_python_constant() for a in args) and fn in (torch.device, torch.finfo, torch.iinfo):
             return tx.wrap_constant_result(fn(*[a.as_python_constant() for a in args]))

@@ -9,6 +9,8 @@ Classes with a custom metaclass, `__new__`, `__getattr__` or slots-only storage 
 """
 from __future__ import annotations
 
+import abc
+import collections.abc
 import dataclasses
 import inspect
 import types
@@ -29,7 +31,8 @@ def class_attribute(tx, obj_var: VariableTracker, cls: type, name: str):
             raise Unsupported("custom_getattr", f"{cls.__name__}.__getattr__ for {name!r}") from None
         raise Unsupported("no_attribute", f"{cls.__name__!r} object has no attribute {name!r}") from None
     from pydynamo.executor.variables.functions import UserFunctionVariable, UserMethodVariable
-    cls_src = None
+    # a plain class attribute is guarded through the instance's class, so rebinding it recompiles
+    cls_src = AttrSource(AttrSource(obj_var.source, "__class__"), name) if obj_var.source is not None else None
     if isinstance(raw, types.FunctionType):
         return UserMethodVariable(UserFunctionVariable(raw), obj_var)
     if isinstance(raw, staticmethod):
@@ -66,6 +69,21 @@ class BuiltinMethodVariable(VariableTracker):
         if self.name == "__init__" and not args and not kwargs:
             return ConstantVariable(None)
         raise Unsupported("builtin_method", f"{self.name} of {type(self.obj).__name__}")
+
+
+class GenericGetattrVariable(VariableTracker):
+    """`object.__getattribute__(obj, name)` / `super().__getattribute__(name)`: the plain lookup."""
+
+    def __init__(self, obj):
+        super().__init__()
+        self.obj = obj
+
+    def call_function(self, tx, args, kwargs):
+        name = args[-1].as_python_constant()
+        obj = self.obj if len(args) == 1 else args[0]
+        if isinstance(obj, UserDefinedObjectVariable):
+            return obj.plain_getattr(tx, name)
+        return tx.getattr(obj, name)
 
 
 class UserDefinedClassVariable(VariableTracker):
@@ -106,7 +124,7 @@ class UserDefinedClassVariable(VariableTracker):
             return ModelOutputVariable.construct(tx, cls, args, kwargs)
         if issubclass(cls, BaseException):
             raise Unsupported("exception", f"constructing exception {cls.__name__}")
-        if type(cls) is not type or cls.__new__ is not object.__new__:
+        if type(cls) not in (type, abc.ABCMeta) or cls.__new__ is not object.__new__:
             raise Unsupported("user_class", f"constructing {cls.__name__} (custom metaclass or __new__)")
         import torch
         if issubclass(cls, torch.nn.Module):
@@ -180,6 +198,30 @@ class UserDefinedObjectVariable(VariableTracker):
             except AttributeError:
                 raise Unsupported("no_attribute", f"{self.cls.__name__!r} object has no attribute {name!r}") from None
             return tx.wrap(value, AttrSource(self.source, name))
+        return self.plain_getattr(tx, name)
+
+    def dict_view(self, tx):
+        """The dict contents of a dict-subclass instance, as a dict tracker (for dict's own
+        methods reached through super()); guarded and replayed through the object's source."""
+        view = getattr(self, "_dict_view", None)
+        if view is None:
+            if self.value is None or self.source is None or not isinstance(self.value, dict):
+                raise Unsupported("dict_subclass", f"dict methods of {self.cls.__name__} made in the frame")
+            from pydynamo.executor.variables.containers import ConstDictVariable
+            from pydynamo.guards import GuardKind
+            from pydynamo.sources import GetItemSource
+            if not all(isinstance(k, (str, int)) for k in self.value):
+                raise Unsupported("dict_key", "dict subclass with non-constant keys")
+            tx.add_guard(self.source, GuardKind.DICT_KEYS, tuple(self.value.keys()))
+            items = {k: tx.wrap(dict.__getitem__(self.value, k), GetItemSource(self.source, k))
+                     for k in self.value}
+            view = self._dict_view = ConstDictVariable(items, dict, self.source)
+        return view
+
+    def plain_getattr(self, tx, name):
+        """Attribute lookup as object.__getattribute__ does it."""
+        if name in self.attrs:
+            return self.attrs[name]
         if self.value is not None:
             d = getattr(self.value, "__dict__", {})
             if name in d and not _data_descriptor(self.cls, name):
@@ -205,6 +247,17 @@ class UserDefinedObjectVariable(VariableTracker):
 
     def call_method(self, tx, name, args, kwargs):
         return self.var_getattr(tx, name).call_function(tx, args, kwargs)
+
+    def has_unpack_var_sequence(self, tx):
+        # collections.abc.Sequence's mixin __iter__ indexes until IndexError; iterating by len()
+        # gives the same items for any sequence whose __len__ is truthful
+        return getattr(self.cls, "__iter__", None) is collections.abc.Sequence.__iter__
+
+    def unpack_var_sequence(self, tx):
+        if not self.has_unpack_var_sequence(tx):
+            return super().unpack_var_sequence(tx)
+        n = self.call_method(tx, "__len__", [], {}).as_python_constant()
+        return [self.call_method(tx, "__getitem__", [ConstantVariable(i)], {}) for i in range(n)]
 
     def reconstruct(self, cg):
         if self.source is not None:
@@ -338,6 +391,11 @@ class SuperVariable(VariableTracker):
                     return tx.wrap(raw.__func__, None)
                 if name == "__init__" and klass is object:
                     return BuiltinMethodVariable(self.obj, "__init__")
+                if name == "__getattribute__" and klass is object:
+                    return GenericGetattrVariable(self.obj)
+                if klass is dict and isinstance(self.obj, UserDefinedObjectVariable):
+                    from pydynamo.executor.variables.base import MethodProxyVariable
+                    return MethodProxyVariable(self.obj.dict_view(tx), name)
                 raise Unsupported("super", f"super().{name} resolves to {type(raw).__name__}")
         raise Unsupported("no_attribute", f"super() has no attribute {name!r}")
 

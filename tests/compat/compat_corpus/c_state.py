@@ -6,7 +6,9 @@ guards; `observe` reads the state the call left behind (compared against eager).
 import torch
 import torch.nn as nn
 
-from compat_case import case, module_case, t
+import functools
+
+from compat_case import case, default_dtype, module_case, t, under
 
 W = torch.randn(3, generator=torch.Generator().manual_seed(7))
 SCALE = 2.5
@@ -235,3 +237,21 @@ class BufferInplaceUpdate(nn.Module):
         with torch.no_grad():
             self.running.mul_(0.9).add_(x.mean(0) * 0.1)
         return x - self.running
+
+
+@case(t(3, requires_grad=True), changes=(under(torch.no_grad, t(3, requires_grad=True)),
+                                         (t(3, requires_grad=True),)))
+def grad_mode_guard(x):
+    y = x * 2
+    return y, y.requires_grad
+
+
+@case(t(3), changes=(under(functools.partial(default_dtype, torch.float64), t(3)), (t(3),)))
+def default_dtype_guard(x):
+    return x + torch.ones(3), torch.zeros(2).dtype
+
+
+@case(t(3), "a", changes=tuple((t(3), m) for m in "bcdefghijk"))
+def recompile_limit(x, mode):
+    # every new string is a new EQUALS guard: entries pile up to the limit (8), then calls run eagerly
+    return x * len(mode) + ord(mode)

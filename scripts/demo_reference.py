@@ -1,0 +1,48 @@
+"""torch.compile's side of the demo's timings, in its own process (python -m pydynamo.demo runs
+it; product code never calls torch.compile). Loads the demo model from its file without
+importing pydynamo, so no pydynamo frame hook is present. Prints one JSON line."""
+import argparse
+import importlib.util
+import json
+import os
+import sys
+
+import torch
+
+DEMO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pydynamo", "demo")
+
+
+def _load(name):
+    spec = importlib.util.spec_from_file_location(f"demo_{name}", os.path.join(DEMO, f"{name}.py"))
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclasses look their module up by name
+    spec.loader.exec_module(mod)
+    return mod
+
+
+model_mod, per_call_us = _load("model"), _load("timing").per_call_us
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--batch", type=int, default=2)
+    ap.add_argument("--seq", type=int, default=16)
+    ap.add_argument("--iters", type=int, default=50)
+    ap.add_argument("--inductor", action="store_true")
+    a = ap.parse_args()
+    cfg = model_mod.DemoConfig()
+    m = model_mod.build_model(cfg)
+    x = model_mod.example_inputs(cfg, a.batch, a.seq, seed=30)
+    backends = ["eager"] + (["inductor"] if a.inductor else [])
+    out, ok = {}, True
+    for be in backends:
+        torch._dynamo.reset()
+        c = torch.compile(m, backend=be)
+        with torch.no_grad():
+            ok = ok and torch.allclose(c(x), m(x), rtol=1e-4, atol=1e-5)
+        out[f"torch.compile backend={be}"] = per_call_us(c, x, a.iters)
+    print(json.dumps({"timings_us": out, "matches_eager": bool(ok)}))
+
+
+if __name__ == "__main__":
+    main()

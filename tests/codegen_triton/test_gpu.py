@@ -1,0 +1,140 @@
+"""GPU-only checks of the Triton path and CUDA-graph replay (skipped without CUDA; they run on
+the H100 through the device tool: benchmarks/gpu/run_all.sh).
+
+OpInfo subset in float32 and bfloat16, half-precision reductions with fp32 accumulation,
+externs through cuBLAS, CUDA-graph replay, stale outputs, input address changes, parameters
+read in place, in-place input mutation and an uncapturable graph launching plainly.
+"""
+import pytest
+import torch
+import torch.fx
+import torch.nn as nn
+import torch.nn.functional as F
+
+import codegen
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(),
+                                reason="needs a CUDA GPU (device tool: benchmarks/gpu/run_all.sh)")
+
+OPS = ["add", "div", "exp", "log1p", "sigmoid", "tanh", "erf", "rsqrt", "clamp", "where",
+       "maximum", "pow", "sum", "amax", "argmax", "var", "prod", "softmax", "logsumexp",
+       "nn.functional.gelu", "nn.functional.layer_norm", "cat", "index_select", "masked_fill",
+       "atan2", "remainder", "floor_divide", "lgamma", "round"]
+
+
+def compiled(fn, *args, **opts):
+    gm = fn if isinstance(fn, torch.fx.GraphModule) else torch.fx.symbolic_trace(fn)
+    return codegen.compile_fx(gm, list(args), strict=True, **opts), gm
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("name", OPS)
+def test_opinfo_gpu(name, dtype):
+    from tests.codegen_triton import gpu_opinfo
+    torch.manual_seed(0)
+    r = gpu_opinfo.run(name, dtype, max_samples=4)
+    if r.samples == 0:
+        pytest.skip(f"no {dtype} sample of {name} runs eagerly on CUDA: {r.error}")
+    assert not r.wrong, r.wrong[:3]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("shape", [(64, 100), (8, 5000), (3, 20000)])    # persistent and looped
+def test_norms_match_eager(dtype, shape):
+    x = torch.randn(*shape, device="cuda", dtype=dtype)
+    w = torch.randn(shape[-1], device="cuda", dtype=dtype)
+    b = torch.randn(shape[-1], device="cuda", dtype=dtype)
+
+    def f(x, w, b):
+        return torch.softmax(x, -1), F.layer_norm(x, (shape[-1],), w, b), x.float().var(-1)
+    c, gm = compiled(f, x, w, b)
+    tol = 1e-4 if dtype == torch.float32 else 2e-2
+    torch.testing.assert_close(c(x, w, b), gm(x, w, b), rtol=tol, atol=tol)
+    assert c.kernel_count <= 4
+
+
+def test_extern_matmul_and_fused_epilogue():
+    x, w, b = (torch.randn(64, 128, device="cuda"), torch.randn(256, 128, device="cuda"),
+               torch.randn(256, device="cuda"))
+    c, gm = compiled(lambda x, w, b: F.gelu(F.linear(x, w, b)) * 2, x, w, b)
+    torch.testing.assert_close(c(x, w, b), gm(x, w, b), rtol=1e-3, atol=1e-3)
+    assert c.stats.externs == 1 and c.kernel_count == 1
+
+
+def _tiny(x, y):
+    a = torch.sin(x) * y + 1
+    return torch.softmax(a, -1) + a.mean(0), a.relu()
+
+
+def test_cudagraph_replay_matches_eager():
+    x, y = torch.randn(64, 64, device="cuda"), torch.randn(64, 64, device="cuda")
+    c, gm = compiled(_tiny, x, y, cudagraphs=True)
+    for _ in range(4):
+        x, y = torch.randn(64, 64, device="cuda"), torch.randn(64, 64, device="cuda")
+        torch.testing.assert_close(c(x, y), gm(x, y))
+    assert c.cg_stats["captures"] == 1 and c.cg_stats["replays"] >= 3
+
+
+def test_stale_output_is_never_overwritten():
+    x = torch.randn(64, 64, device="cuda")
+    c, gm = compiled(lambda x: x * 2 + 1, x, cudagraphs=True)
+    c(x)
+    first = c(x)
+    keep = first.clone()
+    c(torch.randn(64, 64, device="cuda"))       # a later replay
+    torch.testing.assert_close(first, keep)
+
+
+def test_same_address_new_contents_and_address_change():
+    x = torch.randn(32, 32, device="cuda")
+    c, gm = compiled(lambda x: x.exp() - 1, x, cudagraphs=True)
+    for _ in range(2):
+        c(x)
+    x.mul_(3)                                    # same address, new contents
+    torch.testing.assert_close(c(x), gm(x))
+    assert c.cg_stats["input_copies"] == 0       # read in place, never copied
+    z = torch.randn(32, 32, device="cuda")       # another address
+    torch.testing.assert_close(c(z), gm(z))
+    assert c.cg_stats["input_copies"] == 1 and c.cg_stats["captures"] == 2
+    x2 = torch.randn(32, 32, device="cuda")
+    torch.testing.assert_close(c(x2), gm(x2))
+    torch.testing.assert_close(c(x), gm(x))     # back at the first address: no copy
+    assert c.cg_stats["input_copies"] == 2
+
+
+def test_parameters_in_place_and_input_mutation():
+    m = nn.Linear(16, 16).cuda()
+    c, gm = compiled(torch.fx.symbolic_trace(m), torch.randn(4, 16, device="cuda"),
+                     cudagraphs=True)
+    x = torch.randn(4, 16, device="cuda")
+    with torch.no_grad():
+        for _ in range(3):
+            c(x)
+        m.weight.mul_(0.5)                       # parameter updated in place: seen by replay
+        torch.testing.assert_close(c(x), m(x))
+
+    def f(a, b):
+        a.add_(b)
+        return a * 2
+    a, b = torch.randn(8, device="cuda"), torch.randn(8, device="cuda")
+    c2, gm2 = compiled(f, a.clone(), b, cudagraphs=True)
+    for _ in range(3):
+        a1, a2 = a.clone(), a.clone()
+        torch.testing.assert_close(c2(a1, b), gm2(a2, b))
+        torch.testing.assert_close(a1, a2)       # the caller's tensor was written back
+
+
+def test_uncapturable_graph_launches_plainly():
+    x = torch.randn(100, device="cuda")
+    c, gm = compiled(lambda x: torch.nonzero(x > 0).sum() + x.sum(), x, cudagraphs=True)
+    before = codegen.counters["cudagraph_plain_launch"]
+    for _ in range(3):
+        torch.testing.assert_close(c(x), gm(x))
+    assert codegen.counters["cudagraph_plain_launch"] == before + 1
+
+
+def test_index_out_of_range_never_reads_stray_memory():
+    w = torch.randn(10, 4, device="cuda")
+    idx = torch.tensor([1, 3, 9], device="cuda")
+    c, gm = compiled(lambda i, w: F.embedding(i, w) * 2, idx, w)
+    torch.testing.assert_close(c(idx, w), gm(idx, w))
