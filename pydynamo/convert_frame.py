@@ -26,7 +26,8 @@ import torch
 from pydynamo import config, logs
 from pydynamo.backends import lookup_backend
 from pydynamo.exc import BackendCompilerFailed, FullGraphError, GraphBreak, Unsupported
-from pydynamo.guards import compile_guards, current_global_state, failures, Guard, GuardKind
+from pydynamo.guards import compile_guards, current_global_state, Guard, GuardKind
+from pydynamo.recompiles import explain_recompile
 
 
 @dataclasses.dataclass
@@ -45,7 +46,8 @@ class FrameResult:
 # Reasons that must never be cut into a graph break (the frame runs eagerly as a whole).
 UNBREAKABLE = frozenset({"python_version", "grad_mode_leak", "layout", "odd_name", "name_clash"})
 
-# Observers of translations (explain() installs one); each gets FrameResult or GraphBreak.
+# Observers of translations (explain() installs one); each gets a FrameResult, a GraphBreak (a
+# frame that runs eagerly as a whole) or a RecompileExplanation (before a recompile).
 RECORDERS: list[Callable[[Any], None]] = []
 
 
@@ -191,10 +193,11 @@ def make_callback(backend="codegen", fullgraph=False, dynamic=None, mode=None, o
                        f"{code.co_name} hit the recompile limit ({config.recompile_limit}); "
                        "existing compiled entries keep serving, new inputs run eagerly")
             return _C.RUN_ONLY
-        if entries and logs.enabled("recompiles"):
-            for guard, _ in entries:
-                logs.log("recompiles", "recompiling %s (%s:%d):\n  %s", code.co_name, code.co_filename,
-                         code.co_firstlineno, "\n  ".join(failures(guard.guards, frame_locals, frame_globals)))
+        if entries and (RECORDERS or logs.enabled("recompiles")):
+            why = explain_recompile(code, entries, frame_locals, frame_globals)
+            logs.log("recompiles", "%s", why)
+            for rec in RECORDERS:
+                rec(why)
         try:
             result = translate(code, frame_locals, frame_globals, builtins, backend_fn,
                                allow_breaks=not fullgraph)
@@ -204,8 +207,8 @@ def make_callback(backend="codegen", fullgraph=False, dynamic=None, mode=None, o
             gb = e.graph_break or GraphBreak(e.reason_code, e.message, code.co_filename, code.co_firstlineno)
             for rec in RECORDERS:
                 rec(gb)
-            if fullgraph:
-                raise FullGraphError(gb) from None
+            if fullgraph:  # the translator's traceback only when asked for (PYDYNAMO_VERBOSE=1)
+                raise FullGraphError(gb) from (e if config.verbose else None)
             logs.log("graph_breaks", "%s", gb)
             _warn_once(("break", code), f"pydynamo: {gb.location()}: {gb.message} [{gb.reason_code}]; "
                        f"running {code.co_name} eagerly")
