@@ -100,6 +100,10 @@ def _log_result(r: FrameResult) -> None:
         logs.log("guards", "%s:\n  %s", r.code.co_name, "\n  ".join(g.describe() for g in r.guards))
     if logs.enabled("output_code"):
         logs.log("output_code", "%s", r.output_source)
+    if logs.enabled("bytecode"):
+        import dis
+        logs.log("bytecode", "%s (%s:%d) replaced by:\n%s", r.code.co_name, r.code.co_filename,
+                 r.code.co_firstlineno, dis.Bytecode(r.new_code).dis())
 
 
 def _report_break(code: types.CodeType, gb: GraphBreak) -> None:

@@ -26,6 +26,7 @@ from typing import Optional
 
 import torch
 
+from pydynamo import logs
 from pydynamo.bytecode import UNBOUND
 from pydynamo.exc import Unsupported
 from pydynamo.executor.variables.base import VariableTracker
@@ -140,6 +141,10 @@ def take_break(tx, inst) -> None:
     except ValueError as e:
         raise Unsupported("unbreakable", f"cannot resume after {inst.opname}: {e}") from None
     _C.set_code_state(bf.code, "skip")
+    if logs.enabled("bytecode"):
+        import dis
+        logs.log("bytecode", "graph break in %s at %s:%d: runs in CPython, then resumes:\n%s",
+                 tx.code.co_name, tx.code.co_filename, tx.lineno, dis.Bytecode(bf.code).dis())
     _restore_grad_mode(tx, [v for v in stack if isinstance(v, WithExitVariable)])
 
     cg = OutputCodegen(tx.code, tx.f_globals)

@@ -204,3 +204,13 @@ def test_recompile_explanation_golden_from_log(monkeypatch, caplog):
     logged = [r.getMessage() for r in caplog.records if r.name == "pydynamo.recompiles"]
     assert _scaled_entries(logged) == _golden()
     assert all(_close(a, b) for a, b in zip(out[:2], calls_scaled(x)[:2]))
+
+
+def test_bytecode_log_shows_break_function(monkeypatch, caplog):
+    monkeypatch.setattr(config, "logs", "bytecode")
+    with caplog.at_level(logging.INFO, logger="pydynamo"):
+        x = torch.randn(3)
+        assert torch.allclose(pydynamo.optimize(sin_print_cos, backend="eager")(x), sin_print_cos(x))
+    text = "\n".join(r.getMessage() for r in caplog.records if r.name == "pydynamo.bytecode")
+    assert f"graph break in sin_print_cos at {HERE}:{_line(sin_print_cos, 2)}" in text
+    assert "CALL" in text and "sin_print_cos" in text
