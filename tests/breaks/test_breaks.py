@@ -18,13 +18,10 @@ comparison); breaks_runner.py only swaps the corpus and adds graph-break counts.
 from __future__ import annotations
 
 import glob
-import hashlib
 import os
-import shutil
 import sys
 
 import pytest
-import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "compat"))
@@ -63,27 +60,10 @@ DIFFERENT: dict[str, str] = {
 }
 
 
-def corpus_hash() -> str:
-    h = hashlib.sha256()
-    for f in sorted(glob.glob(os.path.join(HERE, "breaks_corpus", "*.py"))) + [RUNNER, tc.RUNNER]:
-        h.update(os.path.basename(f).encode())
-        with open(f, "rb") as fh:
-            h.update(fh.read())
-    h.update(torch.__version__.encode())
-    h.update(sys.version.encode())
-    return h.hexdigest()[:16]
-
-
 def _reference() -> str:
-    ref = os.path.join(HERE, ".reference", "%d.%d-%s" % (sys.version_info[:2] + (corpus_hash(),)))
-    if not os.path.exists(os.path.join(ref, "_done")):
-        prefix = os.path.basename(ref).split("-")[0] + "-"
-        for stale in glob.glob(os.path.join(os.path.dirname(ref), prefix + "*")):
-            shutil.rmtree(stale, ignore_errors=True)
-        for engine in ("eager", "torch"):
-            tc.run_engine(engine, os.path.join(ref, engine), NAMES, runner=RUNNER)
-        open(os.path.join(ref, "_done"), "w").close()
-    return ref
+    files = sorted(glob.glob(os.path.join(HERE, "breaks_corpus", "*.py"))) + \
+        [RUNNER, tc.RUNNER, os.path.join(os.path.dirname(tc.RUNNER), "compat_case.py")]
+    return tc._ensure_reference(HERE, NAMES, RUNNER, files)
 
 
 @pytest.fixture(scope="session")

@@ -40,10 +40,14 @@ NAMES = list(cc.REGISTRY)
 UNDER_TEST = os.environ.get("PYDYNAMO_COMPAT_ENGINE", "pydynamo")
 
 
-def corpus_hash() -> str:
+def corpus_hash(files=None) -> str:
+    """Key of the cached reference records: the corpus, harness and runner sources (default: the
+    compat corpus; tests/breaks passes its own), torch and Python versions."""
     h = hashlib.sha256()
-    files = sorted(glob.glob(os.path.join(HERE, "compat_corpus", "*.py")))
-    for f in files + [os.path.join(HERE, "compat_case.py"), RUNNER]:
+    if files is None:
+        files = sorted(glob.glob(os.path.join(HERE, "compat_corpus", "*.py"))) + \
+            [os.path.join(HERE, "compat_case.py"), RUNNER]
+    for f in files:
         h.update(os.path.basename(f).encode())
         with open(f, "rb") as fh:
             h.update(fh.read())
@@ -80,19 +84,20 @@ def run_engine(engine: str, out: str, names: list[str], runner: str = RUNNER) ->
                        os.path.join(out, n + ".pt"))
 
 
-def _reference_dir() -> str:
-    tag = "%d.%d-%s" % (sys.version_info[0], sys.version_info[1], corpus_hash())
-    return os.path.join(HERE, ".reference", tag)
+def _reference_dir(base: str = HERE, files=None) -> str:
+    tag = "%d.%d-%s" % (sys.version_info[0], sys.version_info[1], corpus_hash(files))
+    return os.path.join(base, ".reference", tag)
 
 
-def _ensure_reference() -> str:
-    ref = _reference_dir()
+def _ensure_reference(base: str = HERE, names=None, runner: str = RUNNER, files=None) -> str:
+    """Eager and torch.compile records of `names`, computed once per corpus version."""
+    ref = _reference_dir(base, files)
     if not os.path.exists(os.path.join(ref, "_done")):
         prefix = os.path.basename(ref).split("-")[0] + "-"
         for stale in glob.glob(os.path.join(os.path.dirname(ref), prefix + "*")):
             shutil.rmtree(stale, ignore_errors=True)  # older corpus versions of this Python
         for engine in ("eager", "torch"):
-            run_engine(engine, os.path.join(ref, engine), NAMES)
+            run_engine(engine, os.path.join(ref, engine), NAMES if names is None else names, runner)
         open(os.path.join(ref, "_done"), "w").close()
     return ref
 
