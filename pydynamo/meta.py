@@ -534,7 +534,8 @@ def _module_device(module: torch.nn.Module) -> Optional[torch.device]:
     return None
 
 
-# Meta runs are pure functions of (op, concrete argument metadata, grad mode, default dtype);
+# Meta runs are pure functions of (op, concrete argument metadata, grad/inference mode, default
+# dtype);
 # models repeat the same ops on the same shapes layer after layer, so results are memoized.
 _META_CACHE: dict = {}
 _META_CACHE_LIMIT = 8192
@@ -545,7 +546,7 @@ def _cache_key(target, args, kwargs, env):
         return None
     try:
         key = (target, _key_of(args, env), _key_of(kwargs, env), torch.is_grad_enabled(),
-               torch.get_default_dtype())
+               torch.is_inference_mode_enabled(), torch.get_default_dtype())
         hash(key)
         return key
     except _Uncacheable:
