@@ -535,8 +535,8 @@ def _module_device(module: torch.nn.Module) -> Optional[torch.device]:
 
 
 # Meta runs are pure functions of (op, concrete argument metadata, grad/inference mode, default
-# dtype);
-# models repeat the same ops on the same shapes layer after layer, so results are memoized.
+# dtype); models repeat the same ops on the same shapes layer after layer, so results are
+# memoized. (Autocast is not modelled: meta tensors have no autocast, cached or not.)
 _META_CACHE: dict = {}
 _META_CACHE_LIMIT = 8192
 
