@@ -67,6 +67,11 @@ class Pointwise(nn.Module):
         return torch.relu(a) * y - a * 0.25
 
 
+class TransposeAdd(nn.Module):
+    def forward(self, x, y):
+        return x.t() * 2 + y
+
+
 class Softmax(nn.Module):
     def forward(self, x):
         return torch.softmax(x, -1)
@@ -112,6 +117,10 @@ def part_kernels(smoke):
     cases = [
         ("pointwise_32M", Pointwise(), (torch.randn(n, device="cuda"),
                                         torch.randn(n, device="cuda")), 3 * n * 4),
+        ("transpose_add_4096x8192", TransposeAdd(),
+         (torch.randn(8192 if not smoke else 256, 4096 if not smoke else 128, device="cuda"),
+          torch.randn(4096 if not smoke else 128, 8192 if not smoke else 256, device="cuda")),
+         3 * (8192 * 4096 if not smoke else 256 * 128) * 4),
         ("softmax_4096x4096", Softmax(), (torch.randn(rows, 4096, device="cuda"),),
          2 * rows * 4096 * 4),
         ("layer_norm_4096x4096", LayerNorm(4096).cuda(), (torch.randn(rows, 4096,

@@ -109,3 +109,12 @@ def test_output_code_log_shows_triton(capfd, monkeypatch):
     compiled(lambda x: x.abs() + 2, torch.randn(3, 3, device=DEV))
     err = capfd.readouterr().err
     assert "@triton.jit" in err and "def call(" in err
+
+
+@pytest.mark.parametrize("shape", [(100, 70), (3, 40, 50), (33, 47)])
+def test_transposed_reads_use_2d_tiles(shape):
+    x = torch.randn(*shape, device=DEV)
+    y = torch.randn(*shape[:-2], shape[-1], shape[-2], device=DEV)
+    c, gm = compiled(lambda x, y: x.transpose(-1, -2) * 2 + y, x, y)
+    torch.testing.assert_close(c(x, y), gm(x, y))
+    assert "yindex" in c.kernel_source and c.kernel_count == 1
