@@ -32,6 +32,7 @@ def test_design_example_guard_text_and_reuse():
     check = env.make_check_fn()
     for n, ok in ((8, True), (9, True), (100, True), (7, False), (2, False)):
         assert check({"a": torch.randn(n)}) is ok, n
+    assert check({"a": torch.randn(())}) is False and check({}) is False
 
 
 def test_other_branch_gives_upper_bound():
