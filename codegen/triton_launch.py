@@ -106,6 +106,14 @@ def choose_config(xnumel, inner_sizes, max_autotune=False) -> KernelConfig:
 # ------------------------------------------------------------------ libdevice
 
 
+def _lgamma(v):
+    """math.lgamma with libdevice's values at the poles (inf) instead of an exception."""
+    try:
+        return math.lgamma(v)
+    except (ValueError, OverflowError):
+        return math.inf
+
+
 class _InterpLibdevice:
     """numpy stand-ins for libdevice under the Triton interpreter (same names, same dtypes)."""
 
@@ -119,7 +127,7 @@ class _InterpLibdevice:
             "atan2": np.arctan2, "hypot": np.hypot, "nextafter": np.nextafter,
             "copysign": np.copysign, "fmod": np.fmod,
             "erfc": np.vectorize(math.erfc, otypes=[np.float64]),
-            "lgamma": np.vectorize(math.lgamma, otypes=[np.float64]),
+            "lgamma": np.vectorize(_lgamma, otypes=[np.float64]),
         }
         if name not in fns:
             raise AttributeError(name)

@@ -118,3 +118,15 @@ def test_transposed_reads_use_2d_tiles(shape):
     c, gm = compiled(lambda x, y: x.transpose(-1, -2) * 2 + y, x, y)
     torch.testing.assert_close(c(x, y), gm(x, y))
     assert "yindex" in c.kernel_source and c.kernel_count == 1
+
+
+def test_special_functions_at_special_values():
+    x = torch.tensor([0.0, -1.0, -2.0, 0.5, 3.0, -2.5, float("inf"), float("-inf"), float("nan"),
+                      1e-30, -7.25, 20.0], device=DEV)
+
+    def f(x):
+        return (torch.lgamma(x), torch.tanh(x), torch.special.erfc(x), torch.atan2(x, x + 1),
+                torch.expm1(x), torch.log1p(x.abs()), torch.round(x), torch.trunc(x),
+                torch.remainder(x, 1.5), torch.signbit(x))
+    c, gm = compiled(f, x)
+    torch.testing.assert_close(c(x), gm(x), equal_nan=True, rtol=1e-5, atol=1e-6)
