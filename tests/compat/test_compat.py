@@ -15,6 +15,7 @@ A case whose torch.compile reference is itself not a clean capture is reported a
 """
 from __future__ import annotations
 
+import fcntl
 import glob
 import hashlib
 import os
@@ -87,6 +88,17 @@ def _reference_dir() -> str:
 
 def _ensure_reference() -> str:
     ref = _reference_dir()
+    os.makedirs(os.path.dirname(ref), exist_ok=True)
+    # One builder per machine at a time: concurrent sessions wait instead of racing on the dir.
+    with open(os.path.join(os.path.dirname(ref), ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            return _build_reference(ref)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _build_reference(ref: str) -> str:
     if not os.path.exists(os.path.join(ref, "_done")):
         prefix = os.path.basename(ref).split("-")[0] + "-"
         for stale in glob.glob(os.path.join(os.path.dirname(ref), prefix + "*")):
