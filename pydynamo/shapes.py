@@ -592,6 +592,7 @@ class ShapeEnv:
             try_body.append(f"{code_names[sym]} = {_source_code(self.var_to_source[sym])}")
         checks = [_guard_code(g, code_names) for g in guards]
         lines.append("    try:")  # an input of another rank or type simply fails the guards
+        lines.append("        pass")
         lines += [f"        {b}" for b in try_body]
         for c in checks:
             lines.append(f"        if not ({c}):")

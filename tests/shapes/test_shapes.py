@@ -50,6 +50,7 @@ def test_zero_and_one_are_specialized(hint):
     env = ShapeEnv()
     assert env.create_symbol(hint, size_of("x")) == hint
     assert env.var_to_hint == {} and env.guard_texts() == []
+    assert env.make_check_fn()({}) is True  # no guards: everything passes
 
 
 def test_duck_shaping_shares_symbols_and_guards_equality():
