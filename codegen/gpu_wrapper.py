@@ -97,7 +97,8 @@ class GpuWrapperPrinter(WrapperPrinter):
             self.emit(f"{k.name}[lambda m: (({n} + m['XBLOCK'] - 1) // m['XBLOCK'],)]"
                       f"({', '.join(args)})", indent)
         else:
-            grid = f"(({n} + {cfg.xblock - 1}) // {cfg.xblock},)"
+            grid = str(cfg.grid(xnumel)) if cfg.tile else \
+                f"(({n} + {cfg.xblock - 1}) // {cfg.xblock},)"
             self.emit(f"{k.name}[{grid}]({', '.join(args)}, "
                       f"XBLOCK={cfg.xblock}, num_warps={cfg.num_warps})", indent)
         if info.uses_err:

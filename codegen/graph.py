@@ -161,6 +161,10 @@ class GraphLowering:
                 return type(m)(build(x, path + (i,)) for i, x in enumerate(m))
             if m is None or not _is_tensor_meta(m):
                 raise NotLowered("extern returned a non-tensor")
+            stride = m.stride() if callable(getattr(m, "stride", None)) else getattr(m, "stride", ())
+            if getattr(m, "layout", torch.strided) != torch.strided or \
+                    len(tuple(stride or ())) != len(m.shape):
+                raise EagerFallback("an op returns a non-strided (sparse/nested) tensor")
             stride = m.stride() if callable(m.stride) else m.stride
             lay = Layout([sympy.sympify(s) for s in m.shape], [sympy.sympify(s) for s in stride],
                          m.dtype)
@@ -222,6 +226,9 @@ class GraphLowering:
                 aliased.add(n)
                 aliased.update(n.all_input_nodes)
         for n in self.gm.graph.nodes:
+            why = _mutates_arguments(n, self.gm)
+            if why:
+                raise EagerFallback(why)
             if n.op == "call_function" and n.target is operator.setitem:
                 raise EagerFallback("setitem mutates a tensor in place")
             if "out" in n.kwargs and n.kwargs["out"] is not None:
@@ -405,12 +412,17 @@ class GraphLowering:
                 return self.to_arg(self._input_value(pos))   # the mutated input itself
             v = self.env[n]
             if isinstance(v, (list, tuple)):
-                return type(v)(self._fresh_output(x, False, seen) for x in v)
+                return self._nested_output(v, seen)
             return self._fresh_output(v, _may_alias(n), seen)
         self.outputs = torch.fx.node.map_arg(node.args[0], finalize)
         for m in self.mutations.values():
             m.value = self.to_arg(m.value)
         return None
+
+    def _nested_output(self, v, seen):
+        if isinstance(v, (list, tuple)):
+            return type(v)(self._nested_output(x, seen) for x in v)
+        return self._fresh_output(v, False, seen)
 
     def _fresh_output(self, v, may_alias, seen):
         """Outputs of non-view ops must be new tensors, as in eager."""
@@ -519,14 +531,42 @@ def _is_inplace(node) -> bool:
     name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
     if node.target in (operator.iadd, operator.isub, operator.imul, operator.itruediv):
         return True
+    # torch's convention: a trailing underscore mutates the first argument (torch.zero_,
+    # Tensor.add_, x.relu_()); treat every such name as in place, whatever object it is
     return isinstance(name, str) and name.endswith("_") and not name.endswith("__") and \
-        (node.op == "call_method" or getattr(node.target, "__self__", None) is not None or
-         node.target in _tensor_method_objects())
+        not name.startswith("_")
 
 
-def _tensor_method_objects():
-    return {getattr(torch.Tensor, n) for n in dir(torch.Tensor)
-            if n.endswith("_") and not n.endswith("__")}
+def _mutates_arguments(node, gm) -> Optional[str]:
+    """Ops without a trailing underscore that still write into their arguments."""
+    if node.op == "call_module":
+        mod = gm.get_submodule(node.target)
+        if isinstance(mod, torch.nn.modules.batchnorm._BatchNorm) and mod.training and \
+                mod.track_running_stats:
+            return "batch norm in training mode updates its running statistics"
+        return None
+    if node.op != "call_function":
+        return None
+    if node.target in _STATS_UPDATING:
+        training = node.kwargs.get("training", node.kwargs.get("use_input_stats"))
+        pos = _STATS_UPDATING[node.target]
+        if training is None and len(node.args) > pos:
+            training = node.args[pos]
+        if training is None:
+            training = node.target in (torch.nn.functional.instance_norm,)
+        if training:
+            return f"{_target_name(node)} in training mode updates its running statistics"
+    if node.target in _ALWAYS_MUTATING:
+        return f"{_target_name(node)} writes into its arguments"
+    return None
+
+
+# function -> position of its `training` / `use_input_stats` argument
+_STATS_UPDATING = {torch.nn.functional.batch_norm: 5, torch.batch_norm: 5,
+                   torch.nn.functional.instance_norm: 5, torch.instance_norm: 5}
+_ALWAYS_MUTATING = {getattr(torch, n) for n in ("native_batch_norm", "_native_batch_norm_legit",
+                                                "_batch_norm_with_update")
+                    if hasattr(torch, n)}
 
 
 def _is_tensor_meta(m):

@@ -37,7 +37,7 @@ from codegen.ops import HandlerBase, set_handler
 from codegen.scheduler import FusedKernel
 from codegen.sizevars import (FloorDiv, ModIdx, contiguous_strides, flat_index, product,
                               simplify_index, static_int, sym)
-from codegen.triton_launch import KernelConfig, choose_config
+from codegen.triton_launch import TILE, KernelConfig, choose_config, tiled_config
 
 TL_DTYPES = {torch.float32: "tl.float32", torch.float64: "tl.float64",
              torch.float16: "tl.float16", torch.bfloat16: "tl.bfloat16",
@@ -176,6 +176,7 @@ class TritonKernelPrinter(HandlerBase):
         self.written_by_earlier: set = set()
         self.config: Optional[KernelConfig] = None
         self.idx64 = False
+        self.tiled = False
 
     # ------------------------------------------------------------ emission helpers
     def line(self, s):
@@ -254,7 +255,10 @@ class TritonKernelPrinter(HandlerBase):
         return {s.name for s in e.free_symbols if not s.name.startswith("s")}
 
     def _block_index(self, index, printed):
-        """Every pointer is at least an [XBLOCK] block (a mask needs a block to apply to)."""
+        """Every pointer is at least an [XBLOCK] block (a mask needs a block to apply to); in
+        2-D tiles every pointer spans the whole tile."""
+        if self.tiled:
+            return f"{printed} + xy0"
         return printed if self._index_syms(index) else f"{printed} + 0 * xindex"
 
     def _mask_for(self, index):
@@ -426,6 +430,8 @@ class TritonKernelPrinter(HandlerBase):
         self.var_map.update(_decompose(flat_vars("x", len(outer)), outer, xflat))
         inner_sizes = [product(n.inner_ranges(len(outer))) for n in k.nodes] if k.has_inner else []
         self.config = choose_config(xnumel, inner_sizes, self.max_autotune)
+        if not k.has_inner and self._transposed_read(outer):
+            return self._generate_tiled(outer)
         with set_handler(self):
             pid = "tl.program_id(0).to(tl.int64)" if self.idx64 else "tl.program_id(0)"
             self.line(f"xnumel = {self.idx(xnumel)}")
@@ -440,6 +446,45 @@ class TritonKernelPrinter(HandlerBase):
                 else:
                     xs = flat_vars("x", len(outer))
                     self._store_node(node, xs)
+        return self._assemble()
+
+    def _transposed_read(self, outer) -> bool:
+        """A pointwise kernel reading some input along a dimension other than the store's
+        contiguous last one gets 2-D tiles, so both the read and the write coalesce."""
+        dims = [static_int(s) for s in outer]
+        if len(outer) < 2 or any(d is None for d in dims) or dims[-1] < 16 or \
+                static_int(product(outer[:-1])) < 16 or -(-dims[-1] // TILE) > 65535:
+            return False
+        xs = flat_vars("x", len(outer))
+        for n in self.kernel.nodes:
+            for r in n.reads(len(outer)).reads:
+                e = sympy.expand(r.index)
+                try:
+                    if e.coeff(xs[-1]) != 1 and any(e.coeff(x) == 1 for x in xs[:-1]):
+                        return True
+                except Exception:
+                    continue
+        return False
+
+    def _generate_tiled(self, outer) -> str:
+        """[XBLOCK rows of the leading dims, TILE columns of the last dim] blocks."""
+        head, last = outer[:-1], outer[-1]
+        xs = flat_vars("x", len(outer))
+        self.var_map = _decompose(xs[:-1], head, sym("xindex"))
+        self.var_map[xs[-1]] = sym("yindex")
+        self.ranges = {sym("xindex"): product(head), sym("yindex"): last}
+        self.config = tiled_config(product(head), last)
+        self.tiled = True
+        pid = ".to(tl.int64)" if self.idx64 else ""
+        with set_handler(self):
+            self.line(f"xnumel = {self.idx(product(head))}")
+            self.line(f"ynumel = {self.idx(last)}")
+            self.line(f"xindex = tl.program_id(0){pid} * XBLOCK + tl.arange(0, XBLOCK)[:, None]")
+            self.line(f"yindex = tl.program_id(1){pid} * {TILE} + tl.arange(0, {TILE})[None, :]")
+            self.line("xmask = (xindex < xnumel) & (yindex < ynumel)")
+            self.line("xy0 = 0 * xindex + 0 * yindex")
+            for node in self.kernel.nodes:
+                self._store_node(node, xs)
         return self._assemble()
 
     def _needs_int64(self):

@@ -2,7 +2,8 @@
 
 Heuristics (static sizes; symbolic ones get the large-size choice):
   * pointwise: XBLOCK = 1024 (fewer for small tensors), 4 warps; 16M fp32 elements then stream
-    at copy bandwidth with 16-byte vector accesses;
+    at copy bandwidth with 16-byte vector accesses; a pointwise kernel with a transposed read
+    uses 2-D tiles (64 rows x TILE columns), grid (rows / XBLOCK, columns / TILE);
   * inner loops: an inner size up to PERSISTENT_MAX is one block (persistent), larger ones
     loop in RBLOCK_LOOP chunks; XBLOCK rows per program so a block holds ~4096 elements;
     warps grow with the block (about 16 elements per thread);
@@ -25,6 +26,7 @@ PERSISTENT_MAX = 8192
 RBLOCK_LOOP = 2048
 BLOCK_ELEMS = 4096
 POINTWISE_XBLOCK = 1024
+TILE = 64             # columns per 2-D pointwise tile
 
 
 def interpreting() -> bool:
@@ -42,14 +44,24 @@ class KernelConfig:
     persistent_max: int = PERSISTENT_MAX
     autotune: List[Tuple[int, int]] = field(default_factory=list)
     inner_block: int = 1
+    tile: Optional[Tuple[int, int]] = None      # 2-D pointwise tiles: (rows, columns) extents
 
     def rblock(self, rnumel: Optional[int]) -> int:
         if rnumel is not None and rnumel <= self.persistent_max:
             return next_pow2(max(rnumel, 1))
         return RBLOCK_LOOP
 
-    def grid(self, xnumel: int) -> Tuple[int]:
+    def grid(self, xnumel: int) -> Tuple[int, ...]:
+        if self.tile:
+            rows, cols = self.tile
+            return (max(1, -(-rows // self.xblock)), max(1, -(-cols // TILE)))
         return (max(1, -(-int(xnumel) // self.xblock)),)
+
+
+def tiled_config(rows, cols) -> KernelConfig:
+    """2-D pointwise tiles (a transposed read): 64 x TILE elements, 4 warps."""
+    r, c = _static(rows), _static(cols)
+    return KernelConfig(min(64, next_pow2(r)), 4, tile=(r, c))
 
 
 def _static(e) -> Optional[int]:
@@ -94,6 +106,14 @@ def choose_config(xnumel, inner_sizes, max_autotune=False) -> KernelConfig:
 # ------------------------------------------------------------------ libdevice
 
 
+def _lgamma(v):
+    """math.lgamma with libdevice's values at the poles (inf) instead of an exception."""
+    try:
+        return math.lgamma(v)
+    except (ValueError, OverflowError):
+        return math.inf
+
+
 class _InterpLibdevice:
     """numpy stand-ins for libdevice under the Triton interpreter (same names, same dtypes)."""
 
@@ -107,7 +127,7 @@ class _InterpLibdevice:
             "atan2": np.arctan2, "hypot": np.hypot, "nextafter": np.nextafter,
             "copysign": np.copysign, "fmod": np.fmod,
             "erfc": np.vectorize(math.erfc, otypes=[np.float64]),
-            "lgamma": np.vectorize(math.lgamma, otypes=[np.float64]),
+            "lgamma": np.vectorize(_lgamma, otypes=[np.float64]),
         }
         if name not in fns:
             raise AttributeError(name)

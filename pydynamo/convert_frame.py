@@ -61,6 +61,9 @@ def translate(code: types.CodeType, frame_locals: dict, frame_globals: dict, bui
     t0 = time.perf_counter()
     if sys.version_info[:2] not in ((3, 11), (3, 12)):
         raise Unsupported("python_version", f"CPython {sys.version_info[:2]} is not supported")
+    if torch._C._is_any_autocast_enabled():
+        # output dtypes under autocast differ from what the meta runs compute: not traced yet
+        raise Unsupported("autocast", "called with autocast enabled")
     bltins = builtins if builtins is not None else frame_globals.get("__builtins__", {})
     backend_fn = lookup_backend(backend)
     tx = InstructionTranslator(code, frame_locals, frame_globals, bltins, backend_fn)
@@ -161,6 +164,7 @@ def skip_reason(code: types.CodeType) -> Optional[str]:
 # --- the callback ---------------------------------------------------------------------------------
 
 _warned: set = set()
+TRANSIENT_REASONS = {"autocast"}
 
 
 def _on_reset() -> None:
@@ -216,7 +220,8 @@ def make_callback(backend="codegen", fullgraph=False, dynamic=None, mode=None, o
             logs.log("graph_breaks", "%s", gb)
             _warn_once(("break", code), f"pydynamo: {gb.location()}: {gb.message} [{gb.reason_code}]; "
                        f"running {code.co_name} eagerly")
-            return _C.SKIP_CODE
+            # a reason tied to the calling state (not the code) asks again next time
+            return None if gb.reason_code in TRANSIENT_REASONS else _C.SKIP_CODE
         except Exception as e:  # a bug in pydynamo: never a wrong answer, run eagerly
             gb = GraphBreak("internal_error", f"{type(e).__name__}: {e}", code.co_filename, code.co_firstlineno)
             for rec in RECORDERS:

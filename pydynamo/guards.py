@@ -87,6 +87,7 @@ GLOBAL_STATE_CHECKS = (
     ("default_dtype", torch.get_default_dtype),
     ("inference_mode", torch.is_inference_mode_enabled),
     ("deterministic", torch.are_deterministic_algorithms_enabled),
+    ("autocast", torch._C._is_any_autocast_enabled),
 )
 
 

@@ -534,9 +534,79 @@ def _module_device(module: torch.nn.Module) -> Optional[torch.device]:
     return None
 
 
+# Meta runs are pure functions of (op, concrete argument metadata, grad/inference mode, default
+# dtype); models repeat the same ops on the same shapes layer after layer, so results are
+# memoized. (Autocast is not modelled: meta tensors have no autocast, cached or not.)
+_META_CACHE: dict = {}
+_META_CACHE_LIMIT = 8192
+
+
+def _cache_key(target, args, kwargs, env):
+    if isinstance(target, torch.nn.Module) or not _hashable(target):
+        return None
+    try:
+        key = (target, _key_of(args, env), _key_of(kwargs, env), torch.is_grad_enabled(),
+               torch.is_inference_mode_enabled(), torch.get_default_dtype())
+        hash(key)
+        return key
+    except _Uncacheable:
+        return None
+    except TypeError:
+        return None
+
+
+class _Uncacheable(Exception):
+    pass
+
+
+def _key_of(v, env):
+    if isinstance(v, TensorMeta):
+        return v.concrete(lambda d: _hint(env, d)) if v.is_symbolic else v
+    if hasattr(v, "__pydynamo_symint__"):
+        h = v.hint
+        return (type(h), h)
+    if isinstance(v, sympy.Basic):
+        return (int, _hint(env, v))
+    if isinstance(v, (bool, int, float, complex, str, type(None), torch.dtype, torch.device,
+                      torch.memory_format, torch.layout, type(Ellipsis))):
+        return (type(v), v)
+    if isinstance(v, (list, tuple)):
+        return (type(v), tuple(_key_of(x, env) for x in v))
+    if isinstance(v, slice):
+        return (slice, _key_of(v.start, env), _key_of(v.stop, env), _key_of(v.step, env))
+    if isinstance(v, dict):
+        return (dict, tuple((k, _key_of(x, env)) for k, x in v.items()))
+    raise _Uncacheable()  # real tensors, generators, arbitrary objects
+
+
 def run_on_meta(target, args: tuple, kwargs: dict, env=None):
     """Run the eager op on meta tensors built from hints; return concrete metadata (TensorMeta
-    leaves with the real output device) in the op's own output structure."""
+    leaves with the real output device) in the op's own output structure. Memoized."""
+    key = _cache_key(target, args, kwargs, env)
+    if key is not None:
+        hit = _META_CACHE.get(key)
+        if hit is not None:
+            if isinstance(hit, MetaUnsupported):
+                raise MetaUnsupported(hit.reason_code, hit.message)
+            return map_structure(lambda m: m, hit)  # fresh containers; leaves are immutable
+    try:
+        out = _run_on_meta(target, args, kwargs, env)
+    except MetaUnsupported as e:
+        if key is not None:
+            _remember(key, e)
+        raise
+    if key is not None:
+        _remember(key, out)
+    return out
+
+
+def _remember(key, value) -> None:
+    if len(_META_CACHE) >= _META_CACHE_LIMIT:
+        _META_CACHE.clear()
+    _META_CACHE[key] = value
+
+
+def _run_on_meta(target, args: tuple, kwargs: dict, env=None):
     if _hashable(target) and target in DATA_DEPENDENT:
         raise MetaUnsupported("data_dependent", f"{target_name(target)} depends on tensor data")
     if target == "type" and len(args) == 1 and not kwargs:

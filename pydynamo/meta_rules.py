@@ -29,10 +29,15 @@ def _eq(ctx, a, b) -> bool:
     """a == b for dims, deciding (and guarding) symbolic comparisons on hints."""
     if isinstance(a, int) and isinstance(b, int):
         return a == b
-    diff = sympy.sympify(a) - sympy.sympify(b)
-    if diff == 0:
+    if a == b:  # structurally equal: no decision to make
         return True
-    return ctx.env.evaluate(sympy.Eq(sympy.sympify(a), sympy.sympify(b)))
+    a, b = sympy.sympify(a), sympy.sympify(b)
+    if ctx.env.value_hint(a) != ctx.env.value_hint(b):
+        # unequal on the hints: the answer is False; guard it unless the ranges decide it
+        return ctx.env.evaluate(sympy.Eq(a, b))
+    if sympy.expand(a - b) == 0:
+        return True
+    return ctx.env.evaluate(sympy.Eq(a, b))
 
 
 def _lt(ctx, a, b) -> bool:
@@ -71,8 +76,10 @@ def broadcast_shapes(ctx, *shapes) -> tuple:
             if isinstance(d, int) and d == 1:
                 continue
             if isinstance(result, int) and result == 1:
-                # a symbolic dim is never 1 on its own (range >= 2), but expressions may be
-                if _is_sym(d) and not _eq_is_static_false(ctx, d, 1) and _eq(ctx, d, 1):
+                # whether an expression (s0 - 1) is 1 decides broadcasting: guarded, as torch's
+                # infer_size does (a bare size symbol is >= 2 by its range: no guard)
+                if _is_sym(d) and not (d.is_Symbol and ctx.env.ranges.get(d) is not None
+                                       and ctx.env.ranges[d].lo >= 2) and _eq(ctx, d, 1):
                     continue
                 result = d
             elif not _eq(ctx, result, d):
@@ -81,11 +88,6 @@ def broadcast_shapes(ctx, *shapes) -> tuple:
                 raise NoRule()
         out.append(_dim(result))
     return tuple(out)
-
-
-def _eq_is_static_false(ctx, d, v) -> bool:
-    static = ctx.env._static_eval(sympy.Eq(d, v))
-    return static is False
 
 
 # -- pointwise ----------------------------------------------------------------------------------
@@ -364,7 +366,9 @@ def _infer_view_shape(ctx, numel, sizes: list) -> tuple:
         known = _prod([s for i, s in enumerate(sizes) if i != neg[0]])
         if isinstance(known, int) and known == 0:
             raise NoRule()
-        q = sympy.cancel(sympy.sympify(numel) / sympy.sympify(known))
+        q = sympy.sympify(numel) / sympy.sympify(known)  # Mul folds common factors itself
+        if not q.is_integer:
+            q = sympy.cancel(q)
         if not q.is_integer:
             # numel divisible by known is a fact on the hints; guard it and keep it exact
             if not _eq(ctx, sympy.Mod(sympy.sympify(numel), sympy.sympify(known)), 0):

@@ -591,10 +591,14 @@ class ShapeEnv:
         for sym in sorted(live, key=_sym_index):
             try_body.append(f"{code_names[sym]} = {_source_code(self.var_to_source[sym])}")
         checks = [_guard_code(g, code_names) for g in guards]
-        lines += [f"    {b}" for b in try_body]
+        lines.append("    try:")  # an input of another rank or type simply fails the guards
+        lines.append("        pass")
+        lines += [f"        {b}" for b in try_body]
         for c in checks:
-            lines.append(f"    if not ({c}):")
-            lines.append("        return False")
+            lines.append(f"        if not ({c}):")
+            lines.append("            return False")
+        lines.append("    except Exception:")
+        lines.append("        return False")
         lines.append("    return True")
         src = "\n".join(lines)
         scope: dict = {"min": min, "max": max}
@@ -611,8 +615,10 @@ class ShapeEnv:
             code = _guard_code(g, code_names)
             try:
                 ok = eval(code, {"min": min, "max": max}, {"L": L, "G": G})
-            except Exception as e:  # a missing input fails its guard
-                ok, code = False, f"{code} ({type(e).__name__})"
+            except Exception as e:  # a missing input or another rank fails its guard
+                ok = False
+                failing.append(f"{g.text} ({type(e).__name__}: {e})")
+                continue
             if not ok:
                 failing.append(g.text)
         return failing

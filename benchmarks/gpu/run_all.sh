@@ -12,7 +12,7 @@ fi
 python3 -c "import torch, triton, sys; print(sys.version, torch.__version__, triton.__version__, torch.cuda.get_device_name())"
 for p in $parts; do
   case $p in
-    tests) timeout 300 python3 -m pytest -q -p no:cacheprovider tests/codegen_triton/test_gpu.py \
+    tests) timeout 300 python3 -m pytest -q -p no:cacheprovider tests/codegen_triton/test_gpu.py tests/codegen_triton/test_triton.py \
              2>&1 | tee "$OUT/gpu_tests.log" | tail -40 ;;
     *) timeout 420 python3 benchmarks/bench_gpu.py --part $p --out "$OUT/gpu.jsonl" 2>&1 \
              | grep -v Warning | tail -30 ;;

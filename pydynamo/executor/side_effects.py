@@ -73,7 +73,8 @@ class SideEffects:
         for store in self.attr_stores.values():
             target = cg.temp(cg.load_source(store.obj.source))
             value = cg.temp(cg.reconstruct(store.obj.attrs[store.name]))
-            writes.append(f"{target}.{store.name} = {value}")
+            # object.__setattr__: exactly the store that was traced (frozen dataclasses included)
+            writes.append(f"{cg.load_const(object.__setattr__)}({target}, {store.name!r}, {value})")
         for name, value in self.global_stores.items():
             writes.append(f"{cg.declare_global(name)} = {cg.temp(cg.reconstruct(value))}")
         for name, value in self.deref_stores.items():

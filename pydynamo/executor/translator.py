@@ -32,7 +32,7 @@ from pydynamo.executor.variables.constant import ConstantVariable, ObjectVariabl
 from pydynamo.executor.variables.containers import (BaseListVariable, ConstDictVariable, ListVariable,
                                                     SetVariable, SliceVariable, TupleVariable)
 from pydynamo.executor.variables.functions import (BaseUserFunctionVariable, CellVariable,
-                                                   NestedUserFunctionVariable, UserMethodVariable)
+                                                   NestedUserFunctionVariable)
 from pydynamo.executor.variables.iterators import ListIteratorVariable
 from pydynamo.executor.variables.tensor import TensorVariable
 from pydynamo.executor.variables.user_objects import SuperVariable
@@ -473,17 +473,14 @@ unsupported("type parameter syntax is not traced", "CALL_INTRINSIC_2")
 
 
 @op("NOP")
+@op("EXTENDED_ARG")  # dis already folded it into the next instruction's arg
 @op("RESUME")
 @op("COPY_FREE_VARS")
 @op("PRECALL", (V311,))
 def NOP(tx, inst):
-    """No effect on the symbolic state (3.11, 3.12)."""
+    """No effect on the symbolic state. Versions: as registered above (PRECALL is 3.11 only)."""
 
 
-HANDLERS["RESUME"] = Handler(NOP, BOTH)
-HANDLERS["EXTENDED_ARG"] = Handler(NOP, BOTH)  # dis already folded it into the next instruction's arg
-HANDLERS["COPY_FREE_VARS"] = Handler(NOP, BOTH)
-HANDLERS["PRECALL"] = Handler(NOP, (V311,))
 
 
 @op("POP_TOP")
@@ -549,7 +546,6 @@ def LOAD_FAST(tx, inst):
     tx.push(_load_local(tx, inst.argval))
 
 
-HANDLERS["LOAD_FAST"] = Handler(LOAD_FAST, BOTH)
 
 
 @op("LOAD_FAST_AND_CLEAR", (V312,))
@@ -864,7 +860,6 @@ def DICT_UPDATE(tx, inst):
     d.items.update(v.items)
 
 
-HANDLERS["DICT_UPDATE"] = Handler(DICT_UPDATE, BOTH)
 
 
 @op("LIST_TO_TUPLE", (V311,))
@@ -986,8 +981,6 @@ def JUMP_FORWARD(tx, inst):
     tx.jump(inst)
 
 
-HANDLERS["JUMP_BACKWARD"] = Handler(JUMP_FORWARD, BOTH)
-HANDLERS["JUMP_FORWARD"] = Handler(JUMP_FORWARD, BOTH)
 
 
 def _is_none(v) -> bool:

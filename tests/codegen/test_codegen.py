@@ -384,3 +384,27 @@ def test_same_node_returned_twice_is_one_tensor():
                            [torch.randn(3)], strict=True)
     a, b, d = c(torch.randn(3))
     assert a is b and d is not a
+
+
+def test_function_form_inplace_and_running_stats_are_safe():
+    def f(x):
+        y = x.clone()
+        torch.zero_(y)             # must not reach the input through the (identity) clone
+        return y + 1
+    gm = torch.fx.symbolic_trace(f)
+    x = torch.randn(4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        c = codegen.compile_fx(gm, [x.clone()])
+    x0 = x.clone()
+    torch.testing.assert_close(c(x), torch.ones(4))
+    torch.testing.assert_close(x, x0)
+
+    rm, rv = torch.zeros(3), torch.ones(3)
+    g = torch.fx.symbolic_trace(lambda x, m, v: F.batch_norm(x, m, v, training=True) * 2)
+    with pytest.warns(UserWarning, match="running statistics"):
+        c = codegen.compile_fx(g, [torch.randn(4, 3), rm.clone(), rv.clone()])
+    xb = torch.randn(4, 3)
+    m1, v1, m2, v2 = rm.clone(), rv.clone(), rm.clone(), rv.clone()
+    torch.testing.assert_close(c(xb, m1, v1), F.batch_norm(xb, m2, v2, training=True) * 2)
+    torch.testing.assert_close(m1, m2)

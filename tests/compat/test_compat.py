@@ -15,6 +15,7 @@ A case whose torch.compile reference is itself not a clean capture is reported a
 """
 from __future__ import annotations
 
+import fcntl
 import glob
 import hashlib
 import os
@@ -90,14 +91,26 @@ def _reference_dir(base: str = HERE, files=None) -> str:
 
 
 def _ensure_reference(base: str = HERE, names=None, runner: str = RUNNER, files=None) -> str:
-    """Eager and torch.compile records of `names`, computed once per corpus version."""
+    """Eager and torch.compile records of `names` (default: the compat corpus), computed once
+    per corpus version (tests/breaks passes its own corpus)."""
     ref = _reference_dir(base, files)
+    os.makedirs(os.path.dirname(ref), exist_ok=True)
+    # One builder per machine at a time: concurrent sessions wait instead of racing on the dir.
+    with open(os.path.join(os.path.dirname(ref), ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            return _build_reference(ref, NAMES if names is None else names, runner)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _build_reference(ref: str, names: list, runner: str) -> str:
     if not os.path.exists(os.path.join(ref, "_done")):
         prefix = os.path.basename(ref).split("-")[0] + "-"
         for stale in glob.glob(os.path.join(os.path.dirname(ref), prefix + "*")):
             shutil.rmtree(stale, ignore_errors=True)  # older corpus versions of this Python
         for engine in ("eager", "torch"):
-            run_engine(engine, os.path.join(ref, engine), NAMES if names is None else names, runner)
+            run_engine(engine, os.path.join(ref, engine), names, runner)
         open(os.path.join(ref, "_done"), "w").close()
     return ref
 

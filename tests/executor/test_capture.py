@@ -406,3 +406,19 @@ def test_container_equality_like_python(cnt):
     x = torch.randn(2)
     r, e = pydynamo.optimize(f, backend=cnt)(x, 3), f(x, 3)
     assert r[1:] == e[1:] == (True, True, True, False, False)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Frozen:
+    a: float
+    b: float = 2.0
+
+
+def test_frozen_dataclass_built_in_frame(cnt):
+    def f(x, cfg):
+        c = _Frozen(cfg.a * 2)
+        return x * c.a + c.b, c
+    x = torch.randn(3)
+    (r, c), (e, ce) = pydynamo.optimize(f, backend=cnt)(x, _Frozen(1.5)), f(x, _Frozen(1.5))
+    torch.testing.assert_close(r, e)
+    assert c == ce and cnt.count == 1

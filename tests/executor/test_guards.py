@@ -65,3 +65,23 @@ def test_explain_reports_break():
         out = pydynamo.explain(f)(torch.randn(2))
     assert out.graph_break_count == 1 and out.break_reasons[0].reason_code == "print"
     assert "test_guards.py" in out.break_reasons[0].location()
+
+
+def test_autocast_state_is_guarded_and_never_wrong(cnt):
+    import warnings
+
+    def f(x, w):
+        return x @ w
+    opt = pydynamo.optimize(f, backend=cnt)
+    x, w = torch.randn(4, 4), torch.randn(4, 4)
+    torch.testing.assert_close(opt(x, w), f(x, w))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            r, e = opt(x, w), f(x, w)
+    assert r.dtype == e.dtype == torch.bfloat16
+    torch.testing.assert_close(r, e)
+    # leaving autocast: the code is still compiled and served (autocast did not mark it skip)
+    before = cnt.count
+    torch.testing.assert_close(opt(x, w), f(x, w))
+    assert cnt.count == before

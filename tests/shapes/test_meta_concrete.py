@@ -161,3 +161,17 @@ def test_python_value_rules_return_symints():
     assert propagate("dim", (m,), env=env) == 2
     assert propagate("is_contiguous", (m,), env=env) is True
     assert env.guards == []
+
+
+def test_memoized_meta_runs_respect_grad_mode_and_scalar_types():
+    x = TensorMeta.from_tensor(r(3, 4, requires_grad=True))
+    assert propagate(torch.mul, (x, 2)).requires_grad
+    with torch.no_grad():
+        assert not propagate(torch.mul, (x, 2)).requires_grad
+    i = TensorMeta.from_tensor(torch.arange(3))
+    assert propagate(torch.mul, (i, 2)).dtype == torch.int64
+    assert propagate(torch.mul, (i, 2.0)).dtype == torch.float32
+    assert propagate(torch.mul, (i, True)).dtype == torch.int64
+    a = propagate(torch.split, (x, 2, 1))
+    b = propagate(torch.split, (x, 2, 1))
+    assert a == b and a is not b

@@ -13,7 +13,8 @@ import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
 from pydynamo.meta import TensorMeta, propagate
-from pydynamo.shapes import AutomaticDynamic, ShapeEnv, SymInt, TextSource, dynamic_dims, sym_int
+from pydynamo.shapes import (AutomaticDynamic, ShapeEnv, SymInt, TextSource, dynamic_dims, mark_dynamic,
+                             marked_dynamic_dims, sym_int)
 
 
 class FakeT:
@@ -153,7 +154,8 @@ def simulate(fn, calls, dynamic):
                     continue
                 changed = auto.observe(f"L['{name}']", tuple(t.shape))
                 dims = dynamic_dims(t, dynamic=dynamic, changed_dims=changed)
-                shape, stride, off = env.create_tensor_sizes(t, TextSource(f"L['{name}']"), dims)
+                shape, stride, off = env.create_tensor_sizes(t, TextSource(f"L['{name}']"), dims,
+                                                             marked_dims=marked_dynamic_dims(t))
                 fakes.append(FakeT(TensorMeta.from_tensor(t, shape=shape, stride=stride), env))
                 static.append(tuple(d if isinstance(d, int) else None for d in shape))
             with _TraceMode(env), _symbolic_factories(env):
@@ -168,11 +170,17 @@ def simulate(fn, calls, dynamic):
 
 
 def _make(spec):
-    """An int input, a random float tensor of a shape, or ("ids", shape): token ids < 10."""
+    """An int input, a random float tensor of a shape, ("ids", shape): token ids < 10, or
+    ("mark", shape, dim): a tensor with `dim` marked dynamic (for both torch and pydynamo)."""
     if isinstance(spec, int):
         return spec
     if spec and spec[0] == "ids":
         return torch.randint(0, 10, spec[1])
+    if spec and spec[0] == "mark":
+        t = torch.randn(*spec[1])
+        torch._dynamo.mark_dynamic(t, spec[2])
+        mark_dynamic(t, spec[2])
+        return t
     return torch.randn(*spec)
 
 
@@ -360,6 +368,10 @@ CASES = [
     ("flatten_linear", f_flatten_linear, [[(4, 2, 3), (5, 6)], [(7, 2, 3), (5, 6)], [(9, 2, 3), (5, 6)]]),
     ("pad_embed", f_pad_embed, [[("ids", (2, 5)), (10, 4)], [("ids", (2, 7)), (10, 4)],
                                 [("ids", (3, 9)), (10, 4)]]),
+    ("marked_design", f_design, [[("mark", (8,), 0)], [("mark", (9,), 0)], [("mark", (3,), 0)],
+                                 [("mark", (5,), 0)]]),
+    ("marked_broadcast", f_broadcast, [[("mark", (4, 3), 0), (3,)], [("mark", (6, 3), 0), (3,)],
+                                       [("mark", (6, 5), 0), (5,)]]),
     ("softmax_sum", f_softmax_sum, [[(3, 4)], [(5, 4)], [(5, 8)]]),
 ]
 

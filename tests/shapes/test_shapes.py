@@ -32,6 +32,7 @@ def test_design_example_guard_text_and_reuse():
     check = env.make_check_fn()
     for n, ok in ((8, True), (9, True), (100, True), (7, False), (2, False)):
         assert check({"a": torch.randn(n)}) is ok, n
+    assert check({"a": torch.randn(())}) is False and check({}) is False
 
 
 def test_other_branch_gives_upper_bound():
@@ -49,6 +50,7 @@ def test_zero_and_one_are_specialized(hint):
     env = ShapeEnv()
     assert env.create_symbol(hint, size_of("x")) == hint
     assert env.var_to_hint == {} and env.guard_texts() == []
+    assert env.make_check_fn()({}) is True  # no guards: everything passes
 
 
 def test_duck_shaping_shares_symbols_and_guards_equality():

@@ -379,7 +379,12 @@ def _setattr(tx, obj, name, value):
 
 @handler(object.__setattr__)
 def _obj_setattr(tx, obj, name, value):
-    obj.setattr(tx, name.as_python_constant(), value)
+    """object.__setattr__ bypasses the class's own __setattr__ (frozen dataclasses use it)."""
+    from pydynamo.executor.variables.user_objects import UserDefinedObjectVariable
+    if isinstance(obj, UserDefinedObjectVariable):
+        obj.store(tx, name.as_python_constant(), value)
+    else:
+        obj.setattr(tx, name.as_python_constant(), value)
     return const(None)
 
 

@@ -8,8 +8,6 @@ Sequential / ModuleList / ModuleDict support len, indexing, iteration and items/
 """
 from __future__ import annotations
 
-import inspect
-
 import torch
 
 from pydynamo.exc import Unsupported

@@ -239,6 +239,10 @@ class UserDefinedObjectVariable(VariableTracker):
             raise Unsupported("descriptor", f"setting {name!r} through a descriptor")
         if "__setattr__" in {k for c in self.cls.__mro__ if c is not object for k in c.__dict__}:
             raise Unsupported("custom_setattr", f"{self.cls.__name__}.__setattr__")
+        self.store(tx, name, value)
+
+    def store(self, tx, name, value):
+        """The plain instance-dict store (object.__setattr__), recorded for replay."""
         tx.side_effects.store_attr(self, name, value)
         self.attrs[name] = value
 
