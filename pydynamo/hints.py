@@ -7,6 +7,8 @@ fullgraph errors. A code without an entry gets no hint rather than a vague one.
 """
 from __future__ import annotations
 
+import re
+
 HINTS: dict[str, str] = {
     "print": "print() runs outside the graph; remove it from the hot path or log after the call",
     "explicit_break": "pydynamo.graph_break() asked for this break",
@@ -26,7 +28,15 @@ HINTS: dict[str, str] = {
     "side_effect": "this call changes state outside the graph; move it out of the compiled function",
     "meta_failed": "the op failed on the given shapes/dtypes; check that it runs eagerly",
     "internal_error": "a pydynamo bug: please report it (set PYDYNAMO_VERBOSE=1 for the traceback)",
+    "not_constant": "a tensor's value was needed as a Python value: keep it a tensor (torch.where, torch.sort)",
 }
+
+# tracker reprs that can end up in executor messages, in the user's words
+_TRACKER = re.compile(r"TensorVariable\([^()]*(?:\([^()]*\)[^()]*)*\)")
+
+
+def user_message(message: str) -> str:
+    return _TRACKER.sub("a tensor", message)
 
 
 def hint_for(reason_code: str, given: str = "") -> str:

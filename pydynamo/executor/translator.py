@@ -119,9 +119,10 @@ def graph_break_handler(run):
             return run(tx, *args)
         except Unsupported as e:
             if e.graph_break is None:
-                from pydynamo.hints import hint_for
+                from pydynamo.hints import hint_for, user_message
                 pos = tx.current.positions if tx.current is not None else None
                 col = pos.col_offset if pos is not None and pos.col_offset is not None else None
+                e.message = user_message(e.message)
                 e.graph_break = GraphBreak(e.reason_code, e.message, tx.code.co_filename, tx.lineno,
                                            None if col is None else col + 1, tx.user_stack(),
                                            hint_for(e.reason_code, e.hint))

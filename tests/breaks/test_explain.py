@@ -78,6 +78,7 @@ def test_print_branch_sorted_matches_torch_compile_graph_count():
     assert codes[:2] == ["print", "tensor_branch"]
     branch = e.break_reasons[1]
     assert branch.lineno == _line(print_branch_sorted, 3) and "torch.where" in branch.hint
+    assert all("Variable" not in b.message and b.hint for b in e.break_reasons)  # user terms only
     f = pydynamo.optimize(print_branch_sorted, backend="eager")
     for _ in range(4):
         x = torch.randn(6)
