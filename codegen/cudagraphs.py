@@ -43,6 +43,11 @@ def enabled(options) -> bool:
 def maybe_wrap(call, gm, g, options, stats):
     if not enabled(options):
         return call
+    if getattr(g, "size_bindings", None):   # one kernel serves all sizes: no per-shape captures
+        from codegen import counters
+        counters["cudagraph_plain_launch"] += 1
+        perf_log.warning("pydynamo cudagraphs: graph has symbolic sizes; launching plainly")
+        return call
     mutated = sorted(m.position for m in g.mutations.values())
     return CudaGraphRunner(call, mutated)
 

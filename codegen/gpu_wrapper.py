@@ -111,6 +111,31 @@ class GpuWrapperPrinter(WrapperPrinter):
                 self.emit(f"_kernel_error(int(_err.item()), {where!r})", indent + 1)
 
 
+def _as_device(a):
+    if isinstance(a, torch.device):
+        return a
+    if isinstance(a, str):
+        try:
+            return torch.device(a)
+        except RuntimeError:
+            return None
+    return None
+
+
+def _device_move(gm, device):
+    """The first node that names another device (x.to("cpu"), x.cpu(), device=...), or None.
+    The kernels write every buffer on the graph's device, so such a graph runs eagerly."""
+    for n in gm.graph.nodes:
+        if n.op == "call_method" and n.target in ("cpu", "cuda") and n.target != device.type:
+            return n.format_node()
+        args = list(n.args) + list(n.kwargs.values())
+        for a in args:
+            d = _as_device(a)
+            if d is not None and d.type != device.type:
+                return n.format_node()
+    return None
+
+
 def _ensure_on(device):
     def ensure(t, size, stride, dtype):
         """Pin an extern result to the compiled layout and device (copy if it differs)."""
@@ -131,6 +156,9 @@ def compile_fx_triton(gm: torch.fx.GraphModule, example_inputs: List[Any], **opt
 
     class DeviceLowering(GraphLowering):
         devices = (device.type,)
+    moved = _device_move(gm, device)
+    if moved:
+        return _eager(gm, f"{moved} moves a tensor off the graph's device ({device})", stats)
     try:
         with half_dtypes():
             g = DeviceLowering(gm, example_inputs, options.get("dynamic")).run()

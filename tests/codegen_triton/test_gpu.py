@@ -154,6 +154,9 @@ def test_dynamic_dim_on_gpu():
     y = torch.randn(16, device="cuda")
     c, gm = compiled(f, torch.randn(5, 16, device="cuda"), y, dynamic={0: [0]})
     before = codegen.counters["input_mismatch_calls"]
+    plain = codegen.counters["cudagraph_plain_launch"]
+    cg, _ = compiled(f, torch.randn(5, 16, device="cuda"), y, dynamic={0: [0]}, cudagraphs=True)
+    assert codegen.counters["cudagraph_plain_launch"] == plain + 1 and not hasattr(cg, "cg_stats")
     for n in (5, 9, 3000):
         x = torch.randn(n, 16, device="cuda")
         torch.testing.assert_close(c(x, y), gm(x, y))

@@ -130,3 +130,12 @@ def test_special_functions_at_special_values():
                 torch.remainder(x, 1.5), torch.signbit(x))
     c, gm = compiled(f, x)
     torch.testing.assert_close(c(x), gm(x), equal_nan=True, rtol=1e-5, atol=1e-6)
+
+
+def test_graph_moving_a_tensor_to_another_device_runs_eagerly():
+    other = "cpu" if DEV == "cuda" else "meta"
+    x = torch.randn(3, 4, device=DEV)
+    gm = torch.fx.symbolic_trace(lambda x: (x * 2).to(other))
+    with pytest.warns(UserWarning, match="another device|off the graph"):
+        c = codegen.compile_fx(gm, [x], backend_kernels="triton")
+    assert c(x).device.type == other
