@@ -6,9 +6,10 @@ from pydynamo import config
 from pydynamo.eval_frame import optimize, disable, reset
 from pydynamo.backends import list_backends, register_backend
 from pydynamo.explain import explain
+from pydynamo.hints import graph_break
 
-__all__ = ["config", "optimize", "disable", "reset", "explain", "list_backends", "register_backend",
-           "allow_in_graph"]
+__all__ = ["config", "optimize", "disable", "reset", "explain", "graph_break", "list_backends",
+           "register_backend", "allow_in_graph"]
 
 
 def __getattr__(name):

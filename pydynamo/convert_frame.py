@@ -26,7 +26,8 @@ import torch
 from pydynamo import config, logs
 from pydynamo.backends import lookup_backend
 from pydynamo.exc import BackendCompilerFailed, FullGraphError, GraphBreak, Unsupported
-from pydynamo.guards import compile_guards, current_global_state, failures, Guard, GuardKind
+from pydynamo.guards import compile_guards, current_global_state, Guard, GuardKind
+from pydynamo.recompiles import explain_recompile
 
 
 @dataclasses.dataclass
@@ -39,16 +40,23 @@ class FrameResult:
     graphs: list            # CompiledGraph records
     output_source: str
     compile_time_s: float
+    graph_break: Optional[GraphBreak] = None  # the frame was cut here (its rest is a resume function)
 
 
-# Observers of translations (explain() installs one); each gets FrameResult or GraphBreak.
+# Reasons that must never be cut into a graph break (the frame runs eagerly as a whole).
+UNBREAKABLE = frozenset({"python_version", "grad_mode_leak", "layout", "odd_name", "name_clash"})
+
+# Observers of translations (explain() installs one); each gets a FrameResult, a GraphBreak (a
+# frame that runs eagerly as a whole) or a RecompileExplanation (before a recompile).
 RECORDERS: list[Callable[[Any], None]] = []
 
 
 def translate(code: types.CodeType, frame_locals: dict, frame_globals: dict, builtins: Optional[dict] = None,
-              backend: Any = "eager") -> FrameResult:
+              backend: Any = "eager", allow_breaks: bool = False) -> FrameResult:
     """Trace `code` over `frame_locals` and return the replacement code and its guard.
-    Raises Unsupported when the frame cannot be captured in one graph."""
+    Raises Unsupported when the frame cannot be captured in one graph, unless `allow_breaks`:
+    then the frame is traced again up to the failing root instruction and cut there (a graph
+    break, executor/breaks.py); Unsupported only if even that is impossible."""
     from pydynamo.executor.translator import InstructionTranslator
     t0 = time.perf_counter()
     if sys.version_info[:2] not in ((3, 11), (3, 12)):
@@ -56,16 +64,33 @@ def translate(code: types.CodeType, frame_locals: dict, frame_globals: dict, bui
     if torch._C._is_any_autocast_enabled():
         # output dtypes under autocast differ from what the meta runs compute: not traced yet
         raise Unsupported("autocast", "called with autocast enabled")
-    tx = InstructionTranslator(code, frame_locals, frame_globals,
-                               builtins if builtins is not None else frame_globals.get("__builtins__", {}),
-                               lookup_backend(backend))
-    tx.run()
+    bltins = builtins if builtins is not None else frame_globals.get("__builtins__", {})
+    backend_fn = lookup_backend(backend)
+    tx = InstructionTranslator(code, frame_locals, frame_globals, bltins, backend_fn)
+    reason = None
+    try:
+        tx.run()
+    except Unsupported as e:
+        bp = getattr(e, "breakpoint", None)
+        if not allow_breaks or bp is None or e.reason_code in UNBREAKABLE:
+            raise
+        reason = e.graph_break
+        tx = InstructionTranslator(code, frame_locals, frame_globals, bltins, backend_fn, breakpoint=bp)
+        try:
+            tx.run()
+        except Unsupported as e2:  # cannot cut here: the whole frame runs eagerly, say why
+            e.message = f"{e.message} (and no graph break possible there: {e2.message})"
+            if e.graph_break is not None:
+                e.graph_break.message = e.message
+            raise e from None
+        if tx.result is None:
+            raise
     new_code, text = tx.result
     guards = list(tx.guards) + [Guard(None, GuardKind.GLOBAL_STATE, current_global_state(),
                                       f"{code.co_filename}:{code.co_firstlineno}")]
     guard = compile_guards(guards, frame_globals)
     result = FrameResult(code, new_code, guard, guard.guards, tx.output.compiled, text,
-                         time.perf_counter() - t0)
+                         time.perf_counter() - t0, reason)
     _log_result(result)
     return result
 
@@ -78,6 +103,17 @@ def _log_result(r: FrameResult) -> None:
         logs.log("guards", "%s:\n  %s", r.code.co_name, "\n  ".join(g.describe() for g in r.guards))
     if logs.enabled("output_code"):
         logs.log("output_code", "%s", r.output_source)
+    if logs.enabled("bytecode"):
+        import dis
+        logs.log("bytecode", "%s (%s:%d) replaced by:\n%s", r.code.co_name, r.code.co_filename,
+                 r.code.co_firstlineno, dis.Bytecode(r.new_code).dis())
+
+
+def _report_break(code: types.CodeType, gb: GraphBreak) -> None:
+    """A graph break was taken: log it (graph_breaks channel) and warn once per location."""
+    logs.log("graph_breaks", "graph break in %s: %s", code.co_name, gb)
+    _warn_once(("graph_break", gb.location()), f"pydynamo: graph break at {gb.location()}: "
+               f"{gb.message} [{gb.reason_code}]" + (f" (hint: {gb.hint})" if gb.hint else ""))
 
 
 # --- skip rules ----------------------------------------------------------------------------------
@@ -165,20 +201,22 @@ def make_callback(backend="codegen", fullgraph=False, dynamic=None, mode=None, o
                        f"{code.co_name} hit the recompile limit ({config.recompile_limit}); "
                        "existing compiled entries keep serving, new inputs run eagerly")
             return _C.RUN_ONLY
-        if entries and logs.enabled("recompiles"):
-            for guard, _ in entries:
-                logs.log("recompiles", "recompiling %s (%s:%d):\n  %s", code.co_name, code.co_filename,
-                         code.co_firstlineno, "\n  ".join(failures(guard.guards, frame_locals, frame_globals)))
+        if entries and (RECORDERS or logs.enabled("recompiles")):
+            why = explain_recompile(code, entries, frame_locals, frame_globals)
+            logs.log("recompiles", "%s", why)
+            for rec in RECORDERS:
+                rec(why)
         try:
-            result = translate(code, frame_locals, frame_globals, builtins, backend_fn)
+            result = translate(code, frame_locals, frame_globals, builtins, backend_fn,
+                               allow_breaks=not fullgraph)
         except BackendCompilerFailed:
             raise
         except Unsupported as e:
             gb = e.graph_break or GraphBreak(e.reason_code, e.message, code.co_filename, code.co_firstlineno)
             for rec in RECORDERS:
                 rec(gb)
-            if fullgraph:
-                raise FullGraphError(gb) from None
+            if fullgraph:  # the translator's traceback only when asked for (PYDYNAMO_VERBOSE=1)
+                raise FullGraphError(gb) from (e if config.verbose else None)
             logs.log("graph_breaks", "%s", gb)
             _warn_once(("break", code), f"pydynamo: {gb.location()}: {gb.message} [{gb.reason_code}]; "
                        f"running {code.co_name} eagerly")
@@ -193,6 +231,8 @@ def make_callback(backend="codegen", fullgraph=False, dynamic=None, mode=None, o
             _warn_once(("internal", code), f"pydynamo: {gb.location()}: internal error while tracing "
                        f"{code.co_name} ({gb.message}); running it eagerly")
             return _C.SKIP_CODE
+        if result.graph_break is not None:
+            _report_break(code, result.graph_break)
         for rec in RECORDERS:
             rec(result)
         return result.guard, result.new_code

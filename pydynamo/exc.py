@@ -31,6 +31,10 @@ class GraphBreak:
             text += f"\n  hint: {self.hint}"
         return text
 
+    def stack_text(self, indent: str = "  ") -> str:
+        """The user's call chain to the break (inlined calls), outermost first."""
+        return "\n".join(f"{indent}{f}:{line} in {fn}" for f, line, fn in self.user_stack)
+
 
 class PydynamoError(RuntimeError):
     """Base class of every error pydynamo raises on purpose."""
@@ -51,7 +55,10 @@ class FullGraphError(PydynamoError):
     """fullgraph=True and the function needs a graph break."""
 
     def __init__(self, graph_break: GraphBreak):
-        super().__init__(f"fullgraph=True but the function cannot be captured in one graph:\n  {graph_break}")
+        text = f"fullgraph=True but the function cannot be captured in one graph:\n  {graph_break}"
+        if len(graph_break.user_stack) > 1:
+            text += "\n  user stack (outermost first):\n" + graph_break.stack_text("    ")
+        super().__init__(text)
         self.graph_break = graph_break
 
 

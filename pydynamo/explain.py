@@ -2,8 +2,11 @@
 
 Returns ExplainOutput: the FX graphs, graph_count, ops_per_graph, guards (as text, with the user
 file:line that created each), compile_times, graph_break_count and break_reasons (GraphBreak
-records: reason code, file:line, user stack, hint), and the call's output. Caches are reset
-before the run so every frame is traced again (explain is a debugging tool, not a hot path).
+records: reason code, file:line:col, user stack through inlined calls, hint), recompile_reasons
+(RecompileExplanation: every failing guard of every entry, expected vs actual, user line) and
+the call's output. graph_break_count counts frame cuts: a break two calls deep cuts the caller and
+the callee (2). Caches are reset before the run so every frame is traced again (explain is a
+debugging tool, not a hot path).
 """
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ class ExplainOutput:
     break_reasons: list
     graph_break_count: int
     out: Any = None
+    recompile_reasons: list = dataclasses.field(default_factory=list)  # RecompileExplanation
 
     def __str__(self) -> str:
         lines = [f"Graph count: {self.graph_count}", f"Graph break count: {self.graph_break_count}",
@@ -30,6 +34,9 @@ class ExplainOutput:
         if self.break_reasons:
             lines.append("Break reasons:")
             lines += [f"  {b}" for b in self.break_reasons]
+        if self.recompile_reasons:
+            lines.append("Recompiles:")
+            lines += ["  " + line for r in self.recompile_reasons for line in str(r).splitlines()]
         lines.append("Guards:")
         lines += [f"  {g}" for g in self.guards]
         return "\n".join(lines)
@@ -38,11 +45,20 @@ class ExplainOutput:
 def explain(fn: Callable, backend="eager") -> Callable[..., ExplainOutput]:
     def run(*args, **kwargs) -> ExplainOutput:
         from pydynamo import convert_frame  # imported here: `import pydynamo` stays torch-free
+        from pydynamo.recompiles import RecompileExplanation
         from pydynamo.eval_frame import optimize, reset
-        results, breaks = [], []
+        results, breaks, recompiles = [], [], []
 
         def record(item):
-            (breaks if isinstance(item, GraphBreak) else results).append(item)
+            if isinstance(item, GraphBreak):  # the frame ran eagerly as a whole
+                breaks.append(item)
+                return
+            if isinstance(item, RecompileExplanation):
+                recompiles.append(item)
+                return
+            results.append(item)
+            if item.graph_break is not None:  # the frame was cut and resumes in another frame
+                breaks.append(item.graph_break)
 
         reset()
         convert_frame.RECORDERS.append(record)
@@ -56,5 +72,5 @@ def explain(fn: Callable, backend="eager") -> Callable[..., ExplainOutput]:
             graphs=[g.gm for g in graphs], graph_count=len(graphs), ops_per_graph=[g.op_count for g in graphs],
             guards=[g.describe() for r in results for g in r.guards],
             compile_times=[r.compile_time_s for r in results], break_reasons=breaks,
-            graph_break_count=len(breaks), out=out)
+            graph_break_count=len(breaks), out=out, recompile_reasons=recompiles)
     return run

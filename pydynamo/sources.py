@@ -25,7 +25,7 @@ class Source:
         return self.render(lambda n: f"L[{n!r}]", lambda n: f"G[{n!r}]", True)
 
     def reload(self) -> str:
-        return self.render(lambda n: n, lambda n: n, True)
+        return self.render(py_name, lambda n: n, True)
 
     @property
     def base(self) -> "Source | None":
@@ -39,6 +39,13 @@ class Source:
 
     def __str__(self) -> str:
         return self.name()
+
+
+def py_name(name: str) -> str:
+    """A local's name as the output code spells it: CPython's own `.0` (the iterator argument of
+    3.11 comprehension code) is not an identifier, so the output code uses a stand-in and
+    build_code renames it back in co_varnames."""
+    return name if name.isidentifier() else "__pydynamo_dot" + "".join(c for c in name if c.isalnum())
 
 
 @dataclasses.dataclass(frozen=True)

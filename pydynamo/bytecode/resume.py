@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from types import CodeType, FunctionType
 from typing import Iterable, Sequence
 
-from pydynamo.bytecode import analysis, emit
+from pydynamo.bytecode import analysis, emit, opcodes
 from pydynamo.bytecode.analysis import MAYBE_NULL, NULL, WITH_EXIT
 from pydynamo.bytecode.assemble import CodeLayout, make_code
 from pydynamo.bytecode.instruction import (
@@ -221,10 +221,12 @@ def _null_slots(slots: Sequence[str], given: Iterable[int] | None, offset: int) 
 
 def _build(code: CodeType, insts: list[Instruction], k: int, slots: Sequence[str],
            nulls: tuple, reenter: tuple, local_args: tuple, cells: tuple,
-           maybe_unbound: frozenset[str]) -> ResumeFunction:
+           maybe_unbound: frozenset[str], splice=None, prefix: str = "__resume_at") -> ResumeFunction:
     body = clone_instructions(insts)
     target = body[k]
-    name = f"__resume_at_{insts[k].offset}_{next(_counter)}"
+    if splice is not None:  # make_break_function: edit the copied body (tails after the break)
+        body = splice(body)
+    name = f"{prefix}_{insts[k].offset}_{next(_counter)}"
     stack_args = tuple(i for i in range(len(slots)) if i not in nulls)
     argnames = tuple(f"{_STACK}{i}" for i in stack_args) + local_args
     if _needs_self_first(code) and local_args and local_args[0] == code.co_varnames[0]:
@@ -258,8 +260,10 @@ def _build(code: CodeType, insts: list[Instruction], k: int, slots: Sequence[str
     layout = CodeLayout(argnames, freevars=cells,
                         other_locals=tuple(n for n in code.co_varnames
                                            if n not in argnames and n not in cells))
+    origins = [i.offset for i in body]
     new = make_code(code, pro + body, layout, name=name, qualname=name,
                     flags=code.co_flags & ~0x04 & ~0x08)  # no *args/**kwargs
+    _remember_origin(new, code, len(pro), origins)
     return ResumeFunction(new, name, insts[k].offset, len(slots), stack_args, nulls, reenter,
                           local_args, cells, argnames)
 
@@ -269,6 +273,112 @@ def _needs_self_first(code: CodeType) -> bool:
     nargs = code.co_argcount + code.co_kwonlyargcount + bool(code.co_flags & 0x04)
     return "__class__" in code.co_freevars and nargs > 0 \
         and code.co_varnames[0] not in code.co_cellvars
+
+
+def make_break_function(code: CodeType, start: int, end: int, *, nstack: int,
+                        null_slots: Iterable[int]) -> ResumeFunction:
+    """Code that runs the instructions `start`..`end` (byte offsets; `end` included) of `code`
+    in CPython and then tail-calls the resume function at each successor of `end` (the next
+    instruction, and the jump target of a conditional jump).  The calling convention is that of
+    ``make_resume_function(code, start, ...)`` with ``reenter_with=True``; contexts still
+    active after `end` are exited and re-entered by the called resume function.  Exception
+    handlers covering `start`..`end` stay in place (an exception raised there is handled as in
+    the original code).  The executor runs this at a graph break, with its code marked skip,
+    so only the resume functions are traced again.  Built once per key, like resume code."""
+    insts = disassemble(code)
+    index = {i.offset: n for n, i in enumerate(insts)}
+    if start not in index or end not in index or index[end] < index[start]:
+        raise ValueError(f"bad break range {start}..{end} in {code.co_qualname}")
+    kend = index[end]
+    last = insts[kend]
+    if last.opname in _RAISES:
+        succ = []  # the exception goes to the handlers copied with the body, or out
+    elif last.opname in _NO_BREAK or (last.is_jump and "IF" not in last.opname) \
+            or kend + 1 >= len(insts):
+        raise ValueError(f"cannot break on {last.opname}")
+    else:
+        succ = [insts[kend + 1].offset] + ([last.target.offset] if last.is_jump else [])
+    nulls_before = set(null_slots)
+    resumes = [_successor_resume(code, off, nulls_before) for off in succ]
+    cache = _cached(code)
+    key = ("break", start, end, nstack, tuple(sorted(nulls_before)))
+    if key in cache:
+        return cache[key]
+    slots = analysis.stack_slots(insts)[index[start]]
+    if slots is None or len(slots) != nstack:
+        raise ValueError(f"stack depth at offset {start} is not {nstack}")
+    nulls = _null_slots(slots, nulls_before, start)
+    reenter = tuple(i for i, s in enumerate(slots) if s == WITH_EXIT)
+    cells = code.co_cellvars + code.co_freevars
+    live = set(analysis.live_locals(insts)[index[start]])
+    for r in resumes:
+        live |= set(r.local_args)
+    local_args = tuple(n for n in dict.fromkeys(code.co_varnames) if n in live and n not in cells)
+    may = analysis.maybe_unbound(insts, CodeLayout.of(code).argnames)
+
+    def splice(body: list[Instruction]) -> list[Instruction]:
+        tails = []
+        for off, r in zip(succ, resumes):
+            unsure = set(r.local_args) & (may[index[off]] | may[index[start]])
+            tail = r.emit_call(maybe_unbound=unsure, exit_contexts=True)
+            for inst in tail:
+                inst.positions = body[kend].positions
+            tails.append(tail)
+        if body[kend].is_jump:  # the taken branch resumes at the target
+            body[kend].target = tails[1][0]
+        return body[:kend + 1] + [i for t in tails for i in t] + body[kend + 1:]
+
+    cache[key] = _build(code, insts, index[start], slots, nulls, reenter, local_args, cells,
+                        may[index[start]], splice=splice, prefix="__break_at")
+    return cache[key]
+
+
+_RAISES = frozenset({"RAISE_VARARGS", "RERAISE"})
+# no continuation after these (or one that a resume function cannot express)
+_NO_BREAK = opcodes.TERMINATORS | {"FOR_ITER", "SEND", "YIELD_VALUE", "RETURN_GENERATOR"}
+
+
+def _successor_resume(code: CodeType, offset: int, nulls_before: set) -> ResumeFunction:
+    # a continuation of resume code is a continuation of the original code: a loop that breaks
+    # on every iteration reuses one resume function instead of growing a chain of new ones
+    origin = _origins.get(code)
+    if origin is not None and origin[0]() is not None and offset in origin[1]:
+        code, offset = origin[0](), origin[1][offset]
+    try:
+        return make_resume_function(code, offset)
+    except ValueError as e:
+        if "may hold NULL" not in str(e):
+            raise
+    slots = analysis.stack_slots(disassemble(code))
+    k = next(n for n, i in enumerate(disassemble(code)) if i.offset == offset)
+    depth = len(slots[k])
+    return make_resume_function(code, offset, null_slots=[i for i in nulls_before if i < depth
+                                                          and slots[k][i] in (NULL, MAYBE_NULL)])
+
+
+# resume/break code -> (weakref to the original code, {offset in it: offset in the original})
+_origins: "weakref.WeakKeyDictionary[CodeType, tuple]" = weakref.WeakKeyDictionary()
+
+
+def origin_of(code: CodeType) -> tuple[CodeType, dict] | None:
+    """(original code, {offset here: offset there}) for resume/break code; None otherwise.
+    Prologue instructions have no entry (they exist only in the resume code)."""
+    entry = _origins.get(code)
+    if entry is None or entry[0]() is None:
+        return None
+    return entry[0](), entry[1]
+
+
+def _remember_origin(new: CodeType, code: CodeType, npro: int, origins: list) -> None:
+    root = _origins.get(code)
+    insts = disassemble(new)[npro:]
+    if len(insts) != len(origins):
+        return
+    mapping = {i.offset: o for i, o in zip(insts, origins) if o is not None}
+    if root is not None and root[0]() is not None:  # resume code of resume code: map through
+        mapping = {k: root[1][v] for k, v in mapping.items() if v in root[1]}
+        code = root[0]()
+    _origins[new] = (weakref.ref(code), mapping)
 
 
 def _delete_if_unbound(local: str) -> list[Instruction]:

@@ -36,6 +36,7 @@ from pydynamo.executor.variables.torch_fns import ALLOWED_IN_GRAPH, TorchFunctio
 from pydynamo.executor.variables.user_objects import UserDefinedClassVariable, UserDefinedObjectVariable
 from pydynamo.guards import GuardKind
 from pydynamo.sources import AttrSource, GetItemSource
+from pydynamo.executor import breaks as _breaks
 
 _BUILTIN_FUNCS = set(vars(vbuiltins).get("HANDLERS", {})) | vbuiltins.PURE | vbuiltins.TENSOR_OPS
 _BUILTIN_FUNCS |= {print, id, iter, next, enumerate, zip, map, filter, reversed, super, setattr,
@@ -73,6 +74,9 @@ class VariableBuilder:
                     self.cache[id(value)] = var
                     self.keepalive.append(value)
                 return var
+        if source is not None:  # passing it through is fine; using it is a graph break
+            from pydynamo.executor.breaks import OpaqueVariable
+            return OpaqueVariable(value, source)
         raise Unsupported("unknown_value", f"cannot trace a value of type {type(value).__qualname__}")
 
     # --- one function per kind of value ---------------------------------------------------
@@ -144,6 +148,8 @@ class VariableBuilder:
     def function(self, tx, value, source):
         if getattr(value, "__pydynamo_disabled__", False):
             return DisabledFunctionVariable(value, source)
+        if getattr(value, "__pydynamo_graph_break__", False):
+            return GraphBreakFunctionVariable(value, source)
         if value.__code__.co_name == "decorate_context" and \
                 value.__code__.co_filename.endswith(os.path.join("torch", "utils", "_contextlib.py")):
             return self.grad_decorated(tx, value, source)
@@ -219,6 +225,20 @@ class DisabledFunctionVariable(VariableTracker):
                           "marked pydynamo.disable")
 
 
+class GraphBreakFunctionVariable(VariableTracker):
+    """pydynamo.graph_break(): calling it is a graph break."""
+
+    def __init__(self, fn, source=None):
+        super().__init__(source)
+        self.fn = fn
+
+    def call_function(self, tx, args, kwargs):
+        raise Unsupported("explicit_break", "pydynamo.graph_break() called")
+
+    def reconstruct(self, cg):
+        return cg.load_const(self.fn)
+
+
 def by_identity(cls):
     """Wrapper for objects guarded by identity (modules, classes, torch functions, enums)."""
     def make(builder, tx, value, source):
@@ -241,6 +261,9 @@ def _is_user_object(value) -> bool:
 _B = VariableBuilder
 WRAPPERS: list[tuple[Callable, Callable]] = [
     (lambda v: isinstance(v, torch.Tensor), _B.tensor),
+    # at graph breaks (executor/breaks.py): contexts re-entered, locals passed as unbound
+    (lambda v: type(v) in (torch.no_grad, torch.enable_grad), _breaks.wrap_grad_ctx),
+    (lambda v: v is _breaks.UNBOUND, by_identity(ObjectVariable)),
     (lambda v: type(v) in CONSTANT_TYPES, _B.literal),
     (lambda v: type(v) is torch.Size, _B.size),
     (lambda v: isinstance(v, OPAQUE_TYPES), _B.opaque),
@@ -264,5 +287,6 @@ WRAPPERS: list[tuple[Callable, Callable]] = [
     (lambda v: isinstance(v, (types.BuiltinFunctionType, types.MethodWrapperType,
                               types.WrapperDescriptorType, types.MethodDescriptorType)) and
      getattr(v, "__module__", None) in (None, "builtins", "math", "operator", "_operator"), _B.builtin_fn),
+    (lambda v: type(v) in _breaks.ITERATOR_TYPES, _breaks.wrap_iterator),
     (_is_user_object, _B.user_object),
 ]

@@ -24,7 +24,7 @@ from pydynamo.executor.variables.constant import is_literal
 from pydynamo.executor.variables.containers import ConstDictVariable, ListVariable, SetVariable
 from pydynamo.executor.variables.tensor import TensorVariable
 from pydynamo.executor.variables.user_objects import UserDefinedObjectVariable
-from pydynamo.sources import Source
+from pydynamo.sources import Source, py_name
 
 _const_ids = itertools.count()
 OUT = "__pydynamo_out"
@@ -122,7 +122,7 @@ def _finite(v) -> bool:
 
 
 def signature_text(code: types.CodeType) -> str:
-    names = code.co_varnames
+    names = tuple(py_name(n) for n in code.co_varnames)
     n_pos, n_po, n_kw = code.co_argcount, code.co_posonlyargcount, code.co_kwonlyargcount
     parts = list(names[:n_po]) + (["/"] if n_po else []) + list(names[n_po:n_pos])
     i = n_pos + n_kw
@@ -140,9 +140,12 @@ def signature_text(code: types.CodeType) -> str:
 def build_code(code: types.CodeType, cg: OutputCodegen, graph_call: str | None,
                ret_expr: str) -> tuple[types.CodeType, str]:
     """Assemble the replacement function's source, compile it, check the frame layout."""
-    for name in code.co_varnames + code.co_freevars + code.co_cellvars:
+    for name in code.co_freevars + code.co_cellvars:
         if keyword.iskeyword(name) or not name.isidentifier():
             raise Unsupported("odd_name", f"variable name {name!r}")
+    renamed = {py_name(n): n for n in code.co_varnames if py_name(n) != n}  # `.0` of comprehensions
+    if any(keyword.iskeyword(n) for n in code.co_varnames):
+        raise Unsupported("odd_name", "a keyword as a variable name")
     body = []
     if cg.globals_declared:
         body.append("global " + ", ".join(sorted(cg.globals_declared)))
@@ -173,6 +176,8 @@ def build_code(code: types.CodeType, cg: OutputCodegen, graph_call: str | None,
     module = compile(text, filename, "exec")
     new = _find_code(module, _fn_name(code))
     new = new.replace(co_name=code.co_name, co_qualname=code.co_qualname, co_firstlineno=code.co_firstlineno)
+    if renamed:
+        new = new.replace(co_varnames=tuple(renamed.get(n, n) for n in new.co_varnames))
     if (new.co_argcount, new.co_posonlyargcount, new.co_kwonlyargcount, new.co_cellvars, new.co_freevars,
             new.co_varnames[:_nargs(code)]) != (code.co_argcount, code.co_posonlyargcount, code.co_kwonlyargcount,
                                                 code.co_cellvars, code.co_freevars, code.co_varnames[:_nargs(code)]) \

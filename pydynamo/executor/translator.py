@@ -88,6 +88,13 @@ def coverage(version=None) -> tuple[list, list]:
     return missing, handled
 
 
+def user_code_name(code: types.CodeType) -> str:
+    """The user's function name, also for resume functions (named __resume_at_<offset>_<n>)."""
+    from pydynamo.bytecode import origin_of
+    origin = origin_of(code)
+    return code.co_name if origin is None else origin[0].co_name
+
+
 class ReturnValue(Exception):
     pass
 
@@ -103,15 +110,25 @@ _COMPARE = {"<": operator.lt, "<=": operator.le, "==": operator.eq, "!=": operat
 
 def graph_break_handler(run):
     """The one place where an untraceable construct becomes a graph-break record: attaches the
-    user's location and inline stack to the Unsupported. (Issue 5 turns this into: compile the
-    graph so far, run the instruction eagerly, resume in a continuation function.)"""
+    user's location (file:line:col), inline stack and hint to the Unsupported, and in the root
+    frame where to cut it: the root instruction that was running (a CALL when the failure is
+    inside an inlined function) at this visit. convert_frame then traces the frame again and
+    executor/breaks.py cuts it there: graph so far, the instruction in CPython, resume function."""
     def wrapper(tx, *args):
         try:
             return run(tx, *args)
         except Unsupported as e:
             if e.graph_break is None:
+                from pydynamo.hints import hint_for, user_message
+                pos = tx.current.positions if tx.current is not None else None
+                col = pos.col_offset if pos is not None and pos.col_offset is not None else None
+                e.message = user_message(e.message)
                 e.graph_break = GraphBreak(e.reason_code, e.message, tx.code.co_filename, tx.lineno,
-                                           None, tx.user_stack(), e.hint)
+                                           None if col is None else col + 1, tx.user_stack(),
+                                           hint_for(e.reason_code, e.hint))
+            if tx.parent is None and getattr(e, "breakpoint", None) is None and tx.current is not None:
+                from pydynamo.executor.breaks import BreakPoint
+                e.breakpoint = BreakPoint(tx.current.offset, tx.visits.get(tx.current.offset, 1))
             raise
         except RecursionError:
             raise Unsupported("recursion", "Python recursion limit reached while tracing") from None
@@ -168,7 +185,7 @@ class InstructionTranslatorBase:
         frames = []
         tx = self
         while tx is not None:
-            frames.append((tx.code.co_filename, tx.lineno, tx.code.co_name))
+            frames.append((tx.code.co_filename, tx.lineno, user_code_name(tx.code)))
             tx = tx.parent
         return tuple(reversed(frames))
 
@@ -364,8 +381,13 @@ class ModuleSource(Source):
 class InstructionTranslator(InstructionTranslatorBase):
     """The root: owns the graph, guards, side effects; finishes the frame at RETURN_VALUE."""
 
-    def __init__(self, code, frame_locals: dict, f_globals: dict, f_builtins: dict, backend):
+    def __init__(self, code, frame_locals: dict, f_globals: dict, f_builtins: dict, backend,
+                 breakpoint=None):
         super().__init__(code, f_globals, None)
+        self.breakpoint = breakpoint            # executor.breaks.BreakPoint: stop before it
+        self.visits: dict[int, int] = {}        # offset -> times reached (unrolled loops)
+        self.initial_grad_enabled = torch.is_grad_enabled()
+        self.break_function = None
         self.frame_locals = frame_locals
         self.f_builtins = f_builtins
         self.output_graph = OutputGraph(f_globals, backend)
@@ -397,6 +419,18 @@ class InstructionTranslator(InstructionTranslatorBase):
 
     def run(self) -> None:
         self.run_loop()
+
+    def step(self) -> None:
+        inst = self.instructions[self.ip]
+        n = self.visits[inst.offset] = self.visits.get(inst.offset, 0) + 1
+        bp = self.breakpoint
+        if bp is not None and bp.offset == inst.offset and bp.visit == n:
+            from pydynamo.executor.breaks import take_break
+            self.current = inst
+            if inst.positions is not None and inst.positions.lineno is not None:
+                self.lineno = inst.positions.lineno
+            take_break(self, inst)
+        super().step()
 
     def do_return(self, value: VariableTracker) -> None:
         from pydynamo.executor.reconstruct import OutputCodegen, build_code
@@ -776,7 +810,11 @@ def BUILD_CONST_KEY_MAP(tx, inst):
 @op("LIST_APPEND")
 def LIST_APPEND(tx, inst):
     v = tx.pop()
-    tx.stack[-inst.arg].items.append(v)
+    target = tx.stack[-inst.arg]
+    if target.source is not None:  # a resume function's argument: the mutation is replayed
+        target.call_method(tx, "append", [v], {})
+    else:
+        target.items.append(v)
 
 
 @op("SET_ADD")
@@ -789,13 +827,20 @@ def SET_ADD(tx, inst):
 def MAP_ADD(tx, inst):
     v, k = tx.pop(), tx.pop()
     d = tx.stack[-inst.arg]
-    d.items[d._key(k)] = v
+    if d.source is not None:  # a resume function's argument: the mutation is replayed
+        d.call_method(tx, "__setitem__", [k, v], {})
+    else:
+        d.items[d._key(k)] = v
 
 
 @op("LIST_EXTEND")
 def LIST_EXTEND(tx, inst):
     v = tx.pop()
-    tx.stack[-inst.arg].items.extend(tx.unpack(v))
+    target = tx.stack[-inst.arg]
+    if target.source is not None:
+        target.call_method(tx, "extend", [v], {})
+    else:
+        target.items.extend(tx.unpack(v))
 
 
 @op("SET_UPDATE")

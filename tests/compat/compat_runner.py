@@ -128,7 +128,11 @@ class FrameCounter:
     def _prof(self, frame, event, arg):
         if event == "call":
             code = frame.f_code
-            if code in self.codes:
+            try:
+                known = code in self.codes
+            except TypeError:  # generated code (torch's resume functions) may hold unhashable consts
+                known = False
+            if known:
                 self.body += 1
             elif code.co_filename in self.files:
                 self.unknown += 1

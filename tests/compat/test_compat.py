@@ -41,10 +41,14 @@ NAMES = list(cc.REGISTRY)
 UNDER_TEST = os.environ.get("PYDYNAMO_COMPAT_ENGINE", "pydynamo")
 
 
-def corpus_hash() -> str:
+def corpus_hash(files=None) -> str:
+    """Key of the cached reference records: the corpus, harness and runner sources (default: the
+    compat corpus; tests/breaks passes its own), torch and Python versions."""
     h = hashlib.sha256()
-    files = sorted(glob.glob(os.path.join(HERE, "compat_corpus", "*.py")))
-    for f in files + [os.path.join(HERE, "compat_case.py"), RUNNER]:
+    if files is None:
+        files = sorted(glob.glob(os.path.join(HERE, "compat_corpus", "*.py"))) + \
+            [os.path.join(HERE, "compat_case.py"), RUNNER]
+    for f in files:
         h.update(os.path.basename(f).encode())
         with open(f, "rb") as fh:
             h.update(fh.read())
@@ -53,7 +57,7 @@ def corpus_hash() -> str:
     return h.hexdigest()[:16]
 
 
-def run_engine(engine: str, out: str, names: list[str]) -> None:
+def run_engine(engine: str, out: str, names: list[str], runner: str = RUNNER) -> None:
     """Run `names` under `engine` in subprocesses until each has a record; a case that kills its
     process (segfault, hang) gets an error record and the rest continue in a new process."""
     os.makedirs(out, exist_ok=True)
@@ -65,7 +69,7 @@ def run_engine(engine: str, out: str, names: list[str]) -> None:
         if os.path.exists(progress):
             os.remove(progress)
         try:
-            p = subprocess.run([sys.executable, RUNNER, "--engine", engine, "--out", out,
+            p = subprocess.run([sys.executable, runner, "--engine", engine, "--out", out,
                                 "--cases", ",".join(todo)], cwd=REPO, capture_output=True,
                                text=True, timeout=ENGINE_TIMEOUT_S)
             why = f"process exited rc={p.returncode}\n{p.stderr[-3000:]}"
@@ -81,30 +85,32 @@ def run_engine(engine: str, out: str, names: list[str]) -> None:
                        os.path.join(out, n + ".pt"))
 
 
-def _reference_dir() -> str:
-    tag = "%d.%d-%s" % (sys.version_info[0], sys.version_info[1], corpus_hash())
-    return os.path.join(HERE, ".reference", tag)
+def _reference_dir(base: str = HERE, files=None) -> str:
+    tag = "%d.%d-%s" % (sys.version_info[0], sys.version_info[1], corpus_hash(files))
+    return os.path.join(base, ".reference", tag)
 
 
-def _ensure_reference() -> str:
-    ref = _reference_dir()
+def _ensure_reference(base: str = HERE, names=None, runner: str = RUNNER, files=None) -> str:
+    """Eager and torch.compile records of `names` (default: the compat corpus), computed once
+    per corpus version (tests/breaks passes its own corpus)."""
+    ref = _reference_dir(base, files)
     os.makedirs(os.path.dirname(ref), exist_ok=True)
     # One builder per machine at a time: concurrent sessions wait instead of racing on the dir.
     with open(os.path.join(os.path.dirname(ref), ".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
-            return _build_reference(ref)
+            return _build_reference(ref, NAMES if names is None else names, runner)
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def _build_reference(ref: str) -> str:
+def _build_reference(ref: str, names: list, runner: str) -> str:
     if not os.path.exists(os.path.join(ref, "_done")):
         prefix = os.path.basename(ref).split("-")[0] + "-"
         for stale in glob.glob(os.path.join(os.path.dirname(ref), prefix + "*")):
             shutil.rmtree(stale, ignore_errors=True)  # older corpus versions of this Python
         for engine in ("eager", "torch"):
-            run_engine(engine, os.path.join(ref, engine), NAMES)
+            run_engine(engine, os.path.join(ref, engine), names, runner)
         open(os.path.join(ref, "_done"), "w").close()
     return ref
 

@@ -1,0 +1,257 @@
+"""Graph breaks in the root frame: compile the graph so far, run the offending instruction in
+CPython, continue in a resume function that the frame hook traces on its own.
+
+How a break is taken (restart analysis): the first trace of a frame raises `Unsupported` at some
+root instruction (directly, or from a function inlined by it, 1..n calls deep). `convert_frame`
+then traces the frame again with a `BreakPoint` (offset, visit number): when the root reaches that
+instruction for that time, `take_break` stops tracing *before* it, with a state that is exactly
+the state before the instruction (nothing of the failed attempt leaks into the graph). It emits
+the output code: call the graph, apply side effects, then call a *break function*
+(`bytecode.resume.make_break_function`, marked skip so the hook never traces it) with the live
+stack and locals; it runs the instruction(s) in CPython and tail-calls the resume function at
+each successor. A break inside an inlined call becomes a break at the root's CALL: the callee
+then runs as its own frame, which the hook traces (its graph up to its own break is kept), and
+the caller's rest resumes after the call.
+
+Invariants: the break function receives contexts (with-blocks) as context-manager objects and
+re-enters them; the graph ends with the grad mode as it was outside those blocks. Anything the
+output code cannot rebuild is `Unsupported` here, and the frame then runs eagerly as a whole.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import types
+from typing import Optional
+
+import torch
+
+from pydynamo import logs
+from pydynamo.bytecode import UNBOUND
+from pydynamo.exc import Unsupported
+from pydynamo.executor.variables.base import VariableTracker
+from pydynamo.sources import Source, py_name
+
+# a CALL needs the instructions that set up its keyword names (and 3.11's PRECALL) with it
+_CALL_PREFIX = ("KW_NAMES", "PRECALL")
+
+
+@dataclasses.dataclass(frozen=True)
+class BreakPoint:
+    offset: int   # root instruction to break at (before it runs)
+    visit: int    # 1-based: which execution of that instruction (loops are unrolled)
+
+
+def _run_break(code: types.CodeType, globals_: dict, closure: tuple, *args):
+    return types.FunctionType(code, globals_, code.co_name, None, closure or None)(*args)
+
+
+def _cells_of(probe, names: tuple) -> tuple:
+    """The frame's cell objects, in `names` order, from a lambda that closes over all of them."""
+    by_name = dict(zip(probe.__code__.co_freevars, probe.__closure__ or ()))
+    return tuple(by_name[n] for n in names)
+
+
+def _iter_of(items, py_type):
+    return iter(items)
+
+
+def _grad_ctx(mode: bool):
+    return torch.enable_grad() if mode else torch.no_grad()
+
+
+def reconstruct(cg, var) -> str:
+    """cg.reconstruct, plus values that only live on the stack at a break (iterators of unrolled
+    loops, grad-mode contexts, bound methods before their call)."""
+    from pydynamo.executor.translator import WithExitVariable
+    from pydynamo.executor.variables.base import MethodProxyVariable
+    from pydynamo.executor.variables.functions import (NestedUserFunctionVariable, UserFunctionVariable,
+                                                       UserMethodVariable)
+    from pydynamo.executor.variables.iterators import ListIteratorVariable
+    from pydynamo.executor.variables.misc import GradModeVariable
+    from pydynamo.executor.variables.tensor import TensorMethodVariable
+    if var.source is not None:
+        return cg.reconstruct(var)
+    if isinstance(var, ListIteratorVariable):
+        items = list(var.it)
+        var.it = iter(items)  # reading the rest must not consume the tracker
+        return f"iter([{''.join(reconstruct(cg, i) + ', ' for i in items)}])"
+    if isinstance(var, WithExitVariable):
+        return reconstruct(cg, var.ctx)
+    if isinstance(var, GradModeVariable):
+        return f"{cg.load_const(_grad_ctx)}({var.mode!r})"
+    if isinstance(var, TensorMethodVariable):
+        return f"{reconstruct(cg, var.tensor)}.{var.name}"
+    if isinstance(var, MethodProxyVariable):
+        return f"{reconstruct(cg, var.obj)}.{var.name}"
+    if isinstance(var, UserMethodVariable):
+        return f"{cg.load_const(types.MethodType)}({reconstruct(cg, var.fn)}, {reconstruct(cg, var.obj)})"
+    if isinstance(var, UserFunctionVariable):
+        return cg.load_const(var.fn)
+    if isinstance(var, NestedUserFunctionVariable) and var.closure:
+        return _closure_function(cg, var)
+    return cg.reconstruct(var)
+
+
+def _closure_function(cg, var) -> str:
+    """A function made in the frame that closes over the frame's own cells: rebuilt around the
+    same cell objects (the replacement code has the frame's cells under the same names)."""
+    names = tuple(c.name for c in var.closure)
+    frame_cells = set(cg.code.co_cellvars) | set(cg.code.co_freevars)
+    if not all(n in frame_cells for n in names):
+        raise Unsupported("closure_escape", "a function closing over cells of an inlined call")
+    defaults = "(" + "".join(reconstruct(cg, d) + ", " for d in var.defaults) + ")"
+    cells = f"{cg.load_const(_cells_of)}(lambda: ({', '.join(names)},), {names!r})"
+    fn = (f"{cg.load_const(types.FunctionType)}({cg.load_const(var.code)}, globals(), "
+          f"{var.code.co_name!r}, {defaults} or None, {cells})")
+    if var.kwdefaults:
+        kw = ", ".join(f"{k!r}: {reconstruct(cg, v)}" for k, v in var.kwdefaults.items())
+        fn = f"{cg.load_const(_with_kwdefaults)}({fn}, {{{kw}}})"
+    return fn
+
+
+def _with_kwdefaults(fn, kwdefaults: dict):
+    fn.__kwdefaults__ = kwdefaults
+    return fn
+
+
+def break_start(tx, index: int) -> int:
+    """Index of the first instruction that must run in CPython for a break at `index`."""
+    start = index
+    while start > 0 and tx.instructions[start - 1].opname in _CALL_PREFIX:
+        start -= 1
+    return start
+
+
+def take_break(tx, inst) -> None:
+    """Finish the root frame at `inst` (not yet run): sets tx.result, raises ReturnValue."""
+    from pydynamo import _C
+    from pydynamo.bytecode import make_break_function, origin_of
+    from pydynamo.executor.reconstruct import OutputCodegen, build_code
+    from pydynamo.executor.translator import NULL, ReturnValue, WithExitVariable
+    origin = origin_of(tx.code)
+    if origin is not None and inst.offset not in origin[1]:  # would resume into itself forever
+        raise Unsupported("unbreakable", "cannot break while re-entering a resumed frame's state")
+    index = tx.index_of[inst.offset]
+    start = tx.instructions[break_start(tx, index)].offset
+    stack = list(tx.stack)
+    nulls = [i for i, v in enumerate(stack) if v is NULL]
+    try:
+        bf = make_break_function(tx.code, start, inst.offset, nstack=len(stack), null_slots=nulls)
+    except ValueError as e:
+        raise Unsupported("unbreakable", f"cannot resume after {inst.opname}: {e}") from None
+    _C.set_code_state(bf.code, "skip")
+    if logs.enabled("bytecode"):
+        import dis
+        logs.log("bytecode", "graph break in %s at %s:%d: runs in CPython, then resumes:\n%s",
+                 tx.code.co_name, tx.code.co_filename, tx.lineno, dis.Bytecode(bf.code).dis())
+    _restore_grad_mode(tx, [v for v in stack if isinstance(v, WithExitVariable)])
+
+    cg = OutputCodegen(tx.code, tx.f_globals)
+    args = []
+    for name in bf.params:  # "___stack<i>" or a live local, in the break function's order
+        if name.startswith("___stack"):
+            args.append(cg.temp(reconstruct(cg, stack[int(name[len("___stack"):])])))
+        elif name in tx.lazy_pending:  # an argument never read: pass it through, unguarded
+            args.append(py_name(name))
+        else:
+            v = tx.lazy_local(name)
+            args.append(cg.load_const(UNBOUND) if v is None else cg.temp(reconstruct(cg, v)))
+    cell_writes = []
+    for name in tx.code.co_cellvars:
+        cell = tx.cells.get(name)
+        if cell is not None and cell.contents is not None and not getattr(cell, "external", False):
+            cell_writes.append(f"{name} = {cg.temp(reconstruct(cg, cell.contents))}")
+    tx.side_effects.codegen(cg)
+    cg.lines += cell_writes
+    graph = tx.output.compile(cg.graph_outputs)
+    call = None
+    if graph is not None:
+        call = f"{graph}({', '.join(cg.load_source(i.source) for i in tx.output.inputs)})"
+    closure = "()"
+    if bf.closure:
+        closure = f"{cg.load_const(_cells_of)}(lambda: ({', '.join(bf.closure)},), {bf.closure!r})"
+    ret = f"{cg.load_const(_run_break)}({cg.load_const(bf.code)}, globals(), {closure}, {', '.join(args)})"
+    tx.result = build_code(tx.code, cg, call, ret)
+    tx.break_function = bf
+    raise ReturnValue()
+
+
+def _restore_grad_mode(tx, contexts: list) -> None:
+    """The graph must leave grad mode as it was outside the with-blocks the break function
+    re-enters (it re-applies them itself)."""
+    from pydynamo.executor.variables.misc import GradModeVariable
+    for w in contexts:
+        if not isinstance(w.ctx, GradModeVariable):
+            raise Unsupported("break_in_context", f"graph break inside `with {w.ctx}` "
+                              "(only grad-mode contexts can be re-entered)")
+    want = contexts[0].ctx.prior if contexts else tx.initial_grad_enabled
+    if tx.grad_enabled != want:
+        if not contexts:
+            raise Unsupported("grad_mode_leak", "graph break after a grad-mode change outside a with-block")
+        tx.output.add_node("call_function", torch._C._set_grad_enabled, [want])
+        tx.grad_enabled = want
+
+
+def breakpoint_of(e: Unsupported) -> Optional[BreakPoint]:
+    return getattr(e, "breakpoint", None)
+
+
+# --- values that arrive in resume functions ---------------------------------------------------
+
+class OpaqueVariable(VariableTracker):
+    """A frame input of a type we cannot trace (a numpy array, a C object of another library):
+    passing it through is fine (it is reloaded from its source); using it is a graph break."""
+
+    def __init__(self, value, source):
+        super().__init__(source)
+        self.type_name = type(value).__qualname__
+
+    def _fail(self, what: str):
+        raise Unsupported("unknown_value", f"{what} a value of type {self.type_name} (not traceable)")
+
+    def python_type(self):
+        self._fail("using")
+
+    def as_python_constant(self):
+        self._fail("reading")
+
+    def call_function(self, tx, args, kwargs):
+        self._fail("calling")
+
+    def __repr__(self):
+        return f"OpaqueVariable({self.type_name})"
+
+
+@dataclasses.dataclass(frozen=True)
+class RemainingSource(Source):
+    """The items an iterator has left, read without advancing it (list(copy(it)))."""
+    src: Source
+
+    # no `base`: guards bind a base once and render only a suffix on it; this wraps its base
+
+    def render(self, local, glob, fast):
+        return f"list(__import__('copy').copy({self.src.render(local, glob, fast)}))"
+
+
+ITERATOR_TYPES = (type(iter([])), type(iter(())), type(iter(range(0))))
+
+
+def wrap_iterator(builder, tx, value, source):
+    """A loop's iterator passed to a resume function: its remaining items, guarded like a list."""
+    from pydynamo.executor.variables.iterators import ListIteratorVariable
+    from pydynamo.guards import GuardKind
+    if source is None:
+        raise Unsupported("unknown_value", f"an iterator of type {type(value).__qualname__}")
+    tx.add_guard(source, GuardKind.TYPE_MATCH, type(value))
+    seq = builder.wrap(tx, list(copy.copy(value)), RemainingSource(source))
+    return ListIteratorVariable(seq.items)
+
+
+def wrap_grad_ctx(builder, tx, value, source):
+    """torch.no_grad() / enable_grad() objects (a with-block re-entered by a resume function)."""
+    from pydynamo.executor.variables.misc import GradModeVariable
+    from pydynamo.guards import GuardKind
+    if source is not None:
+        tx.add_guard(source, GuardKind.TYPE_MATCH, type(value))
+    return GradModeVariable(isinstance(value, torch.enable_grad), False, tx.grad_enabled)

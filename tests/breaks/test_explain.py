@@ -1,0 +1,217 @@
+"""explain(), break reasons, logs, fullgraph errors and recompile explanations (issue 5).
+
+Golden texts name user lines relative to each function's first line, so editing this file above
+a function does not break them. Every call compares outputs with eager on random inputs.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import warnings
+
+import pytest
+import torch
+
+import pydynamo
+from pydynamo import config
+from pydynamo.exc import FullGraphError
+
+HERE = os.path.abspath(__file__)
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    pydynamo.reset()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+    pydynamo.reset()
+
+
+def _line(fn, k: int) -> int:
+    return fn.__code__.co_firstlineno + k
+
+
+def _close(a, b):
+    if isinstance(a, (tuple, list)):
+        return len(a) == len(b) and all(_close(x, y) for x, y in zip(a, b))
+    if isinstance(a, torch.Tensor):
+        return torch.allclose(a, b)
+    return a == b
+
+
+# --- the classic examples -----------------------------------------------------------------------
+
+def sin_print_cos(x):
+    y = torch.sin(x)
+    print(f"Shape: {y.shape}")
+    return torch.cos(y)
+
+
+def test_sin_print_cos_two_graphs(capsys):
+    x = torch.randn(5)
+    e = pydynamo.explain(sin_print_cos)(x)
+    assert e.graph_count == 2 and e.graph_break_count == 1
+    (b,) = e.break_reasons
+    assert (b.reason_code, b.filename, b.lineno, b.col) == ("print", HERE, _line(sin_print_cos, 2), 5)
+    assert b.hint and b.message
+    assert torch.allclose(e.out, sin_print_cos(x))
+    assert capsys.readouterr().out.count("Shape: torch.Size([5])") == 2
+
+
+def print_branch_sorted(x):
+    print("calling")
+    y = x * 2
+    if x.sum() > 0:
+        y = y + 1
+    else:
+        y = y - 1
+    return sorted([y, y.cos()], key=lambda t: t.sum())
+
+
+def test_print_branch_sorted_matches_torch_compile_graph_count():
+    x = torch.randn(6) + 0.5
+    e = pydynamo.explain(print_branch_sorted)(x)
+    assert e.graph_count == 3  # torch._dynamo.explain: 3 (tests/breaks corpus: b_classic)
+    codes = [b.reason_code for b in e.break_reasons]
+    assert codes[:2] == ["print", "tensor_branch"]
+    branch = e.break_reasons[1]
+    assert branch.lineno == _line(print_branch_sorted, 3) and "torch.where" in branch.hint
+    assert all("Variable" not in b.message and b.hint for b in e.break_reasons)  # user terms only
+    f = pydynamo.optimize(print_branch_sorted, backend="eager")
+    for _ in range(4):
+        x = torch.randn(6)
+        assert _close(f(x), print_branch_sorted(x))
+
+
+# --- break reasons through inlined calls --------------------------------------------------------
+
+def _leaf(x):
+    x = x + 1
+    pydynamo.graph_break()
+    return x * 2
+
+
+def _mid(x):
+    return _leaf(x.sin())
+
+
+def outer(x):
+    return _mid(x - 1).cos()
+
+
+def test_break_reason_user_stack_through_inlined_calls():
+    x = torch.randn(4)
+    e = pydynamo.explain(outer)(x)
+    first = e.break_reasons[0]
+    assert first.reason_code == "explicit_break"
+    assert [(f, line, fn) for f, line, fn in first.user_stack] == [
+        (HERE, _line(outer, 1), "outer"), (HERE, _line(_mid, 1), "_mid"), (HERE, _line(_leaf, 2), "_leaf")]
+    # outer before the call (x - 1), _mid before its call (sin), _leaf around the break (+1, *2),
+    # the rest of outer (cos); the rest of _mid only returns (no graph)
+    assert e.graph_count == 5 and e.ops_per_graph == [1, 1, 1, 1, 1]
+    assert torch.allclose(e.out, outer(x))
+
+
+def test_fullgraph_error_names_reason_and_user_line():
+    with pytest.raises(FullGraphError) as info:
+        pydynamo.optimize(outer, backend="eager", fullgraph=True)(torch.randn(3))
+    text = str(info.value)
+    assert f"{HERE}:{_line(_leaf, 2)}" in text and "[explicit_break]" in text
+    assert f"{HERE}:{_line(outer, 1)} in outer" in text  # the user stack, outermost first
+    assert info.value.__cause__ is None  # no internal traceback unless PYDYNAMO_VERBOSE=1
+
+
+def test_fullgraph_verbose_keeps_internal_traceback(monkeypatch):
+    monkeypatch.setattr(config, "verbose", True)
+    with pytest.raises(FullGraphError) as info:
+        pydynamo.optimize(sin_print_cos, backend="eager", fullgraph=True)(torch.randn(3))
+    assert info.value.__cause__ is not None
+
+
+# --- logs ---------------------------------------------------------------------------------------
+
+def test_graph_breaks_and_guards_logs_in_user_terms(monkeypatch, caplog):
+    monkeypatch.setattr(config, "logs", "graph_breaks,guards")
+    with caplog.at_level(logging.INFO, logger="pydynamo"):
+        x = torch.randn(3)
+        assert torch.allclose(pydynamo.optimize(sin_print_cos, backend="eager")(x), sin_print_cos(x))
+    breaks = [r.getMessage() for r in caplog.records if r.name == "pydynamo.graph_breaks"]
+    guards = [r.getMessage() for r in caplog.records if r.name == "pydynamo.guards"]
+    assert len(breaks) == 1 and f"{HERE}:{_line(sin_print_cos, 2)}:5" in breaks[0] and "[print]" in breaks[0]
+    assert any("L['x']" in g for g in guards)
+    assert not any("0x" in m for m in breaks + guards)  # no object ids
+
+
+# --- recompile explanations (golden) ------------------------------------------------------------
+
+def scaled(x, n):
+    y = x * n
+    print("scaled")
+    return y + 1
+
+
+def calls_scaled(x):
+    a = scaled(x, 2)
+    b = scaled(x.double(), 2)
+    c = scaled(torch.randn(5), 2)
+    d = scaled(x, 3)
+    return a, b, c, d
+
+
+def _golden():
+    f, first = HERE, _line(scaled, 0)
+    ln = _line(scaled, 1)
+    return [
+        f"recompiling scaled ({f}:{first}): 1 compiled entry rejected the call\n"
+        f"  entry 1:\n"
+        f"    L['x'].dtype: expected torch.float32, got torch.float64 (TENSOR_MATCH, guard from {f}:{ln})",
+        f"recompiling scaled ({f}:{first}): 2 compiled entries rejected the call\n"
+        f"  entry 1:\n"
+        f"    L['x'].dtype: expected torch.float64, got torch.float32 (TENSOR_MATCH, guard from {f}:{ln})\n"
+        f"    L['x'].shape: expected [3], got [5] (TENSOR_MATCH, guard from {f}:{ln})\n"
+        f"  entry 2:\n"
+        f"    L['x'].shape: expected [3], got [5] (TENSOR_MATCH, guard from {f}:{ln})",
+        f"recompiling scaled ({f}:{first}): 3 compiled entries rejected the call\n"
+        f"  entry 1:\n"
+        f"    L['n']: expected 2, got 3 (EQUALS_MATCH, guard from {f}:{ln})\n"
+        f"    L['x'].shape: expected [5], got [3] (TENSOR_MATCH, guard from {f}:{ln})\n"
+        f"  entry 2:\n"
+        f"    L['n']: expected 2, got 3 (EQUALS_MATCH, guard from {f}:{ln})\n"
+        f"    L['x'].dtype: expected torch.float64, got torch.float32 (TENSOR_MATCH, guard from {f}:{ln})\n"
+        f"  entry 3:\n"
+        f"    L['n']: expected 2, got 3 (EQUALS_MATCH, guard from {f}:{ln})",
+    ]
+
+
+def _scaled_entries(reasons):
+    # the frame of `scaled` itself (its resume function after the print recompiles too)
+    return [str(r) for r in reasons if "L['x']" in str(r) or "L['n']" in str(r)]
+
+
+def test_recompile_explanation_golden_from_explain():
+    x = torch.randn(3)
+    e = pydynamo.explain(calls_scaled)(x)
+    assert _scaled_entries(e.recompile_reasons) == _golden()
+    assert _close(e.out[0], calls_scaled(x)[0]) and _close(e.out[3], calls_scaled(x)[3])
+
+
+def test_recompile_explanation_golden_from_log(monkeypatch, caplog):
+    monkeypatch.setattr(config, "logs", "recompiles")
+    x = torch.randn(3)
+    with caplog.at_level(logging.INFO, logger="pydynamo"):
+        out = pydynamo.optimize(calls_scaled, backend="eager")(x)
+    logged = [r.getMessage() for r in caplog.records if r.name == "pydynamo.recompiles"]
+    assert _scaled_entries(logged) == _golden()
+    assert all(_close(a, b) for a, b in zip(out[:2], calls_scaled(x)[:2]))
+
+
+def test_bytecode_log_shows_break_function(monkeypatch, caplog):
+    monkeypatch.setattr(config, "logs", "bytecode")
+    with caplog.at_level(logging.INFO, logger="pydynamo"):
+        x = torch.randn(3)
+        assert torch.allclose(pydynamo.optimize(sin_print_cos, backend="eager")(x), sin_print_cos(x))
+    text = "\n".join(r.getMessage() for r in caplog.records if r.name == "pydynamo.bytecode")
+    assert f"graph break in sin_print_cos at {HERE}:{_line(sin_print_cos, 2)}" in text
+    assert "CALL" in text and "sin_print_cos" in text
