@@ -130,6 +130,8 @@ def _dirs() -> tuple:
 
 _SKIP_DIRS = None
 _NN_DIR = os.path.join(os.path.dirname(torch.__file__), "nn", "modules") + os.sep
+# The embedded demo model lives inside the package but is user code: it must be traced.
+_USER_DIRS = (os.path.realpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "demo")) + os.sep,)
 
 
 def is_library_file(filename: str) -> bool:
@@ -139,7 +141,7 @@ def is_library_file(filename: str) -> bool:
     if filename.startswith("<frozen "):
         return True
     real = os.path.realpath(filename) if os.path.isabs(filename) else filename
-    return real.startswith(_SKIP_DIRS)
+    return real.startswith(_SKIP_DIRS) and not real.startswith(_USER_DIRS)
 
 
 def skip_reason(code: types.CodeType) -> Optional[str]:
@@ -154,7 +156,7 @@ def skip_reason(code: types.CodeType) -> Optional[str]:
     if fname.startswith(("<pydynamo", "<frozen ")):
         return "pydynamo generated code or frozen stdlib"
     real = os.path.realpath(fname) if os.path.isabs(fname) else fname
-    if real.startswith(_SKIP_DIRS):
+    if real.startswith(_SKIP_DIRS) and not real.startswith(_USER_DIRS):
         if code.co_name == "forward" and real.startswith(os.path.realpath(_NN_DIR)):
             return None
         return "library code"
