@@ -191,6 +191,10 @@ def _warn_once(key, text: str) -> None:
 def make_callback(backend="codegen", fullgraph=False, dynamic=None, mode=None, options=None):
     from pydynamo import _C
     backend_fn = lookup_backend(backend)
+    if mode is not None and backend in ("codegen", "inductor"):
+        # mode= means what it means for torch.compile: "reduce-overhead" turns on CUDA-graph
+        # replay, "max-autotune" the kernel autotuner; both are codegen options.
+        options = dict(options or {}, mode=mode)
     if options:
         inner = backend_fn
         backend_fn = lambda gm, ex: inner(gm, ex, **options)  # noqa: E731
