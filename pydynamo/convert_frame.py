@@ -170,7 +170,9 @@ TRANSIENT_REASONS = {"autocast"}
 
 
 def _on_reset() -> None:
+    from pydynamo.bytecode import resume
     _warned.clear()
+    resume.clear_cache()
 
 
 def _register_reset() -> None:
