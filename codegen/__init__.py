@@ -136,6 +136,25 @@ def _compile_lowered(gm, g, stats, options):
         fn.restype = ctypes.c_int
         ns[k.name] = fn
 
+    eager_grad, mismatch = _fallbacks(gm, counters)
+    ns["_eager_grad"], ns["_mismatch"] = eager_grad, mismatch
+    exec(compile(wsrc, path, "exec"), ns)
+    call = ns["call"]
+    call.kernel_count = stats.kernels
+    call.stats = stats
+    call.wrapper_path = path
+    call.library_path = so
+    call._lib = lib       # keep the library alive as long as the callable
+    counters["graphs_compiled"] += 1
+    counters["kernels"] += stats.kernels
+    return call
+
+
+__all__ = ["compile_fx", "counters", "CompileStats"]
+
+
+def _fallbacks(gm, counters):
+    """The two eager escapes every generated wrapper (CPU and GPU) calls from its entry check."""
     warned = []
 
     def eager_grad(*args):
@@ -153,17 +172,4 @@ def _compile_lowered(gm, g, stats, options):
             warnings.warn("pydynamo codegen: inputs differ from the compiled ones "
                           "(shape/stride/dtype/device/aliasing); running the graph eagerly", stacklevel=3)
         return gm(*args)
-    ns["_eager_grad"], ns["_mismatch"] = eager_grad, mismatch
-    exec(compile(wsrc, path, "exec"), ns)
-    call = ns["call"]
-    call.kernel_count = stats.kernels
-    call.stats = stats
-    call.wrapper_path = path
-    call.library_path = so
-    call._lib = lib       # keep the library alive as long as the callable
-    counters["graphs_compiled"] += 1
-    counters["kernels"] += stats.kernels
-    return call
-
-
-__all__ = ["compile_fx", "counters", "CompileStats"]
+    return eager_grad, mismatch

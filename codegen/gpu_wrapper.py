@@ -25,6 +25,8 @@ from typing import Any, Dict, List
 
 import torch
 
+import codegen as _codegen
+
 from codegen.wrapper import WrapperPrinter, kernel_error
 
 log = logging.getLogger("pydynamo.codegen")
@@ -214,7 +216,7 @@ def _compile_lowered_triton(gm, g, stats, options, device):
         ns[b.name] = b.tensor
     for k in kernels:
         ns[k.name] = getattr(mod, infos[k.name].name)
-    ns["_eager_grad"], ns["_mismatch"] = _fallbacks(gm, counters)
+    ns["_eager_grad"], ns["_mismatch"] = _codegen._fallbacks(gm, counters)
     exec(compile(wsrc, path, "exec"), ns)
     call = ns["call"]
     if on_gpu:
@@ -232,22 +234,3 @@ def _compile_lowered_triton(gm, g, stats, options, device):
     return call
 
 
-def _fallbacks(gm, counters):
-    warned = []
-
-    def eager_grad(*args):
-        counters["eager_grad_calls"] += 1
-        if not warned:
-            warned.append(1)
-            log.info("codegen: inputs require grad under grad mode; running %s eagerly",
-                     type(gm).__name__)
-        return gm(*args)
-
-    def mismatch(*args):
-        counters["input_mismatch_calls"] += 1
-        if not warned:
-            warned.append(1)
-            warnings.warn("pydynamo codegen: inputs differ from the compiled ones "
-                          "(shape/stride/dtype/device); running the graph eagerly", stacklevel=3)
-        return gm(*args)
-    return eager_grad, mismatch
