@@ -5,12 +5,6 @@
 # The interpreter is $PYTHON if set, else Python 3.11.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PY=${PYTHON:-$(scripts/find_python.sh 3.11)}
-VER=$("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
-VENV=.venv-$VER
-[ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
-"$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
-"$VENV/bin/python" -m pip install -q "torch==2.13.0" 2>&1 | grep -v "is ignored: it is neither" || true
-"$VENV/bin/python" -m pip install -q -e ".[test]" 2>&1 | grep -v "is ignored: it is neither" || true
+source scripts/setup_venv.sh
 export PYDYNAMO_CACHE_DIR="${PYDYNAMO_CACHE_DIR:-$PWD/.cache-demo-$VER}"
 exec "$VENV/bin/python" -m pydynamo.demo "$@"
