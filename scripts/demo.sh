@@ -7,4 +7,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup_venv.sh
 export PYDYNAMO_CACHE_DIR="${PYDYNAMO_CACHE_DIR:-$PWD/.cache-demo-$VER}"
-exec "$VENV/bin/python" -m pydynamo.demo "$@"
+exec "$VENV/bin/python" -m pydynamo.demo --codegen "$@"

@@ -178,10 +178,27 @@ def step_timings(d: Demo) -> None:
     rows.append(("pydynamo backend=eager", per_call_us(pydynamo.optimize(d.model, backend="eager"), x, d.args.iters)))
     why = _codegen_available()
     if why is None and d.args.codegen:
+        import codegen
         pydynamo.reset()
-        comp = pydynamo.optimize(d.model, backend="codegen")
+        compiled = []
+
+        def codegen_keeping_result(gm, example_inputs):  # the "codegen" backend, kept for display
+            compiled.append(codegen.compile_fx(gm, example_inputs))
+            return compiled[-1]
+
+        comp = pydynamo.optimize(d.model, backend=codegen_keeping_result)
         with torch.no_grad():
             d.check("codegen output", comp(x), d.model(x))
+        for c in compiled:
+            path = getattr(c, "wrapper_path", None)
+            print(f"  generated code: {getattr(c, 'kernel_count', '?')} kernel(s); wrapper {path}")
+            if path and os.path.exists(path):
+                # entry checks (shape/dtype/grad escapes) are long and alike: show the kernel calls
+                lines = [ln for ln in open(path).read().splitlines()
+                         if not ln.lstrip().startswith(("if ", "return _eager_grad", "return _mismatch"))]
+                shown = 40 if d.args.show_graph else 15
+                print("\n".join("    | " + ln for ln in lines[:shown]))
+                print(f"    | ... ({len(lines)} lines without the entry checks; kernels beside it in the cache dir)")
         rows.append(("pydynamo backend=codegen", per_call_us(comp, x, d.args.iters)))
     else:
         print(f"  pydynamo backend=codegen: unavailable ({why or 'pass --codegen'})")
