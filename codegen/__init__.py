@@ -71,27 +71,37 @@ def _eager(gm, reason: str, stats: CompileStats):
 
 
 def compile_fx(gm: torch.fx.GraphModule, example_inputs: List[Any], **options):
-    from codegen.graph import EagerFallback, GraphLowering
+    from codegen.graph import GraphLowering
     from codegen.gpu_wrapper import compile_fx_triton, wants_triton
     if wants_triton(example_inputs, options, gm):   # CUDA inputs, or backend_kernels="triton"
         return compile_fx_triton(gm, example_inputs, **options)
     stats = CompileStats()
+    return lower_and_build(gm, stats, options,
+                           lambda: GraphLowering(gm, example_inputs, options.get("dynamic")).run(),
+                           lambda g: _compile_lowered(gm, g, stats, options), "codegen")
+
+
+def lower_and_build(gm, stats, options, lower, build, what):
+    """Run `lower()` then `build(lowered)`. A declared fallback, or any internal error, runs the
+    graph eagerly with one warning: a compiler bug must not become the user's crash or wrong
+    answer (options["strict"] re-raises, for tests)."""
+    from codegen.graph import EagerFallback
     try:
-        g = GraphLowering(gm, example_inputs, options.get("dynamic")).run()
+        g = lower()
     except EagerFallback as e:
         return _eager(gm, str(e), stats)
     except Exception as e:
         if options.get("strict"):
             raise
-        log.debug("codegen lowering failed", exc_info=True)
+        log.debug("%s lowering failed", what, exc_info=True)
         return _eager(gm, f"internal lowering error: {type(e).__name__}: {e}", stats)
     try:
-        return _compile_lowered(gm, g, stats, options)
-    except Exception as e:  # a compiler bug must not become the user's crash or wrong answer
+        return build(g)
+    except Exception as e:
         if options.get("strict"):
             raise
-        log.debug("codegen failed", exc_info=True)
-        return _eager(gm, f"internal codegen error: {type(e).__name__}: {e}", stats)
+        log.debug("%s failed", what, exc_info=True)
+        return _eager(gm, f"internal {what} error: {type(e).__name__}: {e}", stats)
 
 
 def _compile_lowered(gm, g, stats, options):

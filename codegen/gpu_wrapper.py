@@ -151,7 +151,7 @@ def _ensure_on(device):
 
 def compile_fx_triton(gm: torch.fx.GraphModule, example_inputs: List[Any], **options):
     from codegen import CompileStats, _eager, counters
-    from codegen.graph import EagerFallback, GraphLowering
+    from codegen.graph import GraphLowering
     counters["triton_path"] += 1
     stats = CompileStats()
     device = graph_device(example_inputs, gm)
@@ -161,23 +161,14 @@ def compile_fx_triton(gm: torch.fx.GraphModule, example_inputs: List[Any], **opt
     moved = _device_move(gm, device)
     if moved:
         return _eager(gm, f"{moved} moves a tensor off the graph's device ({device})", stats)
-    try:
+
+    def lower():
         with half_dtypes():
-            g = DeviceLowering(gm, example_inputs, options.get("dynamic")).run()
-    except EagerFallback as e:
-        return _eager(gm, str(e), stats)
-    except Exception as e:
-        if options.get("strict"):
-            raise
-        log.debug("codegen lowering failed", exc_info=True)
-        return _eager(gm, f"internal lowering error: {type(e).__name__}: {e}", stats)
-    try:
-        return _compile_lowered_triton(gm, g, stats, options, device)
-    except Exception as e:  # a compiler bug must not become the user's crash or wrong answer
-        if options.get("strict"):
-            raise
-        log.debug("triton codegen failed", exc_info=True)
-        return _eager(gm, f"internal triton codegen error: {type(e).__name__}: {e}", stats)
+            return DeviceLowering(gm, example_inputs, options.get("dynamic")).run()
+
+    return _codegen.lower_and_build(gm, stats, options, lower,
+                                    lambda g: _compile_lowered_triton(gm, g, stats, options, device),
+                                    "triton codegen")
 
 
 def _compile_lowered_triton(gm, g, stats, options, device):
