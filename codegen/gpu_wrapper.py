@@ -27,7 +27,7 @@ import torch
 
 import codegen as _codegen
 
-from codegen.wrapper import WrapperPrinter, kernel_error
+from codegen.wrapper import ShapeMismatch, WrapperPrinter, kernel_error
 
 log = logging.getLogger("pydynamo.codegen")
 _dtype_lock = threading.Lock()
@@ -141,6 +141,8 @@ def _device_move(gm, device):
 def _ensure_on(device):
     def ensure(t, size, stride, dtype):
         """Pin an extern result to the compiled layout and device (copy if it differs)."""
+        if t.shape != size:
+            raise ShapeMismatch
         if t.stride() == stride and t.dtype is dtype and t.device == device:
             return t
         out = torch.empty_strided(size, stride, dtype=dtype, device=device)
@@ -201,7 +203,7 @@ def _compile_lowered_triton(gm, g, stats, options, device):
         "torch": torch, "_consts": wp.consts, "_externs": wp.externs, "_device": device,
         "_empty": functools.partial(torch.empty_strided, device=device),
         "_ensure": _ensure_on(device), "_grad_enabled": torch.is_grad_enabled,
-        "_kernel_error": kernel_error,
+        "_kernel_error": kernel_error, "_ShapeMismatch": ShapeMismatch,
         "_new_err": functools.partial(torch.zeros, 1, dtype=torch.int32, device=device)}
     for b in g.constants:
         ns[b.name] = b.tensor

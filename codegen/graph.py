@@ -24,6 +24,8 @@ from codegen.canonical import Canonical, canonicalize
 from codegen.ir import (ArgRef, ComputedBuffer, ExternBuffer, ExternCall, InputBuffer, Layout,
                         NotLowered, TensorValue, current, realize, strided_view_of)
 from codegen.lowering import LOWERINGS, SUPPORTED_DTYPES
+from codegen.sizevars import FloorDiv, canonical_size
+from codegen.symbolic import SymbolicSizes, as_sympy, symbolic_extern_layouts
 
 log = logging.getLogger("pydynamo.codegen")
 
@@ -69,13 +71,16 @@ class GraphLowering:
         # {placeholder index: [dims]} whose sizes are symbols s0, s1, ... in the IR (kernels
         # take them as arguments); placeholder meta["val"] with sympy sizes does the same.
         self.dynamic = dict(dynamic or {})
-        self.size_hints: Dict[sympy.Symbol, int] = {}
-        self.size_bindings: Dict[sympy.Symbol, tuple] = {}   # symbol -> (input index, dim)
+        self.sizes = SymbolicSizes()
+        for n in gm.graph.nodes:       # executor symbol names are taken before ours are made
+            if n.op == "placeholder":
+                self.sizes.taken |= {s.name for s in _meta_symbols(n.meta.get("val"))}
         self.example_inputs = list(example_inputs)
         self.buffers: List[Any] = []          # ComputedBuffer / ExternCall, in program order
         self.buffers_by_name: Dict[str, Any] = {}
         self.inputs: List[InputBuffer] = []   # placeholders (tensor ones)
         self.scalar_inputs: Dict[int, Any] = {}
+        self.size_args: Dict[int, sympy.Expr] = {}    # int placeholders that are size symbols
         self.constants: List[InputBuffer] = []
         self._const_ids: Dict[int, InputBuffer] = {}
         self.env: Dict[torch.fx.Node, Any] = {}
@@ -86,6 +91,15 @@ class GraphLowering:
         self.current_node: Optional[torch.fx.Node] = None
         self._n = 0
         self.needs_grad_params = False
+
+    @property
+    def size_hints(self) -> Dict[sympy.Symbol, int]:
+        return self.sizes.hints
+
+    @property
+    def size_bindings(self) -> Dict[sympy.Symbol, str]:
+        """symbol -> Python source the wrapper reads it from (`arg0.shape[1]`, `arg2`)"""
+        return self.sizes.bindings
 
     # ------------------------------------------------------------ buffers
     def _name(self, prefix="buf"):
@@ -143,18 +157,17 @@ class GraphLowering:
                 return int(v)
             if v.is_Float:
                 return float(v)
-            raise NotLowered("symbolic scalar argument to extern")
+            if not v.is_integer:
+                raise NotLowered("symbolic non-integer argument to extern")
+            return canonical_size(v)      # computed by the wrapper from the size symbols
         return v
 
     def call_extern(self, target, args, kwargs, meta=None):
         """Run `target` eagerly from the wrapper; returns TensorValue(s) over its outputs."""
         args, kwargs = self.to_arg(tuple(args)), self.to_arg(dict(kwargs))
-        if self.size_hints and any(not sympy.sympify(x).is_number for r in _refs((args, kwargs))
-                                   for x in r.size + r.stride + (r.offset,)):
-            # the eager op's output layout is only known for the example sizes
-            raise EagerFallback(f"extern {getattr(target, '__name__', target)} on dynamic sizes")
         call = ExternCall(target, args, kwargs, self.current_node)
         out_meta = self._extern_meta(target, args, kwargs, meta)
+        symbolic = self._symbolic_extern(target, args, kwargs, out_meta, meta)
 
         def build(m, path):
             if isinstance(m, (list, tuple)) and not _is_tensor_meta(m):
@@ -166,7 +179,8 @@ class GraphLowering:
                     len(tuple(stride or ())) != len(m.shape):
                 raise EagerFallback("an op returns a non-strided (sparse/nested) tensor")
             stride = m.stride() if callable(m.stride) else m.stride
-            lay = Layout([sympy.sympify(s) for s in m.shape], [sympy.sympify(s) for s in stride],
+            size, stride = symbolic.get(path, (m.shape, stride))
+            lay = Layout([sympy.sympify(s) for s in size], [sympy.sympify(s) for s in stride],
                          m.dtype)
             b = ExternBuffer(self._name(), lay, self._origins(), call, path)
             call.outputs.append(b)
@@ -177,22 +191,48 @@ class GraphLowering:
         return result
 
     def _extern_meta(self, target, args, kwargs, meta):
+        try:
+            return self._run_on_meta(target, args, kwargs, self.size_hints)
+        except Exception:
+            if meta is None:
+                raise NotLowered("extern output layout unknown")
+            return meta
+
+    def _run_on_meta(self, target, args, kwargs, assign):
+        """`target` on meta tensors, with size symbols set to `assign`."""
+        subs = {s: sympy.Integer(v) for s, v in assign.items()}
+
+        def num(e):
+            return int(sympy.sympify(e).xreplace(subs))
+
         def to_meta(a):
             if isinstance(a, ArgRef):
-                return torch.empty_strided([int(s) for s in a.size], [int(s) for s in a.stride],
+                return torch.empty_strided([num(s) for s in a.size], [num(s) for s in a.stride],
                                            dtype=a.buffer.dtype, device="meta")
+            if isinstance(a, sympy.Expr):
+                return num(a)
             if isinstance(a, (list, tuple)):
                 return type(a)(to_meta(x) for x in a)
             if isinstance(a, dict):
                 return {k: to_meta(x) for k, x in a.items()}
             return a
+        return _meta_of(target(*to_meta(args), **to_meta(kwargs)))
+
+    def _symbolic_extern(self, target, args, kwargs, out_meta, meta):
+        """{output path: (size, stride)} in size symbols when the arguments have symbolic
+        sizes (codegen/symbolic.py); the wrapper re-checks the real result's shape."""
+        refs = _refs((args, kwargs))
+        scalars = [x for x in _flat((args, kwargs)) if isinstance(x, sympy.Expr) and not x.is_number]
+        if not scalars and all(sympy.sympify(x).is_number for r in refs
+                               for x in r.size + r.stride + (r.offset,)):
+            return {}
         try:
-            out = target(*to_meta(args), **to_meta(kwargs))
-            return _meta_of(out)
-        except Exception:
-            if meta is None:
-                raise NotLowered("extern output layout unknown")
-            return meta
+            return symbolic_extern_layouts(
+                self.sizes, lambda assign: self._run_on_meta(target, args, kwargs, assign),
+                refs, scalars, out_meta, meta)
+        except Exception as e:
+            raise EagerFallback(f"extern {getattr(target, '__name__', target)} on dynamic sizes: "
+                                f"output sizes unknown ({e})")
 
     # ------------------------------------------------------------ driver
     def run(self):
@@ -210,6 +250,11 @@ class GraphLowering:
         finally:
             current.graph = prev
             self.current_node = None
+        loose = self.sizes.unbound(x for b in self.buffers_by_name.values()
+                                   for x in list(b.layout.size) + list(b.layout.stride))
+        if loose:
+            raise EagerFallback(f"size symbols {sorted(s.name for s in loose)} cannot be read "
+                                f"from the inputs")
         return self
 
     def _check_mutations(self):
@@ -246,6 +291,10 @@ class GraphLowering:
         ex = self.example_inputs[pos]
         if not isinstance(ex, torch.Tensor):
             self.scalar_inputs[pos] = ex
+            symbol = self.sizes.int_input(pos, ex, node.meta.get("val"))
+            if symbol is not None:        # an int placeholder the executor made for a size
+                self.size_args[pos] = symbol
+                return symbol
             return ex
         if ex.dtype not in SUPPORTED_DTYPES or ex.device.type not in self.devices or ex.layout != torch.strided:
             raise EagerFallback(f"input {node.name}: {ex.dtype} on {ex.device}")
@@ -256,34 +305,15 @@ class GraphLowering:
         return TensorValue.of_buffer(buf)
 
     def _input_layout(self, node, pos, ex) -> Layout:
-        dims = set(self.dynamic.get(pos, ()))
-        val = node.meta.get("val")
-        given = list(getattr(val, "shape", ())) if val is not None else []
-        size = []
-        for d, n in enumerate(ex.shape):
-            g = given[d] if d < len(given) else None
-            if isinstance(g, sympy.Expr) and not g.is_number:
-                size.append(g)
-                for s in g.free_symbols:
-                    self.size_hints.setdefault(s, int(n) if g == s else None)
-                if isinstance(g, sympy.Symbol):
-                    self.size_bindings.setdefault(g, (pos, d))
-            elif d in dims and n > 1:        # 0 and 1 stay specialized, as in DESIGN.md 5
-                s = sympy.Symbol(f"s{len(self.size_hints)}", integer=True, positive=True)
-                self.size_hints[s] = int(n)
-                self.size_bindings[s] = (pos, d)
-                size.append(s)
-            else:
-                size.append(sympy.Integer(n))
-        if all(s.is_number for s in size):
-            return Layout(size, [sympy.Integer(s) for s in ex.stride()], ex.dtype)
-        if not ex.is_contiguous():
-            raise EagerFallback(f"input {node.name}: dynamic sizes need a contiguous tensor")
-        return Layout.contiguous(size, ex.dtype)
+        meta = node.meta.get("val")
+        if meta is None:
+            meta = node.meta.get("tensor_meta")
+        size, stride = self.sizes.input_layout(pos, ex, meta, set(self.dynamic.get(pos, ())))
+        return Layout(size, stride, ex.dtype)
 
     def hint(self, expr) -> Any:
         """The example value of a size expression."""
-        return sympy.sympify(expr).subs(self.size_hints)
+        return self.sizes.hint(expr)
 
     def get_attr(self, node):
         val = _fetch_attr(self.gm, node.target)
@@ -293,6 +323,9 @@ class GraphLowering:
 
     def call(self, node):
         args, kwargs = self._eval_args(node.args), self._eval_args(node.kwargs)
+        if node.op == "call_function" and not _has_tensor((args, kwargs)) and \
+                as_sympy(node.meta.get("val")) is not None:
+            return self._eval_size(node, args, kwargs)     # size arithmetic of the executor
         if _tensor_meta(node) is None:   # no tensor in the result: sizes, dtypes, numbers
             return self._eval_static(node.target if node.op == "call_function" else
                                      _MethodCaller(node.target), args, kwargs, node)
@@ -396,6 +429,22 @@ class GraphLowering:
                 return {"ndim": x.ndim, "dtype": x.dtype}[args[1]]
             raise EagerFallback(f"non-tensor result of {_target_name(node)} depends on tensor data")
         return target(*args, **kwargs)
+
+    def _eval_size(self, node, args, kwargs):
+        """operator.mul/floordiv/... and min/max over size symbols -> a sympy size."""
+        fn = SIZE_FUNCTIONS.get(node.target, node.target)
+        try:
+            out = fn(*args, **kwargs)
+        except TypeError as e:
+            raise EagerFallback(f"size arithmetic {_target_name(node)}: {e}")
+        e = as_sympy(out)
+        if e is None:
+            return out
+        want = self.hint(as_sympy(node.meta["val"]))
+        if self.hint(e) != want:
+            raise EagerFallback(f"size arithmetic {_target_name(node)} gives {self.hint(e)}, "
+                                f"the executor says {want}")
+        return int(e) if e.is_Integer else e
 
     def output(self, node):
         seen, done = set(), {}
@@ -570,7 +619,50 @@ _ALWAYS_MUTATING = {getattr(torch, n) for n in ("native_batch_norm", "_native_ba
 
 
 def _is_tensor_meta(m):
-    return isinstance(m, (TensorMetadata, torch.Tensor))
+    """A meta tensor, ShapeProp's record, or anything shaped like one (pydynamo.meta.TensorMeta)."""
+    if isinstance(m, (TensorMetadata, torch.Tensor)):
+        return True
+    return not isinstance(m, (tuple, list, sympy.Basic)) and hasattr(m, "shape") and \
+        hasattr(m, "dtype") and hasattr(m, "stride")
+
+
+def _meta_symbols(m) -> set:
+    """Free symbols in a placeholder's metadata (a size symbol or a tensor's sizes/strides)."""
+    e = as_sympy(m)
+    if e is not None:
+        return set(e.free_symbols)
+    if not _is_tensor_meta(m):
+        return set()
+    st = m.stride() if callable(m.stride) else m.stride
+    out = set()
+    for x in list(m.shape) + list(st or ()):
+        x = as_sympy(x)
+        if x is not None:
+            out |= x.free_symbols
+    return out
+
+
+def _flat(a) -> list:
+    if isinstance(a, (list, tuple)):
+        return [y for x in a for y in _flat(x)]
+    if isinstance(a, dict):
+        return _flat(list(a.values()))
+    return [a]
+
+
+def _size_floordiv(a, b):
+    a, b = sympy.sympify(a), sympy.sympify(b)
+    return FloorDiv(a, b)
+
+
+def _size_mod(a, b):
+    return canonical_size(sympy.Mod(sympy.sympify(a), sympy.sympify(b)))
+
+
+# size arithmetic the executor emits over int placeholders, as sympy (Python's min/max and
+# // would ask sympy for a truth value or give floor(a/b))
+SIZE_FUNCTIONS = {operator.floordiv: _size_floordiv, operator.mod: _size_mod,
+                  min: lambda *a: sympy.Min(*a), max: lambda *a: sympy.Max(*a)}
 
 
 def _all_tensor_meta(m):

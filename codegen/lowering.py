@@ -949,20 +949,51 @@ def broadcast_to(input, size):
 def slice_(x, dim, start, end, step=1):
     d = norm_dim(dim, x.ndim)
     n = x.size[d]
-    if not (n.is_number and all(v is None or isinstance(v, int) for v in (start, end))):
-        raise NotLowered("symbolic slice")
-    start, end, step = slice(start, end, step).indices(int(n))
-    if step <= 0:
+    if not isinstance(step, int) or step <= 0:
         raise NotLowered("slice step")
-    length = max(0, (end - start + step - 1) // step)
+    if n.is_number and all(v is None or isinstance(v, int) for v in (start, end)):
+        start, end, step = slice(start, end, step).indices(int(n))
+        length = sympy.Integer(max(0, (end - start + step - 1) // step))
+    else:
+        start, length = _symbolic_slice(n, start, end, step)
     size = list(x.size)
-    size[d] = sympy.Integer(length)
+    size[d] = length
 
     def index_map(idx):
         idx = list(idx)
         idx[d] = idx[d] * step + start
         return idx
     return _view(x, size, index_map)
+
+
+def _symbolic_slice(n, start, end, step):
+    """(start, length) of a slice of a dim of symbolic size `n` or with symbolic bounds. Python
+    clamps bounds into [0, n]; which clamp applies is decided on the example sizes and
+    recorded as an assumption the wrapper re-checks at every call (else: eager)."""
+    sizes = getattr(current.graph, "sizes", None)
+    if sizes is None:
+        raise NotLowered("symbolic slice outside a graph")
+
+    def bound(v, default):
+        if v is None:
+            return default
+        v = sympy.sympify(v)
+        if not v.is_integer:
+            raise NotLowered("slice bound")
+        if v.is_number and v < 0:
+            v = n + v
+        if not sizes.assume(sympy.Ge(v, 0)):
+            sizes.assume(sympy.Lt(v, 0))
+            return sympy.Integer(0)
+        if not sizes.assume(sympy.Le(v, n)):
+            sizes.assume(sympy.Gt(v, n))
+            return n
+        return v
+    lo, hi = bound(start, sympy.Integer(0)), bound(end, n)
+    if not sizes.assume(sympy.Lt(lo, hi)):
+        sizes.assume(sympy.Ge(lo, hi))
+        return lo, sympy.Integer(0)
+    return lo, (hi - lo if step == 1 else FloorDiv(hi - lo + step - 1, step))
 
 
 def select(x, dim, index):
@@ -1154,8 +1185,6 @@ def cat(tensors, dim=0):
     size[d] = off
     loaders = [value_loader(t, dt) for t in tensors]
     ends = [lo + t.size[d] for lo, t in zip(offsets, tensors)]
-    if not all(sympy.sympify(e).is_number for e in ends):
-        raise NotLowered("symbolic cat")
 
     def loader(idx):
         # Clamped indices keep every load in bounds; `where` picks the right piece.
@@ -1169,8 +1198,10 @@ def cat(tensors, dim=0):
             if val is None:
                 val = v
             else:
+                end = sympy.sympify(ends[k])
                 cond = ops.lt(ops.index_expr(i, torch.int64),
-                              ops.constant(int(ends[k]), torch.int64))
+                              ops.constant(int(end), torch.int64) if end.is_number else
+                              ops.index_expr(end, torch.int64))
                 val = ops.where(cond, v, val)
         return val
     cost = sum(t.cost for t in tensors) + 2 * len(tensors)

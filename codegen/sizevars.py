@@ -252,3 +252,82 @@ class CExprPrinter:
 
 
 cexpr = CExprPrinter()
+
+
+# ------------------------------------------------------------------ sizes from other layers
+def canonical_size(e) -> sympy.Expr:
+    """A size/stride expression from the executor (pydynamo.shapes) in codegen's vocabulary.
+
+    The executor's symbols are used as they are (one namespace: `s0` there is `s0` here, both
+    integer and positive). Its integer functions are rewritten into the two codegen prints and
+    simplifies: Python floor division (pydynamo.shapes.FloorDiv, matched by name so codegen
+    does not import the executor), `Mod`, `floor(p/q)` and `ceiling(p/q)`. Sizes are
+    non-negative, where floor division and C/Triton division agree."""
+    e = sympy.sympify(e)
+    if e.is_number or not e.args:
+        return e
+
+    def fix(x):
+        if isinstance(x, (FloorDiv, ModIdx)):
+            return x
+        name = type(x).__name__
+        if name == "FloorDiv":
+            return FloorDiv(*x.args)
+        if isinstance(x, sympy.Mod):
+            return ModIdx(x.args[0], sympy.Integer(1), x.args[1])
+        if isinstance(x, (sympy.floor, sympy.ceiling)):
+            num, den = sympy.fraction(sympy.together(x.args[0]))
+            if not den.is_positive:
+                raise NotImplementedError(f"size expression {x}")
+            if isinstance(x, sympy.ceiling):
+                num = num + den - 1
+            return FloorDiv(sympy.expand(num), den)
+        return None
+
+    def rewrite(x):
+        if not x.args:
+            return x
+        new = x.func(*[rewrite(a) for a in x.args]) if not isinstance(x, sympy.Symbol) else x
+        out = fix(new)
+        return new if out is None else out
+    return rewrite(e)
+
+
+class PyExprPrinter:
+    """Size expressions as Python source for the wrapper (size symbols are its locals)."""
+
+    def __call__(self, expr) -> str:
+        return self.p(sympy.sympify(expr))
+
+    def p(self, e) -> str:
+        if e.is_Integer:
+            return str(int(e))
+        if isinstance(e, sympy.Symbol):
+            return e.name
+        if isinstance(e, FloorDiv) or type(e).__name__ == "FloorDiv":
+            return f"({self.p(e.args[0])} // {self.p(e.args[1])})"
+        if isinstance(e, ModIdx):
+            a, d, m = e.args
+            inner = self.p(a) if d == 1 else f"({self.p(a)} // {self.p(d)})"
+            return f"({inner} % {self.p(m)})"
+        if isinstance(e, sympy.Mod):
+            return f"({self.p(e.args[0])} % {self.p(e.args[1])})"
+        if isinstance(e, sympy.Add):
+            return "(" + " + ".join(self.p(a) for a in sorted(e.args, key=sympy.default_sort_key)) + ")"
+        if isinstance(e, sympy.Mul):
+            coeff, rest = e.as_coeff_Mul()
+            if coeff.is_Rational and not coeff.is_Integer:   # (p/q)*x: exact only as (p*x)//q
+                num, den = sympy.fraction(e)
+                return f"({self.p(num)} // {self.p(den)})"
+            return "(" + " * ".join(self.p(a) for a in e.args) + ")"
+        if isinstance(e, sympy.Pow) and e.exp.is_Integer and e.exp > 0:
+            return "(" + " * ".join([self.p(e.base)] * int(e.exp)) + ")"
+        if isinstance(e, (sympy.Max, sympy.Min)):
+            fn = "max" if isinstance(e, sympy.Max) else "min"
+            return f"{fn}({', '.join(self.p(a) for a in e.args)})"
+        if isinstance(e, (sympy.floor, sympy.ceiling)):
+            return self.p(canonical_size(e))
+        raise NotImplementedError(f"cannot print size expression {e!r}")
+
+
+pyexpr = PyExprPrinter()

@@ -21,13 +21,20 @@ import torch
 
 from codegen.ir import ArgRef, ExternCall, InputBuffer
 from codegen.scheduler import FusedKernel, _argrefs, lifetimes
-from codegen.sizevars import static_int
+from codegen.sizevars import pyexpr, static_int
 
 
 def _py(x) -> str:
     """A size expression as Python source (size symbols are wrapper locals s0, s1, ...)."""
-    x = sympy.sympify(x)
-    return str(int(x)) if x.is_Integer else str(x)
+    return pyexpr(x)
+
+
+_RELATIONS = {sympy.Eq: "==", sympy.Ne: "!=", sympy.Lt: "<", sympy.Le: "<=", sympy.Gt: ">",
+              sympy.Ge: ">="}
+
+
+def _py_rel(rel) -> str:
+    return f"{_py(rel.lhs)} {_RELATIONS[type(rel)]} {_py(rel.rhs)}"
 
 
 def _tuple(xs):
@@ -92,6 +99,8 @@ class WrapperPrinter:
             return "(" + "".join(self.value(x) + ", " for x in a) + ")"
         if isinstance(a, dict):
             return "{" + ", ".join(f"{k!r}: {self.value(v)}" for k, v in a.items()) + "}"
+        if isinstance(a, sympy.Expr) and not a.is_number:
+            return _py(a)          # a size computed from the size symbols
         return self.const(a)
 
     # ------------------------------------------------------------------ generation
@@ -107,7 +116,15 @@ class WrapperPrinter:
                 "import torch", "", "",
                 f"def call({', '.join(params)}):"]
         self._entry_checks(params)
+        start = len(self.lines)
         self._body()
+        if any(isinstance(s, ExternCall) for s in self.steps):
+            # an extern result of another shape than compiled for (a data-dependent op, a
+            # wrong symbolic guess): the whole graph runs eagerly; externs are pure and
+            # write-backs come last, so nothing was changed yet
+            body = ["    " + ln if ln else ln for ln in self.lines[start:]]
+            self.lines[start:] = ["    try:"] + body + [
+                "    except _ShapeMismatch:", f"        return _mismatch({', '.join(params)})"]
         return "\n".join(head + self.lines) + "\n"
 
     def _entry_checks(self, params):
@@ -121,38 +138,43 @@ class WrapperPrinter:
         conds = []
         for b in g.inputs:
             a = f"arg{b.position}"
-            if all(sympy.sympify(x).is_number for x in b.layout.size):
+            if all(sympy.sympify(x).is_number for x in b.layout.size + b.layout.stride):
                 conds.append(self.DEVICE_CHECK.format(a=a) + f" or {a}.dtype is not "
                              f"{_dtype(b.dtype)} or {a}.shape != {_tuple(b.layout.size)} or "
                              f"{a}.stride() != {_tuple(b.layout.stride)}")
                 continue
-            static = " or ".join(f"{a}.shape[{d}] != {_py(x)}" for d, x in
-                                 enumerate(b.layout.size) if sympy.sympify(x).is_number)
+            # symbolic: rank here (the bindings index the shape), sizes after the bindings
             conds.append(self.DEVICE_CHECK.format(a=a) + f" or {a}.dtype is not "
-                         f"{_dtype(b.dtype)} or {a}.dim() != {len(b.layout.size)} or "
-                         f"not {a}.is_contiguous()"
-                         + (f" or {static}" if static else ""))
-        bound = {}
-        for sym_, (pos, d) in sorted(g.size_bindings.items(), key=lambda kv: kv[0].name):
-            bound[sym_] = f"arg{pos}.shape[{d}]"
-        for b in g.inputs:          # every symbolic dim must agree with its symbol's binding
-            for d, x in enumerate(b.layout.size):
-                if isinstance(x, sympy.Symbol) and bound.get(x) != f"arg{b.position}.shape[{d}]":
-                    conds.append(f"arg{b.position}.shape[{d}] != {bound[x]}")
-        if bound:
-            # sizes 0 and 1 were specialized away at compile time
-            conds.append(" or ".join(f"{v} < 2" for v in bound.values()))
+                         f"{_dtype(b.dtype)} or {a}.dim() != {len(b.layout.size)}")
         for pos, v in g.scalar_inputs.items():
-            conds.append(f"arg{pos} != {self.const(v)}")
+            if pos in g.size_args:
+                conds.append(f"type(arg{pos}) is not int")
+            else:
+                conds.append(f"arg{pos} != {self.const(v)}")
         if g.mutations and len(g.inputs) > 1:
             # a mutated input sharing memory with another input: eager's aliasing semantics
             ptrs = ", ".join(f"arg{b.position}.untyped_storage().data_ptr()" for b in g.inputs)
             conds.append(f"len({{{ptrs}}}) != {len(g.inputs)}")
+        self._mismatch_checks(conds)
+        sizes = g.sizes
+        bound = sorted(sizes.bindings.items(), key=lambda kv: kv[0].name)
+        for sym_, src in bound:
+            self.emit(f"{sym_.name} = {src}")
+        # after binding: static dims exactly, symbolic ones for consistency with the bindings;
+        # sizes 0 and 1 of tensor dims were specialized away at compile time
+        conds = [f"{c.source} != {_tuple(c.expected) if isinstance(c.expected, tuple) else _py(c.expected)}"
+                 for c in sizes.checks]
+        small = [f"{s.name} < 2" for s, _ in bound if s in sizes.from_tensor]
+        if small:
+            conds.append(" or ".join(small))
+        conds += [f"not ({_py_rel(r)})" for r in sizes.assumptions]
+        self._mismatch_checks(conds)
+
+    def _mismatch_checks(self, conds):
+        params = ", ".join(f"arg{i}" for i in range(len(self.g.inputs) + len(self.g.scalar_inputs)))
         for c in conds:
             self.emit(f"if {c}:")
-            self.emit(f"return _mismatch({', '.join(params)})", 2)
-        for sym_, expr in bound.items():
-            self.emit(f"{sym_.name} = {expr}")
+            self.emit(f"return _mismatch({params})", 2)
 
     def _body(self):
         g = self.g
@@ -257,8 +279,14 @@ def kernel_error(code: int, where: str):
     raise IndexError(f"index out of range in {where}")
 
 
+class ShapeMismatch(Exception):
+    """An extern op returned another shape than the kernels were compiled for."""
+
+
 def ensure_layout(t, size, stride, dtype):
     """Pin an extern result to the layout the kernels were compiled for (copy if it differs)."""
+    if t.shape != size:
+        raise ShapeMismatch
     if t.stride() == stride and t.dtype is dtype:
         return t
     out = torch.empty_strided(size, stride, dtype=dtype)

@@ -9,7 +9,7 @@ from pydynamo.explain import explain
 from pydynamo.hints import graph_break
 
 __all__ = ["config", "optimize", "disable", "reset", "explain", "graph_break", "list_backends",
-           "register_backend", "allow_in_graph"]
+           "register_backend", "allow_in_graph", "mark_dynamic", "mark_static"]
 
 
 def __getattr__(name):
@@ -17,4 +17,7 @@ def __getattr__(name):
     if name == "allow_in_graph":
         from pydynamo.executor.variables.torch_fns import allow_in_graph
         return allow_in_graph
+    if name in ("mark_dynamic", "mark_static"):
+        from pydynamo import shapes  # sympy: loaded on first use
+        return getattr(shapes, name)
     raise AttributeError(f"module 'pydynamo' has no attribute {name!r}")

@@ -13,12 +13,14 @@ returns (guard, new_code). Policy:
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
 import os
 import sys
 import time
 import types
 import warnings
+import weakref
 from typing import Any, Callable, Optional
 
 import torch
@@ -26,8 +28,9 @@ import torch
 from pydynamo import config, logs
 from pydynamo.backends import lookup_backend
 from pydynamo.exc import BackendCompilerFailed, FullGraphError, GraphBreak, Unsupported
-from pydynamo.guards import compile_guards, current_global_state, Guard, GuardKind
+from pydynamo.guards import compile_guards, current_global_state, Guard, GuardKind, ShapeGuards
 from pydynamo.recompiles import explain_recompile
+from pydynamo.shapes import ConstraintViolation
 
 
 @dataclasses.dataclass
@@ -41,6 +44,7 @@ class FrameResult:
     output_source: str
     compile_time_s: float
     graph_break: Optional[GraphBreak] = None  # the frame was cut here (its rest is a resume function)
+    shape_env: Any = None   # shapes.ShapeEnv when the frame had symbolic sizes (guards, stats)
 
 
 # Reasons that must never be cut into a graph break (the frame runs eagerly as a whole).
@@ -50,13 +54,32 @@ UNBREAKABLE = frozenset({"python_version", "grad_mode_leak", "layout", "odd_name
 # frame that runs eagerly as a whole) or a RecompileExplanation (before a recompile).
 RECORDERS: list[Callable[[Any], None]] = []
 
+# Dynamic-shape counters over all translations (tests read them): "specialized_ops" (calls
+# without a symbolic shape rule that pinned the sizes they touched), "specializations",
+# "symbolic_frames".
+COUNTERS: collections.Counter = collections.Counter()
+
+# Automatic dynamic: per code object, the input sizes seen by its translations.
+_AUTO: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def automatic_dynamic(code: types.CodeType):
+    from pydynamo.shapes import AutomaticDynamic
+    auto = _AUTO.get(code)
+    if auto is None:
+        auto = _AUTO[code] = AutomaticDynamic()
+    return auto
+
 
 def translate(code: types.CodeType, frame_locals: dict, frame_globals: dict, builtins: Optional[dict] = None,
-              backend: Any = "eager", allow_breaks: bool = False) -> FrameResult:
+              backend: Any = "eager", allow_breaks: bool = False, dynamic: Optional[bool] = None,
+              auto: Any = None) -> FrameResult:
     """Trace `code` over `frame_locals` and return the replacement code and its guard.
     Raises Unsupported when the frame cannot be captured in one graph, unless `allow_breaks`:
     then the frame is traced again up to the failing root instruction and cut there (a graph
-    break, executor/breaks.py); Unsupported only if even that is impossible."""
+    break, executor/breaks.py); Unsupported only if even that is impossible.
+    `dynamic` is optimize's policy (None: automatic dynamic through `auto`, the code's
+    shapes.AutomaticDynamic; True: every dim symbolic; False: none)."""
     from pydynamo.executor.translator import InstructionTranslator
     t0 = time.perf_counter()
     if sys.version_info[:2] not in ((3, 11), (3, 12)):
@@ -66,7 +89,7 @@ def translate(code: types.CodeType, frame_locals: dict, frame_globals: dict, bui
         raise Unsupported("autocast", "called with autocast enabled")
     bltins = builtins if builtins is not None else frame_globals.get("__builtins__", {})
     backend_fn = lookup_backend(backend)
-    tx = InstructionTranslator(code, frame_locals, frame_globals, bltins, backend_fn)
+    tx = InstructionTranslator(code, frame_locals, frame_globals, bltins, backend_fn, dynamic=dynamic, auto=auto)
     reason = None
     try:
         tx.run()
@@ -75,7 +98,8 @@ def translate(code: types.CodeType, frame_locals: dict, frame_globals: dict, bui
         if not allow_breaks or bp is None or e.reason_code in UNBREAKABLE:
             raise
         reason = e.graph_break
-        tx = InstructionTranslator(code, frame_locals, frame_globals, bltins, backend_fn, breakpoint=bp)
+        tx = InstructionTranslator(code, frame_locals, frame_globals, bltins, backend_fn, breakpoint=bp,
+                                   dynamic=dynamic, auto=auto)
         try:
             tx.run()
         except Unsupported as e2:  # cannot cut here: the whole frame runs eagerly, say why
@@ -88,9 +112,16 @@ def translate(code: types.CodeType, frame_locals: dict, frame_globals: dict, bui
     new_code, text = tx.result
     guards = list(tx.guards) + [Guard(None, GuardKind.GLOBAL_STATE, current_global_state(),
                                       f"{code.co_filename}:{code.co_firstlineno}")]
+    env = tx.shape_env if tx.shape_env.var_to_hint else None
+    if env is not None:
+        guards.append(Guard(None, GuardKind.SHAPE_ENV, ShapeGuards.of(env),
+                            f"{code.co_filename}:{code.co_firstlineno}"))
+        COUNTERS["symbolic_frames"] += 1
+        COUNTERS["specialized_ops"] += env.stats["specialized_ops"]
+        COUNTERS["specializations"] += env.stats["specializations"]
     guard = compile_guards(guards, frame_globals)
     result = FrameResult(code, new_code, guard, guard.guards, tx.output.compiled, text,
-                         time.perf_counter() - t0, reason)
+                         time.perf_counter() - t0, reason, env)
     _log_result(result)
     return result
 
@@ -173,6 +204,7 @@ def _on_reset() -> None:
     from pydynamo.bytecode import resume
     _warned.clear()
     resume.clear_cache()
+    _AUTO.clear()
 
 
 def _register_reset() -> None:
@@ -216,9 +248,10 @@ def make_callback(backend="codegen", fullgraph=False, dynamic=None, mode=None, o
                 rec(why)
         try:
             result = translate(code, frame_locals, frame_globals, builtins, backend_fn,
-                               allow_breaks=not fullgraph)
-        except BackendCompilerFailed:
-            raise
+                               allow_breaks=not fullgraph, dynamic=dynamic,
+                               auto=automatic_dynamic(code) if dynamic is None else None)
+        except (BackendCompilerFailed, ConstraintViolation):
+            raise  # not the traced code's limits: the user asked for something we cannot honour
         except Unsupported as e:
             gb = e.graph_break or GraphBreak(e.reason_code, e.message, code.co_filename, code.co_firstlineno)
             for rec in RECORDERS:

@@ -52,10 +52,34 @@ class TensorSpec:
     is_conj: bool = False
     is_neg: bool = False
 
+    def with_dynamic(self, shape: tuple, stride: tuple) -> "TensorSpec":
+        """The spec with symbolic entries (anything not an int) left open ("any")."""
+        return dataclasses.replace(self, shape=tuple(d if isinstance(d, int) else None for d in shape),
+                                   stride=tuple(d if isinstance(d, int) else None for d in stride))
+
     @staticmethod
     def of(t: torch.Tensor) -> "TensorSpec":
         return TensorSpec(type(t), t.dtype, t.device, tuple(t.shape), tuple(t.stride()),
                           t.requires_grad, t.is_conj(), t.is_neg())
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class ShapeGuards:
+    """What a SHAPE_ENV guard pins: every relation the ShapeEnv recorded, as one check function
+    (`check(L, G)`, plain Python, each size read once) and as readable text with its user line."""
+    check: Any                  # shapes.ShapeEnv.make_check_fn()
+    texts: tuple                # ("2*L['a'].size()[0] >= 16", ...)
+    origins: tuple              # user file:line per text ("" when none)
+    env: Any                    # the ShapeEnv (explanations re-evaluate its guards)
+
+    @staticmethod
+    def of(env) -> "ShapeGuards":
+        out = env.produce_guards()
+        return ShapeGuards(env.make_check_fn(), tuple(g.text for g in out),
+                           tuple(g.origin or "" for g in out), env)
+
+    def __repr__(self) -> str:
+        return "; ".join(self.texts)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,11 +91,17 @@ class Guard:
 
     def describe(self) -> str:
         where = f"  # {self.origin}" if self.origin else ""
+        if self.kind is GuardKind.SHAPE_ENV:
+            return "SHAPE_ENV: " + ("; ".join(
+                t + (f"  # {o}" if o else "") for t, o in zip(self.expected.texts, self.expected.origins))
+                or "(no relations)")
         name = self.source.name() if self.source is not None else "<global state>"
         return f"{self.kind.value}: {name} {_short(self.expected)}{where}"
 
 
 def _short(v: Any) -> str:
+    if isinstance(v, ShapeGuards):
+        return "[" + ", ".join(v.texts) + "]"
     if isinstance(v, TensorSpec):
         return (f"dtype={v.dtype} device={v.device} shape={list(v.shape)} "
                 f"stride={list(v.stride)} requires_grad={v.requires_grad}")
@@ -135,6 +165,9 @@ def _emit_guard(em: _Emitter, g: Guard) -> None:
         for name, get in GLOBAL_STATE_CHECKS:
             em.check(f"{em.const(get)}() == {em.const(g.expected[name])}")
         return
+    if k is GuardKind.SHAPE_ENV:
+        em.check(f"{em.const(g.expected.check)}(L, G)")
+        return
     v = em.value(g.source)
     if k is GuardKind.TYPE_MATCH:
         em.check(f"type({v}) is {em.const(g.expected)}")
@@ -156,6 +189,8 @@ def _emit_guard(em: _Emitter, g: Guard) -> None:
             conds += [f"{v}.size({i}) == {d}" for i, d in enumerate(s.shape) if d is not None]
         if all(d is not None for d in s.stride):
             conds.append(f"{v}.stride() == {em.const(s.stride)}")
+        else:
+            conds += [f"{v}.stride({i}) == {d}" for i, d in enumerate(s.stride) if d is not None]
         conds.append(f"{v}.requires_grad is {s.requires_grad}")
         conds.append(f"{v}.device == {em.const(s.device)}")
         if s.dtype.is_complex:  # the only dispatch-key bits that change what memory means

@@ -63,6 +63,9 @@ def guard_failures(guards: list, frame_locals: dict, frame_globals: dict) -> lis
     for g in guards:
         if compile_guards([g], frame_globals)(frame_locals):
             continue
+        if g.kind is GuardKind.SHAPE_ENV:
+            out += shape_failures(g.expected.env, frame_locals, frame_globals)
+            continue
         name = g.source.name() if g.source is not None else ""
         try:
             now = _now(g, frame_locals, frame_globals)
@@ -71,6 +74,46 @@ def guard_failures(guards: list, frame_locals: dict, frame_globals: dict) -> lis
             continue
         out += _narrow(g, name, now)
     return out
+
+
+def shape_failures(env, frame_locals: dict, frame_globals: dict) -> list[GuardFailure]:
+    """Each shape relation that fails for this call: its text, the sizes it reads now, and the
+    user line whose code made the decision."""
+    from pydynamo import shapes
+    code_names = env.source_names(code=True)
+    scope = {"L": frame_locals, "G": frame_globals}
+    out = []
+    for g in env.produce_guards():
+        syms = g.expr.free_symbols if g.expr is not None else getattr(g.target, "free_symbols", set())
+        sources = ([g.source] if g.expr is None else []) + [env.var_to_source[s] for s in
+                                                             sorted(syms, key=shapes._sym_index)]
+        try:
+            ok = eval(shapes._guard_code(g, code_names), {"min": min, "max": max}, scope)
+            now = ", ".join(f"{src.name()} = {eval(shapes._source_code(src), {}, scope)}" for src in sources)
+        except Exception as e:  # another rank, a missing input: the relation cannot even be read
+            ok, now = False, f"<{type(e).__name__}>"
+        if not ok:
+            out.append(GuardFailure(g.text, GuardKind.SHAPE_ENV.value, True, _Raw(f"False ({now})"),
+                                    g.origin or "?"))
+    return out
+
+
+class _Raw:
+    """Text shown as is (not repr'd) in an explanation."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def __str__(self) -> str:
+        return self.text
+
+    __repr__ = __str__
+
+    def __eq__(self, other) -> bool:
+        return str(other) == self.text
+
+    def __hash__(self) -> int:
+        return hash(self.text)
 
 
 def _plain(expected):

@@ -85,8 +85,12 @@ class VariableBuilder:
             raise Unsupported("tensor_constant", "a tensor reached without a source (e.g. a closure "
                               "of a function made outside the frame's reach)")
         from pydynamo.guards import TensorSpec
-        tx.add_guard(source, GuardKind.TENSOR_MATCH, TensorSpec.of(value))
-        return tx.output.add_input(value, source)
+        spec = TensorSpec.of(value)
+        sym_meta = _symbolic_meta(tx.root, value, source)
+        if sym_meta is not None:  # symbolic sizes/strides are checked by the SHAPE_ENV guard
+            spec = spec.with_dynamic(sym_meta.shape, sym_meta.stride)
+        tx.add_guard(source, GuardKind.TENSOR_MATCH, spec)
+        return tx.output.add_input(value, source, sym_meta)
 
     def literal(self, tx, value, source):
         if source is not None:
@@ -213,6 +217,38 @@ class VariableBuilder:
         if source is not None:
             tx.add_guard(source, GuardKind.ID_MATCH, (id(value), value.__name__))
         return GradModeClassVariable(value)
+
+
+def _symbolic_meta(root, value: torch.Tensor, source):
+    """The input's TensorMeta with sympy sizes for the dims the dynamic policy makes symbolic
+    (automatic dynamic, dynamic=True/False, mark_dynamic/mark_static), or None (all static)."""
+    from pydynamo import shapes
+    from pydynamo.meta import TensorMeta
+    if value.layout != torch.strided or value.dim() == 0:
+        return None
+    changed = root.auto.observe(source.name(), tuple(value.shape)) if root.auto is not None else ()
+    dynamic = root.dynamic
+    if dynamic is True and _module_state(value, source):
+        dynamic = None  # parameters and buffers keep static shapes, as in torch.compile
+    dims = shapes.dynamic_dims(value, dynamic=dynamic, changed_dims=changed)
+    if not dims:
+        return None
+    env = root.shape_env
+    shape, stride, offset = env.create_tensor_sizes(value, source, dims,
+                                                    marked_dims=shapes.marked_dynamic_dims(value) & dims)
+    meta = TensorMeta.from_tensor(value, shape=shape, stride=stride, storage_offset=offset)
+    return meta if meta.is_symbolic else None
+
+
+def _module_state(value, source) -> bool:
+    from pydynamo.sources import ModuleDictSource
+    if isinstance(value, torch.nn.Parameter):
+        return True
+    while source is not None:
+        if isinstance(source, ModuleDictSource):
+            return True
+        source = source.base
+    return False
 
 
 class DisabledFunctionVariable(VariableTracker):

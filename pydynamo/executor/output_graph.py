@@ -10,6 +10,13 @@ Invariants:
     mode. A failure there is Unsupported (eager will raise the real error if there is one).
   * Nodes whose only effect is a mutation (in-place methods, setitem, grad-mode switches) are
     never removed by dead-code elimination.
+  * Symbolic sizes (a frame with dynamic dims, pydynamo/shapes.py): calls with a symbolic
+    argument get their metadata from `meta.propagate` (sympy shapes; meta["val"] and
+    meta["tensor_meta"] are then the TensorMeta, meta["example_value"] too); the graph takes one
+    int placeholder per symbol it uses (meta["val"] the sympy Symbol, meta["example_value"] the
+    hint), reloaded from the symbol's source (`L['x'].size()[0]`), and sizes used as arguments
+    are operator nodes over those placeholders (`sym_node`). Calls without any symbolic
+    argument take the concrete path above, unchanged.
 """
 from __future__ import annotations
 
@@ -22,10 +29,13 @@ from typing import Any, Optional
 import torch
 import torch.fx
 
+from pydynamo import meta as _meta
 from pydynamo.exc import Unsupported
 from pydynamo.meta import TensorMeta
+from pydynamo.shapes import ConstraintViolation, FloorDiv
 from pydynamo.executor.variables.base import VariableTracker
 from pydynamo.executor.variables.constant import ConstantVariable, ObjectVariable
+from pydynamo.executor.variables.symbolic import SymNodeVariable
 from pydynamo.executor.variables.tensor import TensorVariable
 from pydynamo.sources import Source
 
@@ -96,9 +106,29 @@ class OutputGraph:
         self.by_example: dict[int, TensorVariable] = {}  # id(meta example) -> tracker (in-place results)
         self.compiled: list[CompiledGraph] = []
         self._names: set[str] = set()
+        self.shape_env = None                       # set by the translator
+        self._sym_nodes: dict = {}                  # sympy expr -> FX node (or int)
+
+    @property
+    def sym_inputs(self) -> list:
+        """The int placeholders' graph inputs (one per symbol the graph uses)."""
+        return [i for i in self.inputs if not isinstance(i.value, torch.Tensor)]
 
     # --- inputs ---------------------------------------------------------------------------
-    def add_input(self, value: torch.Tensor, source: Source) -> TensorVariable:
+    def add_input(self, value: torch.Tensor, source: Source, sym_meta: Optional[TensorMeta] = None) -> TensorVariable:
+        node = self._placeholder(source)
+        example = to_meta_tensor(value)
+        if sym_meta is not None and sym_meta.is_symbolic:
+            _meta.set_node_meta(node, sym_meta)
+        else:
+            self._set_meta(node, example, value.device)
+        self.inputs.append(GraphInput(source, value, node))
+        var = TensorVariable(node, example, value.device, source=source, cls=type(value),
+                             meta=sym_meta, env=self.shape_env)
+        self.by_example[id(example)] = var
+        return var
+
+    def _placeholder(self, source: Source) -> torch.fx.Node:
         name = self._unique(re.sub(r"[^0-9a-zA-Z_]+", "_", source.name()).strip("_") or "arg")
         last = self.inputs[-1].node if self.inputs else None
         if last is not None:
@@ -108,13 +138,46 @@ class OutputGraph:
         else:
             ctx = self.graph.inserting_after(None)
         with ctx:
-            node = self.graph.placeholder(name)
-        example = to_meta_tensor(value)
-        self._set_meta(node, example, value.device)
-        self.inputs.append(GraphInput(source, value, node))
-        var = TensorVariable(node, example, value.device, source=source, cls=type(value))
-        self.by_example[id(example)] = var
-        return var
+            return self.graph.placeholder(name)
+
+    # --- symbolic sizes as graph values -----------------------------------------------------
+    def sym_input(self, sym) -> torch.fx.Node:
+        """The int placeholder of a symbol (made on first use), reloaded from its source."""
+        node = self._sym_nodes.get(sym)
+        if node is None:
+            env = self.shape_env
+            node = self._placeholder(env.var_to_source[sym])
+            hint = env.size_hint(sym)
+            node.meta["val"] = sym
+            node.meta["example_value"] = hint
+            self.inputs.append(GraphInput(env.var_to_source[sym], hint, node))
+            self._sym_nodes[sym] = node
+        return node
+
+    def sym_node(self, expr):
+        """An FX argument computing a size expression from the int placeholders."""
+        expr = self.shape_env.simplify(expr)
+        if expr.is_Integer:
+            return int(expr)
+        if expr.is_number:
+            return float(expr)
+        hit = self._sym_nodes.get(expr)
+        if hit is not None:
+            return hit
+        if expr.is_Symbol:
+            return self.sym_input(expr)
+        build = _SYM_BUILDERS.get(type(expr).__name__)
+        if build is None:  # a form we do not spell in FX: pinned (guarded)
+            return self.shape_env.specialize(expr, reason=f"size expression {type(expr).__name__}")
+        node = build(self, expr)
+        if isinstance(node, torch.fx.Node):
+            node.meta["val"] = expr
+            node.meta["example_value"] = self.shape_env.value_hint(expr)
+            self._sym_nodes[expr] = node
+        return node
+
+    def _sym_call(self, fn, *args):
+        return self.graph.create_node("call_function", fn, tuple(args), {})
 
     def _unique(self, name: str) -> str:
         base, i = name, 0
@@ -130,26 +193,50 @@ class OutputGraph:
         node.meta["tensor_meta"] = TensorMeta.from_tensor(example, device=device)
 
     # --- calls ----------------------------------------------------------------------------
-    def to_fx(self, v: VariableTracker, meta: bool):
-        """Argument for an FX node (meta=False) or for the meta run (meta=True)."""
+    def to_fx(self, v: VariableTracker, meta):
+        """Argument for an FX node (meta=False), for the meta run (meta=True), or for
+        meta.propagate (meta="sym": TensorMeta records and SymInts)."""
         from pydynamo.executor.variables.containers import BaseListVariable, ConstDictVariable, SliceVariable
         if isinstance(v, TensorVariable):
+            if meta == "sym":
+                return v.meta if v.meta is not None else TensorMeta.from_tensor(v.example, device=v.device)
             return v.example if meta else v.node
+        if isinstance(v, SymNodeVariable):
+            if meta == "sym":
+                return v.value
+            return self.sym_node(v.expr) if not meta else v.specialize()
         if isinstance(v, (ConstantVariable, ObjectVariable)):
             val = v.value
-            if meta and isinstance(val, torch.device):
+            if meta is True and isinstance(val, torch.device):
                 return torch.device("meta")
             return val
         if isinstance(v, SliceVariable):
             return slice(*(self.to_fx(x, meta) for x in v.items))
         if isinstance(v, BaseListVariable):
             items = [self.to_fx(x, meta) for x in v.items]
+            if meta == "sym" and v.python_type() is torch.Size:
+                return tuple(items)  # a Size cannot hold symbolic sizes
             return v.python_type()(items) if v.python_type() in (list, tuple, torch.Size) else tuple(items)
         if isinstance(v, ConstDictVariable):
             return {k: self.to_fx(x, meta) for k, x in v.items.items()}
         raise Unsupported("graph_arg", f"cannot pass {v} to a torch operation")
 
+    def _is_symbolic(self, v) -> bool:
+        from pydynamo.executor.variables.containers import BaseListVariable, ConstDictVariable, SliceVariable
+        if isinstance(v, SymNodeVariable):
+            return True
+        if isinstance(v, TensorVariable):
+            return v.meta is not None
+        if isinstance(v, (BaseListVariable, SliceVariable)):
+            return any(self._is_symbolic(x) for x in v.items)
+        if isinstance(v, ConstDictVariable):
+            return any(self._is_symbolic(x) for x in v.items.values())
+        return False
+
     def call(self, tx, kind: str, target, args: list, kwargs: dict) -> VariableTracker:
+        if self.shape_env is not None and self.shape_env.var_to_hint and \
+                any(self._is_symbolic(a) for a in itertools.chain(args, kwargs.values())):
+            return self.call_symbolic(tx, kind, target, args, kwargs)
         fx_args = tuple(self.to_fx(a, False) for a in args)
         fx_kwargs = {k: self.to_fx(v, False) for k, v in kwargs.items()}
         m_args = [self.to_fx(a, True) for a in args]
@@ -172,6 +259,66 @@ class OutputGraph:
         node = self.graph.create_node(kind, target, fx_args, fx_kwargs)
         node.meta["stack_trace"] = f'  File "{tx.code.co_filename}", line {tx.lineno}, in {tx.code.co_name}'
         return self.wrap_node(tx, node, out, device)
+
+    def call_symbolic(self, tx, kind: str, target, args: list, kwargs: dict) -> VariableTracker:
+        """A call with symbolic sizes among its arguments: metadata from meta.propagate."""
+        s_args = tuple(self.to_fx(a, "sym") for a in args)
+        s_kwargs = {k: self.to_fx(v, "sym") for k, v in kwargs.items()}
+        try:
+            with torch.inference_mode(tx.root.inference_mode_), torch.set_grad_enabled(tx.grad_enabled):
+                out = _meta.propagate(target, s_args, s_kwargs, self.shape_env)
+        except (Unsupported, ConstraintViolation):
+            raise
+        except Exception as e:
+            name = target if isinstance(target, str) else getattr(target, "__name__", repr(target))
+            raise Unsupported("meta_failed", f"{name}: cannot compute output metadata "
+                              f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})") from e
+        if out is not None and not _meta.leaves(out):
+            return self.wrap_sym_value(tx, out)
+        fx_args = tuple(self.to_fx(a, False) for a in args)
+        fx_kwargs = {k: self.to_fx(v, False) for k, v in kwargs.items()}
+        node = self.graph.create_node(kind, target, fx_args, fx_kwargs)
+        node.meta["stack_trace"] = f'  File "{tx.code.co_filename}", line {tx.lineno}, in {tx.code.co_name}'
+        if isinstance(out, TensorMeta) and _is_inplace(kind, target) and args and isinstance(args[0], TensorVariable):
+            _meta.set_node_meta(node, out)
+            return args[0]  # an in-place op returns its input: keep identity
+        return self.wrap_sym_node(tx, node, out)
+
+    def wrap_sym_value(self, tx, out) -> VariableTracker:
+        """A Python result of a symbolic call (sizes, flags): SymInts stay symbolic."""
+        from pydynamo.executor.variables.containers import ListVariable, TupleVariable
+        if isinstance(out, (tuple, list)) and any(isinstance(o, SymNodeVariable.SYM_TYPES) for o in out):
+            items = [self.wrap_sym_value(tx, o) for o in out]
+            return ListVariable(items) if isinstance(out, list) else TupleVariable(items)
+        if isinstance(out, SymNodeVariable.SYM_TYPES):
+            return SymNodeVariable(out)
+        return tx.wrap_constant_result(out)
+
+    def wrap_sym_node(self, tx, node, out) -> VariableTracker:
+        from pydynamo.executor.variables.containers import ListVariable, TupleVariable
+        env = self.shape_env
+        if isinstance(out, TensorMeta):
+            example = out.to_meta_tensor(env.size_hint)
+            if out.is_symbolic:
+                _meta.set_node_meta(node, out)
+            else:
+                self._set_meta(node, example, out.device)
+            var = TensorVariable(node, example, out.device, meta=out, env=env)
+            self.by_example[id(example)] = var
+            return var
+        if out is None:
+            return ConstantVariable(None)
+        if isinstance(out, (tuple, list)):
+            items = []
+            for i, o in enumerate(out):
+                if _meta.leaves(o):
+                    item_node = self.graph.create_node("call_function", operator.getitem, (node, i), {})
+                    items.append(self.wrap_sym_node(tx, item_node, o))
+                else:
+                    items.append(self.wrap_sym_value(tx, o))
+            _meta.set_node_meta(node, tuple(out))
+            return ListVariable(items) if isinstance(out, list) else TupleVariable(items)
+        return self.wrap_sym_value(tx, out)
 
     def _run_meta(self, tx, kind, target, m_args, m_kwargs, args, kwargs):
         no_tensor_in = not any(_has_tensor(a) for a in itertools.chain(m_args, m_kwargs.values()))
@@ -278,6 +425,54 @@ def _without_interception(gm, fn):
             _C.set_eval_frame(prev)
     _C.set_code_state(run_without_hook.__code__, "skip")
     return run_without_hook
+
+
+def _fold(fn):
+    def build(og, expr):
+        nodes = [og.sym_node(a) for a in expr.args]
+        acc = nodes[0]
+        for n in nodes[1:]:
+            acc = og._sym_call(fn, acc, n)
+        return acc
+    return build
+
+
+def _build_mul(og, expr):
+    coeff, rest = expr.as_coeff_Mul()
+    acc = og.sym_node(rest)
+    if coeff.is_Integer:
+        return acc if coeff == 1 else og._sym_call(operator.mul, int(coeff), acc)
+    # a rational coefficient (sizes divided in Python floats): p * rest / q
+    p, q = coeff.as_numer_denom()
+    if p != 1:
+        acc = og._sym_call(operator.mul, int(p), acc)
+    return og._sym_call(operator.truediv, acc, int(q))
+
+
+def _build_pow(og, expr):
+    base, exp = expr.args
+    if exp.is_Integer and exp > 0:
+        return og._sym_call(operator.pow, og.sym_node(base), int(exp))
+    if exp.is_Integer and exp < 0:
+        return og._sym_call(operator.truediv, 1, og._sym_call(operator.pow, og.sym_node(base), int(-exp)))
+    return og.shape_env.specialize(expr, reason="symbolic power")
+
+
+def _binary(fn):
+    return lambda og, expr: og._sym_call(fn, og.sym_node(expr.args[0]), og.sym_node(expr.args[1]))
+
+
+# sympy node type name -> FX spelling (operator / builtin calls, as torch.compile's graphs use)
+_SYM_BUILDERS = {
+    "Add": _fold(operator.add), "Mul": _build_mul, "Pow": _build_pow,
+    FloorDiv.__name__: _binary(operator.floordiv), "Mod": _binary(operator.mod),
+    "Min": _fold(min), "Max": _fold(max),
+}
+
+
+def _is_inplace(kind, target) -> bool:
+    name = target if isinstance(target, str) else getattr(target, "__name__", "")
+    return (name.endswith("_") and not name.endswith("__")) or target in _IMPURE_FUNCTIONS
 
 
 def _has_tensor(out) -> bool:

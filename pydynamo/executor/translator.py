@@ -348,7 +348,12 @@ class InliningTranslator(InstructionTranslatorBase):
         self.yields: Optional[list] = None
 
     def run_inline(self) -> VariableTracker:
-        self.run_loop()
+        root = self.root
+        prev, root.active_tx = root.active_tx, self
+        try:
+            self.run_loop()
+        finally:
+            root.active_tx = prev
         if self.yields is not None:
             return ListIteratorVariable(self.yields, types.GeneratorType)
         return self.return_value
@@ -382,8 +387,13 @@ class InstructionTranslator(InstructionTranslatorBase):
     """The root: owns the graph, guards, side effects; finishes the frame at RETURN_VALUE."""
 
     def __init__(self, code, frame_locals: dict, f_globals: dict, f_builtins: dict, backend,
-                 breakpoint=None):
+                 breakpoint=None, dynamic=None, auto=None):
         super().__init__(code, f_globals, None)
+        from pydynamo.shapes import ShapeEnv
+        self.dynamic = dynamic                  # optimize(dynamic=): None (automatic), True, False
+        self.auto = auto                        # shapes.AutomaticDynamic of this code, or None
+        self.active_tx: InstructionTranslatorBase = self   # innermost translator (inlining)
+        self.shape_env = ShapeEnv(origin_fn=lambda: self.active_tx.user_location())
         self.breakpoint = breakpoint            # executor.breaks.BreakPoint: stop before it
         self.visits: dict[int, int] = {}        # offset -> times reached (unrolled loops)
         self.initial_grad_enabled = torch.is_grad_enabled()
@@ -391,6 +401,7 @@ class InstructionTranslator(InstructionTranslatorBase):
         self.frame_locals = frame_locals
         self.f_builtins = f_builtins
         self.output_graph = OutputGraph(f_globals, backend)
+        self.output_graph.shape_env = self.shape_env
         self.side_effects_ = SideEffects()
         self.guards: list[Guard] = []
         self.builder = VariableBuilder(self)

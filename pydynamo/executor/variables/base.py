@@ -20,6 +20,9 @@ if TYPE_CHECKING:
     from pydynamo.executor.translator import InstructionTranslator as Tx
 
 
+PROBING = [0]  # > 0 while is_python_constant() probes
+
+
 class VariableTracker:
     source: Optional[Source] = None
 
@@ -31,11 +34,16 @@ class VariableTracker:
         raise Unsupported("python_type", f"type of {self} is not known while tracing")
 
     def is_python_constant(self) -> bool:
+        # a probe: trackers whose as_python_constant() has an effect (a symbolic size pins itself
+        # with a guard) answer "no" while PROBING is set
+        PROBING[0] += 1
         try:
             self.as_python_constant()
             return True
         except Unsupported:
             return False
+        finally:
+            PROBING[0] -= 1
 
     def as_python_constant(self) -> Any:
         raise Unsupported("not_constant", f"{self} is not a Python constant")

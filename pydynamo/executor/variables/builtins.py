@@ -17,9 +17,11 @@ import operator
 
 import torch
 
+from pydynamo import shapes
 from pydynamo.exc import Unsupported
 from pydynamo.executor.variables.base import VariableTracker, const
 from pydynamo.executor.variables.constant import ConstantVariable, ObjectVariable
+from pydynamo.executor.variables.symbolic import SymNodeVariable, sym_binary
 from pydynamo.executor.variables.tensor import TensorVariable
 
 # Pure functions safe to evaluate on constant arguments at trace time.
@@ -95,8 +97,10 @@ def call_builtin(tx, fn, args, kwargs):
         return tx.output.call(tx, "call_function", fn, list(args), kwargs)
     if fn in BINARY_DUNDER and len(args) == 2:
         return binary_op(tx, fn, args[0], args[1])
-    if fn in PURE and all(a.is_python_constant() for a in args) and \
-            all(v.is_python_constant() for v in kwargs.values()):
+    symbolic = any(isinstance(a, SymNodeVariable) for a in (*args, *kwargs.values()))
+    if fn in PURE and (symbolic or all(a.is_python_constant() for a in args) and
+                       all(v.is_python_constant() for v in kwargs.values())):
+        # a symbolic size reaching here is pinned to its value (guarded): correct, less general
         try:
             res = fn(*[a.as_python_constant() for a in args], **{k: v.as_python_constant() for k, v in kwargs.items()})
         except Exception as e:
@@ -119,6 +123,10 @@ def binary_op(tx, fn, a, b):
         fn = INPLACE_TO_BINARY[fn]
     if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
         return tx.output.call(tx, "call_function", fn, [a, b], {})
+    if isinstance(a, SymNodeVariable) or isinstance(b, SymNodeVariable):
+        r = sym_binary(tx, fn, a, b)
+        if r is not None:
+            return r
     if isinstance(a, BaseListVariable) and isinstance(b, BaseListVariable) and fn is operator.add:
         if a.python_type() is b.python_type() or (isinstance(a, TupleVariable) and isinstance(b, TupleVariable)):
             return a.new(a.items + b.items) if type(a) is not ListVariable else ListVariable(a.items + b.items)
@@ -154,6 +162,10 @@ def compare(tx, fn, a, b):
         return ConstantVariable(same if fn is operator.is_ else not same)
     if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
         return tx.output.call(tx, "call_function", fn, [a, b], {})
+    if isinstance(a, SymNodeVariable) or isinstance(b, SymNodeVariable):
+        r = sym_binary(tx, fn, a, b)  # decided on the hints, recorded as a shape guard
+        if r is not None:
+            return r
     if a.is_python_constant() and b.is_python_constant():
         return tx.wrap_constant_result(fn(a.as_python_constant(), b.as_python_constant()))
     if fn in (operator.eq, operator.ne):
@@ -220,7 +232,7 @@ _NO = object()
 @handler(len)
 def _len(tx, obj):
     if isinstance(obj, TensorVariable):
-        return ConstantVariable(obj.sizes()[0])
+        return SymNodeVariable.wrap(obj.sizes()[0])
     if obj.is_python_constant() and not isinstance(obj, ObjectVariable):
         return ConstantVariable(len(obj.as_python_constant()))
     return obj.call_method(tx, "__len__", [], {})
@@ -253,6 +265,25 @@ def _scalar_ctor(tx, *args, **kwargs):
     if any(isinstance(a, TensorVariable) for a in args):
         raise Unsupported("tensor_item", "converting a tensor to a Python number (data-dependent)")
     return NotImplemented
+
+
+@handler(int)
+def _int(tx, *args, **kwargs):
+    if len(args) == 1 and not kwargs and isinstance(args[0], SymNodeVariable):
+        return SymNodeVariable.wrap(shapes.sym_int(args[0].value))  # stays symbolic, as in torch
+    return _scalar_ctor(tx, *args, **kwargs)
+
+
+def _sym_unary(fn):
+    def h(tx, *args, **kwargs):
+        if len(args) == 1 and not kwargs and isinstance(args[0], SymNodeVariable):
+            return SymNodeVariable.wrap(fn(args[0].value))
+        return NotImplemented
+    return h
+
+
+for _fn in (abs, operator.neg, operator.pos, operator.abs):
+    HANDLERS.setdefault(_fn, _sym_unary(_fn))
 
 
 @handler(range)
@@ -300,6 +331,13 @@ def _make_minmax(fn):
                                       items, {}) if all(isinstance(a, TensorVariable) for a in items) else \
                     _raise_tensor_branch()
             _raise_tensor_branch()
+        if any(isinstance(a, SymNodeVariable) for a in items) and not kwargs:
+            # min/max of sizes: a Min/Max expression, no guard (sym_min / sym_max)
+            acc = items[0].value if isinstance(items[0], SymNodeVariable) else items[0].as_python_constant()
+            for a in items[1:]:
+                v = a.value if isinstance(a, SymNodeVariable) else a.as_python_constant()
+                acc = (shapes.sym_max if fn is max else shapes.sym_min)(acc, v)
+            return SymNodeVariable.wrap(acc)
         if kwargs.get("key") is not None:
             key = kwargs["key"]
             keys = [key.call_function(tx, [i], {}).as_python_constant() for i in items]

@@ -13,6 +13,7 @@ import torch
 from pydynamo.exc import Unsupported
 from pydynamo.executor.variables.base import VariableTracker
 from pydynamo.executor.variables.constant import ConstantVariable, ObjectVariable
+from pydynamo.executor.variables.symbolic import SymNodeVariable, size_variable
 
 # Tensor methods whose result is metadata (answered from the example, no graph node).
 _META_METHODS = {"dim", "ndimension", "numel", "nelement", "element_size", "is_contiguous",
@@ -36,18 +37,30 @@ _DATA_METHODS = {"item": "tensor_item", "tolist": "tensor_tolist", "numpy": "ten
 
 
 class TensorVariable(VariableTracker):
-    def __init__(self, node, example: torch.Tensor, device: torch.device, source=None, cls=torch.Tensor):
+    def __init__(self, node, example: torch.Tensor, device: torch.device, source=None, cls=torch.Tensor,
+                 meta=None, env=None):
         super().__init__(source)
         self.node = node
-        self.example = example
+        self.example = example      # hint-sized when the tensor has symbolic sizes
         self.device = device
         self.cls = cls
+        # a meta.TensorMeta with sympy sizes (and its ShapeEnv) when some size is symbolic
+        self.meta = meta if meta is not None and meta.is_symbolic else None
+        self.env = env
 
     def python_type(self):
         return self.cls
 
     def sizes(self) -> tuple:
-        return tuple(self.example.shape)
+        """Sizes as ints, or shapes.SymInt for symbolic dims."""
+        if self.meta is None:
+            return tuple(self.example.shape)
+        return tuple(self.env.symint(d) for d in self.meta.shape)
+
+    def strides(self) -> tuple:
+        if self.meta is None:
+            return tuple(self.example.stride())
+        return tuple(self.env.symint(d) for d in self.meta.stride)
 
     def truthy(self, tx):
         raise Unsupported("tensor_branch", "branching on the value of a tensor (data-dependent control flow)",
@@ -55,7 +68,7 @@ class TensorVariable(VariableTracker):
 
     def var_getattr(self, tx, name):
         if name == "shape":
-            return tx.wrap_constant_result(torch.Size(self.sizes()))
+            return size_variable(self.sizes())
         if name == "device":
             return ObjectVariable(self.device)
         if name in _META_ATTRS:
@@ -82,7 +95,7 @@ class TensorVariable(VariableTracker):
             raise Unsupported("iter_0d", "iteration over a 0-d tensor")
         import operator
         return [tx.output.call(tx, "call_function", operator.getitem, [self, ConstantVariable(i)], {})
-                for i in range(self.sizes()[0])]
+                for i in range(int(self.sizes()[0]))]  # a symbolic length is pinned (guarded)
 
     def reconstruct(self, cg):
         return cg.load_tensor(self)
@@ -105,11 +118,13 @@ class TensorMethodVariable(VariableTracker):
             raise Unsupported(_DATA_METHODS[name], f"Tensor.{name}() reads tensor data (data-dependent)",
                               hint="keep the value as a tensor inside the compiled region")
         if name == "size":
-            sizes = torch.Size(t.sizes())
+            sizes = t.sizes()
             if args or kwargs:
                 dim = (args[0] if args else kwargs["dim"]).as_python_constant()
-                return tx.wrap_constant_result(sizes[dim])
-            return tx.wrap_constant_result(sizes)
+                return SymNodeVariable.wrap(sizes[dim])
+            return size_variable(sizes)
+        if t.meta is not None and name in _SYMBOLIC_META:
+            return _SYMBOLIC_META[name](t, [a.as_python_constant() for a in args])
         if name in _META_METHODS:
             cargs = [a.as_python_constant() for a in args]
             ckw = {k: v.as_python_constant() for k, v in kwargs.items()}
@@ -121,8 +136,27 @@ class TensorMethodVariable(VariableTracker):
         if name in ("cpu", "cuda") or name == "to":
             return tx.output.call(tx, "call_method", name, [t, *args], kwargs)
         if name in ("__len__",):
-            return ConstantVariable(t.sizes()[0])
+            return SymNodeVariable.wrap(t.sizes()[0])
         return tx.output.call(tx, "call_method", name, [t, *args], kwargs)
+
+
+def _numel(t, args):
+    n = 1
+    for d in t.sizes():
+        n = n * d
+    return SymNodeVariable.wrap(n)
+
+
+def _stride(t, args):
+    strides = t.strides()
+    if args:
+        return SymNodeVariable.wrap(strides[args[0]])
+    from pydynamo.executor.variables.containers import TupleVariable
+    return TupleVariable([SymNodeVariable.wrap(s) for s in strides])
+
+
+# metadata methods whose answer depends on a symbolic size
+_SYMBOLIC_META = {"numel": _numel, "nelement": _numel, "stride": _stride}
 
 
 def _type_string(t: TensorVariable) -> str:

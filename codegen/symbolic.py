@@ -1,0 +1,258 @@
+"""Symbolic sizes of one compiled graph: which symbols exist, their example values, where the
+wrapper reads each one at call time, and what it must re-check before running the kernels.
+
+Symbols come from two places and share one namespace (sympy `s0`, `s1`, ... integer, positive):
+the executor (pydynamo.shapes: tensor placeholders whose metadata has sympy sizes/strides, int
+placeholders whose meta["val"] is the symbol) and codegen's own `dynamic={input: [dims]}` option.
+
+Invariants:
+- Every symbol that any size, stride or index mentions has a hint (its value in the example
+  inputs) and exactly one binding: Python source the wrapper evaluates once per call
+  (`arg2`, `arg0.shape[1]`, `arg0.stride()[0]`). Other places a symbol could be read from
+  become consistency checks, never second bindings.
+- The wrapper checks static sizes/strides exactly and symbolic ones by evaluating their
+  expressions from the bound symbols (`arg0.shape != (s0, 16)`); relations between symbols are
+  the executor's guards' business, except the `assumptions` lowerings made here (a slice end
+  within its dim, ...), which the wrapper checks too. Any failure runs the graph eagerly.
+- An extern op's output sizes are symbolic: from the node's symbolic metadata when the
+  executor gave it, else matched against the argument sizes on the hints and confirmed on a
+  second set of sizes. The wrapper still compares the real result's shape (`_ensure`) and
+  re-runs the graph eagerly if it differs, so a wrong guess costs time, never correctness.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Tuple
+
+import sympy
+import torch
+
+from codegen.sizevars import canonical_size, contiguous_strides, product
+
+
+def as_sympy(v):
+    """A size-like value (int, sympy expression, pydynamo SymInt) as sympy, else None."""
+    expr = getattr(v, "expr", None)       # pydynamo.shapes.SymInt wraps its sympy expression
+    if isinstance(expr, sympy.Basic):
+        v = expr
+    if isinstance(v, sympy.Basic):
+        return canonical_size(v)
+    if isinstance(v, int) and not isinstance(v, bool):
+        return sympy.Integer(v)
+    return None
+
+
+def is_symbolic(v) -> bool:
+    e = as_sympy(v)
+    return e is not None and not e.is_number
+
+
+def meta_stride(m):
+    st = getattr(m, "stride", None)
+    if callable(st):
+        st = st()
+    return None if st is None else tuple(st)
+
+
+@dataclass
+class SizeCheck:
+    """`source` (Python, e.g. `arg0.shape`) must equal `expected` (sizes) at call time."""
+    source: str
+    expected: Any       # a sympy expression or a tuple of them
+
+
+@dataclass
+class SymbolicSizes:
+    hints: Dict[sympy.Symbol, int] = field(default_factory=dict)
+    bindings: Dict[sympy.Symbol, str] = field(default_factory=dict)
+    from_tensor: set = field(default_factory=set)       # bound from a tensor's shape/stride
+    checks: List[SizeCheck] = field(default_factory=list)
+    assumptions: List[sympy.Basic] = field(default_factory=list)
+    taken: set = field(default_factory=set)             # symbol names in use (executor's too)
+
+    # ------------------------------------------------------------------ symbols
+    def new_symbol(self, hint: int, source: str) -> sympy.Symbol:
+        k = 0
+        while f"s{k}" in self.taken:
+            k += 1
+        s = sympy.Symbol(f"s{k}", integer=True, positive=True)
+        self.taken.add(s.name)
+        self.hints[s] = int(hint)
+        self.bind(s, source, tensor=True)
+        return s
+
+    def bind(self, s: sympy.Symbol, source: str, tensor: bool):
+        if s not in self.bindings:
+            self.bindings[s] = source
+            if tensor:
+                self.from_tensor.add(s)
+        elif self.bindings[s] != source:
+            self.checks.append(SizeCheck(source, s))
+
+    def learn(self, expr, value: int, source: str, tensor=True):
+        """`expr` was read as `value` from `source`: a bare symbol gets hint and binding."""
+        if isinstance(expr, sympy.Symbol):
+            self.hints.setdefault(expr, int(value))
+            self.taken.add(expr.name)
+            self.bind(expr, source, tensor)
+
+    def hint(self, expr):
+        e = sympy.sympify(expr)
+        if e.is_number:
+            return e
+        return canonical_size(e).xreplace({s: sympy.Integer(v) for s, v in self.hints.items()})
+
+    def unbound(self, exprs) -> set:
+        out = set()
+        for e in exprs:
+            out |= {s for s in sympy.sympify(e).free_symbols if s not in self.bindings}
+        return out
+
+    def assume(self, rel) -> bool:
+        """Record a relation a lowering relies on (checked by the wrapper at each call). Returns
+        whether it holds on the hints; a relation false there is not recorded."""
+        rel = sympy.sympify(rel)
+        if rel is sympy.true:
+            return True
+        if rel is sympy.false or not bool(self.hint_rel(rel)):
+            return False
+        if rel not in self.assumptions:
+            self.assumptions.append(rel)
+        return True
+
+    def hint_rel(self, rel):
+        return rel.xreplace({s: sympy.Integer(v) for s, v in self.hints.items()})
+
+    # ------------------------------------------------------------------ inputs
+    def input_layout(self, pos: int, ex: torch.Tensor, meta, dims) -> Tuple[list, list]:
+        """Symbolic (size, stride) of tensor input `pos`: sympy sizes/strides from its meta
+        (the executor's) or symbols for the `dims` the dynamic= option names."""
+        arg = f"arg{pos}"
+        given = list(getattr(meta, "shape", ()) or ()) if meta is not None else []
+        given_st = meta_stride(meta) if meta is not None else None
+        size = []
+        for d, n in enumerate(ex.shape):
+            g = as_sympy(given[d]) if d < len(given) else None
+            if g is not None and not g.is_number:
+                self.learn(g, n, f"{arg}.shape[{d}]")
+                size.append(g)
+            elif d in dims and n > 1:        # 0 and 1 stay specialized, as in DESIGN.md 5
+                size.append(self.new_symbol(n, f"{arg}.shape[{d}]"))
+            else:
+                size.append(sympy.Integer(n))
+        if given_st is not None and len(given_st) == ex.dim() and \
+                any(is_symbolic(s) for s in given_st):
+            stride = []
+            for d, st in enumerate(given_st):
+                e = as_sympy(st)
+                self.learn(e, ex.stride(d), f"{arg}.stride()[{d}]")
+                stride.append(e)
+        elif all(s.is_number for s in size):
+            stride = [sympy.Integer(s) for s in ex.stride()]
+        else:
+            stride = dense_strides(size, ex)
+            if stride is None:
+                # a strided view: every stride a size argument of its own
+                stride = [sympy.Integer(st) if st < 2 else
+                          self.new_symbol(st, f"{arg}.stride()[{d}]")
+                          for d, st in enumerate(ex.stride())]
+        if not all(s.is_number for s in size + stride):
+            self.checks.append(SizeCheck(f"{arg}.shape", tuple(size)))
+            self.checks.append(SizeCheck(f"{arg}.stride()", tuple(stride)))
+        return size, stride
+
+    def int_input(self, pos: int, ex, meta) -> Optional[sympy.Expr]:
+        """An int placeholder standing for a symbol (meta["val"] symbolic): the symbol."""
+        e = as_sympy(meta)
+        if e is None or e.is_number or isinstance(ex, bool) or not isinstance(ex, int):
+            return None
+        if isinstance(e, sympy.Symbol):
+            self.learn(e, ex, f"arg{pos}", tensor=False)
+        else:
+            self.checks.append(SizeCheck(f"arg{pos}", e))
+        return e
+
+
+def dense_strides(size, ex: torch.Tensor) -> Optional[list]:
+    """Symbolic strides of `ex` if it is dense in some dim order (contiguous, transposed,
+    channels-last), derived from the symbolic sizes in that order; else None."""
+    order = sorted(range(ex.dim()), key=lambda d: (ex.stride(d), ex.shape[d]))
+    out: List[Any] = [None] * ex.dim()
+    acc, acc_int = sympy.Integer(1), 1
+    for d in order:
+        if ex.shape[d] == 1:
+            out[d] = sympy.Integer(ex.stride(d))
+            continue
+        if ex.stride(d) != acc_int:
+            return None
+        out[d] = acc
+        acc, acc_int = acc * size[d], acc_int * ex.shape[d]
+    return out
+
+
+# ---------------------------------------------------------------------- extern outputs
+def _leaves(m, path=()):
+    if isinstance(m, (list, tuple)) and not hasattr(m, "dtype"):
+        for i, x in enumerate(m):
+            yield from _leaves(x, path + (i,))
+    else:
+        yield path, m
+
+
+def symbolic_extern_layouts(sizes: SymbolicSizes, run_meta, refs, scalars, concrete, node_meta):
+    """{output path: (size, stride)} in symbols for an extern whose arguments have symbolic
+    sizes. `run_meta(assign)` runs the op on meta tensors with the symbols set to `assign`;
+    `concrete` is its result on the hints. Raises LookupError when no consistent guess exists."""
+    given = {p: m for p, m in _leaves(node_meta)} if node_meta is not None else {}
+    cands: List[sympy.Expr] = []
+    for r in refs:
+        for e in list(r.size) + list(r.stride) + [product(r.size)]:
+            e = sympy.sympify(e)
+            if not e.is_number and e not in cands:
+                cands.append(e)
+    cands += [s for s in scalars if s not in cands]
+
+    def match(v):
+        for e in cands:
+            if sizes.hint(e) == v:
+                return e
+        return sympy.Integer(v)
+
+    out, guessed = {}, {}
+    for path, m in _leaves(concrete):
+        if m is None or not hasattr(m, "shape"):
+            continue
+        g = given.get(path)
+        gshape = [as_sympy(x) for x in getattr(g, "shape", ())] if g is not None else []
+        if len(gshape) == len(m.shape) and all(x is not None for x in gshape) and \
+                [sizes.hint(x) for x in gshape] == list(m.shape) and not sizes.unbound(gshape):
+            size = gshape
+        else:
+            size = guessed[path] = [match(int(v)) for v in m.shape]
+        out[path] = (size, _stride_guess(size, m, match))
+    if guessed:      # the executor's symbolic metadata is trusted; guesses are confirmed
+        _confirm(sizes, run_meta, guessed)
+    return out
+
+
+def _stride_guess(size, m, match):
+    st = tuple(m.stride())
+    if st == tuple(int(x) for x in contiguous_strides(list(m.shape))):
+        return contiguous_strides(size)
+    dense = dense_strides(size, m)
+    return dense if dense is not None else [match(int(v)) for v in st]
+
+
+def _confirm(sizes, run_meta, out):
+    """The guessed sizes must also be right on a second assignment of the symbols."""
+    syms = sorted(sizes.hints, key=lambda s: s.name)
+    if not syms:
+        return
+    alt = {s: 2 * sizes.hints[s] + 3 for s in syms}
+    other = dict(_leaves(run_meta(alt)))
+    for path, size in out.items():
+        m = other.get(path)
+        want = [int(sympy.sympify(e).xreplace({s: sympy.Integer(v) for s, v in alt.items()}))
+                for e in size]
+        if m is None or list(m.shape) != want:
+            raise LookupError(f"output sizes {size} not confirmed on other sizes")
