@@ -93,6 +93,9 @@ class VariableBuilder:
         return tx.output.add_input(value, source, sym_meta)
 
     def literal(self, tx, value, source):
+        scalar = _breaks.wrap_scalar(tx, value, source)
+        if scalar is not None:
+            return scalar
         if source is not None:
             if value is None or isinstance(value, bool):
                 tx.add_guard(source, GuardKind.ID_MATCH, (id(value), repr(value)))
@@ -299,6 +302,8 @@ WRAPPERS: list[tuple[Callable, Callable]] = [
     (lambda v: isinstance(v, torch.Tensor), _B.tensor),
     # at graph breaks (executor/breaks.py): contexts re-entered, locals passed as unbound
     (lambda v: type(v) in (torch.no_grad, torch.enable_grad), _breaks.wrap_grad_ctx),
+    (lambda v: type(v) is torch.inference_mode, _breaks.wrap_inference_ctx),
+    (lambda v: isinstance(v, torch.amp.autocast_mode.autocast), _B.user_object),  # not traced: breaks.py
     (lambda v: v is _breaks.UNBOUND, by_identity(ObjectVariable)),
     (lambda v: type(v) in CONSTANT_TYPES, _B.literal),
     (lambda v: type(v) is torch.Size, _B.size),
