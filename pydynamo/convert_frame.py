@@ -28,6 +28,7 @@ import torch
 from pydynamo import config, logs
 from pydynamo.backends import lookup_backend
 from pydynamo.exc import BackendCompilerFailed, FullGraphError, GraphBreak, Unsupported
+from pydynamo.executor.breaks import reset as _breaks_reset, user_frame_name
 from pydynamo.guards import compile_guards, current_global_state, Guard, GuardKind, ShapeGuards
 from pydynamo.recompiles import explain_recompile
 from pydynamo.shapes import ConstraintViolation
@@ -106,7 +107,8 @@ def translate(code: types.CodeType, frame_locals: dict, frame_globals: dict, bui
         try:
             tx.run()
         except Unsupported as e2:  # cannot cut here: the whole frame runs eagerly, say why
-            e.message = f"{e.message} (and no graph break possible there: {e2.message})"
+            from pydynamo.hints import user_message
+            e.message = user_message(f"{e.message} (and no graph break possible there: {e2.message})")
             if e.graph_break is not None:
                 e.graph_break.message = e.message
             raise e from None
@@ -208,6 +210,7 @@ def _on_reset() -> None:
     _warned.clear()
     resume.clear_cache()
     _AUTO.clear()
+    _breaks_reset()
 
 
 def _register_reset() -> None:
@@ -263,7 +266,7 @@ def make_callback(backend="codegen", fullgraph=False, dynamic=None, mode=None, o
                 raise FullGraphError(gb) from (e if config.verbose else None)
             logs.log("graph_breaks", "%s", gb)
             _warn_once(("break", code), f"pydynamo: {gb.location()}: {gb.message} [{gb.reason_code}]; "
-                       f"running {code.co_name} eagerly")
+                       f"running {user_frame_name(code)} eagerly")
             # a reason tied to the calling state (not the code) asks again next time
             return None if gb.reason_code in TRANSIENT_REASONS else _C.SKIP_CODE
         except Exception as e:  # a bug in pydynamo: never a wrong answer, run eagerly
@@ -273,7 +276,7 @@ def make_callback(backend="codegen", fullgraph=False, dynamic=None, mode=None, o
             if fullgraph or config.verbose:
                 raise
             _warn_once(("internal", code), f"pydynamo: {gb.location()}: internal error while tracing "
-                       f"{code.co_name} ({gb.message}); running it eagerly")
+                       f"{user_frame_name(code)} ({gb.message}); running it eagerly")
             return _C.SKIP_CODE
         if result.graph_break is not None:
             _report_break(code, result.graph_break)
