@@ -7,6 +7,7 @@ extern calls; their bias/scale epilogues stay as pointwise work so they fuse int
 from __future__ import annotations
 
 import math
+import operator
 
 import sympy
 import torch
@@ -286,14 +287,44 @@ def dropout(input, p=0.5, training=True, inplace=False):
 
 @register("linear")
 def linear(input, weight, bias=None):
+    if bias is not None and bias.ndim == 1 and _bias_in_extern():
+        return current.graph.call_extern(torch.nn.functional.linear, (input, weight, bias), {})
     out = current.graph.call_extern(torch.nn.functional.linear, (input, weight), {})
     if bias is not None:
         out = L["add"](out, bias)
     return out
 
 
+def _bias_in_extern() -> bool:
+    """Add a matmul's row bias inside the extern (cuBLAS's bias epilogue, free) rather than as
+    pointwise work, when the biased product has to be written to memory anyway: some consumer
+    (through views) is another extern (attention, a matmul) or a graph output. When every
+    consumer is a kernel, the add fuses into it instead (GELU, residual + LayerNorm), which
+    saves the extern's extra read. GPU graphs only (GraphLowering.bias_epilogue)."""
+    g = current.graph
+    node = g.current_node
+    if not getattr(g, "bias_epilogue", False) or node is None:
+        return False
+    from codegen.graph import VIEW_OPS, _canon_name
+    todo, seen = list(node.users), set()
+    while todo:
+        u = todo.pop()
+        if u in seen:
+            continue
+        seen.add(u)
+        name = _canon_name(u) if u.op in ("call_function", "call_method") else None
+        if u.op == "call_function" and u.target is operator.getitem or name in VIEW_OPS:
+            todo.extend(u.users)
+        elif name is None or name in ("linear", "addmm"):
+            return True             # an extern, a module call or the output reads it
+    return False
+
+
 @register("addmm")
 def addmm(input, mat1, mat2, *, beta=1, alpha=1):
+    if beta == 1 and alpha == 1 and is_tensor(input) and input.ndim == 1 and \
+            input.dtype == mat1.dtype and _bias_in_extern():
+        return current.graph.call_extern(torch.addmm, (input, mat1, mat2), {})
     prod = current.graph.call_extern(torch.mm, (mat1, mat2), {})
     if alpha != 1:
         prod = L["mul"](prod, alpha)
