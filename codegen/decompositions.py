@@ -12,7 +12,7 @@ import operator
 import sympy
 import torch
 
-from codegen.ir import NotLowered, current
+from codegen.ir import NotLowered, current, realize
 from codegen.lowering import (LOWERINGS, amax, cast, clamp, div, float_dtype_for, is_float,
                               is_tensor, make_reduction, mean, norm_dim, norm_dims, pointwise,
                               register, reshape, sum_, var_mean_impl, where)
@@ -295,6 +295,10 @@ def linear(input, weight, bias=None):
     return out
 
 
+# lowerings that are extern calls: their arguments are materialized in memory
+EXTERN_LOWERINGS = ("linear", "addmm", "scaled_dot_product_attention")
+
+
 def _bias_in_extern() -> bool:
     """Add a matmul's row bias inside the extern (cuBLAS's bias epilogue, free) rather than as
     pointwise work, when the biased product has to be written to memory anyway: some consumer
@@ -315,9 +319,45 @@ def _bias_in_extern() -> bool:
         name = _canon_name(u) if u.op in ("call_function", "call_method") else None
         if u.op == "call_function" and u.target is operator.getitem or name in VIEW_OPS:
             todo.extend(u.users)
-        elif name is None or name in ("linear", "addmm"):
+        elif name is None or name in EXTERN_LOWERINGS:
             return True             # an extern, a module call or the output reads it
     return False
+
+
+@register("tensor")
+def tensor(data, *, dtype=None, **kw):
+    """torch.tensor of an empty list or a Python number (a cache's empty start, a scalar
+    constant): a fresh buffer, no host-to-device copy per call. Other data stays extern."""
+    if isinstance(data, (bool, int, float)):
+        return L["full"]([], data, dtype=dtype, **kw)
+    if isinstance(data, (list, tuple)) and len(data) == 0:
+        return L["full"]([0], 0, dtype=dtype or torch.get_default_dtype(), **kw)
+    raise NotLowered("tensor data other than [] or a number")
+
+
+@register("scaled_dot_product_attention")
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
+                                 is_causal=False, scale=None, enable_gqa=False):
+    """An extern call; on GPU graphs a boolean mask is first turned into the additive float
+    mask eager's kernels build from it (0 where kept, -inf where masked; the same values),
+    once per graph: a model passes one mask to every layer, and eager would convert it again
+    in each layer's call (a fill and a where per layer)."""
+    g = current.graph
+    if is_tensor(attn_mask) and attn_mask.dtype == torch.bool and is_tensor(query) and \
+            is_float(query.dtype) and getattr(g, "bias_epilogue", False):
+        cache = g.__dict__.setdefault("sdpa_float_masks", {})
+        key_ = (id(attn_mask), query.dtype)
+        if key_ not in cache:
+            dt = query.dtype
+            cache[key_] = (attn_mask, realize(pointwise(
+                lambda m: ops.where(m, _const(0.0, dt), _const(-math.inf, dt)),
+                [attn_mask], torch.bool, dt)))
+        attn_mask = cache[key_][1]
+    kwargs = dict(attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale)
+    if enable_gqa:
+        kwargs["enable_gqa"] = enable_gqa
+    return g.call_extern(torch.nn.functional.scaled_dot_product_attention, (query, key, value),
+                         kwargs)
 
 
 @register("addmm")

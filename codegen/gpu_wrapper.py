@@ -190,11 +190,12 @@ def compile_fx_triton(gm: torch.fx.GraphModule, example_inputs: List[Any], **opt
     from codegen.graph import GraphLowering
     counters["triton_path"] += 1
     stats = CompileStats()
-    device = graph_device(example_inputs, gm)
+    device = graph_device_ = graph_device(example_inputs, gm)
 
     class DeviceLowering(GraphLowering):
-        devices = (device.type,)
+        devices = (graph_device_.type,)
         bias_epilogue = True
+        device = graph_device_      # factories naming another device index stay extern
 
         def _extern_meta(self, target, args, kwargs, meta):
             probed = _probe_layout(target, args, kwargs, device)
