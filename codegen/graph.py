@@ -65,6 +65,7 @@ def _tensor_meta(node):
 
 class GraphLowering:
     devices = ("cpu",)      # device types whose tensors lower natively (the GPU path adds cuda)
+    bias_epilogue = False   # matmul biases may go into the extern (decompositions._bias_in_extern)
 
     def __init__(self, gm: torch.fx.GraphModule, example_inputs: List[Any], dynamic=None):
         self.gm = gm
@@ -578,12 +579,18 @@ def _is_inplace(node) -> bool:
     if node.op == "call_module":
         return False
     name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
-    if node.target in (operator.iadd, operator.isub, operator.imul, operator.itruediv):
-        return True
+    if getattr(node.target, "__module__", None) in ("_operator", "operator"):
+        # operator.and_ / or_ / not_ are not in place despite the underscore
+        return node.target in _INPLACE_OPERATORS
     # torch's convention: a trailing underscore mutates the first argument (torch.zero_,
     # Tensor.add_, x.relu_()); treat every such name as in place, whatever object it is
     return isinstance(name, str) and name.endswith("_") and not name.endswith("__") and \
         not name.startswith("_")
+
+
+_INPLACE_OPERATORS = {getattr(operator, f"i{n}") for n in (
+    "add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and", "or", "xor", "lshift",
+    "rshift", "matmul")}
 
 
 def _mutates_arguments(node, gm) -> Optional[str]:

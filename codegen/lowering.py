@@ -1236,8 +1236,11 @@ def _size_arg(size):
 
 def _check_factory(kw):
     dev = kw.get("device")
-    if dev is not None and torch.device(dev).type != "cpu":
-        raise NotLowered("device")
+    if dev is not None:     # the graph's own device (cuda on the Triton path) is fine
+        d, own = torch.device(dev), getattr(current.graph, "device", None)
+        if d.type not in getattr(current.graph, "devices", ("cpu",)) or \
+                d.index is not None and own is not None and d != own:
+            raise NotLowered("device")
     if kw.get("requires_grad"):
         raise NotLowered("requires_grad factory")
     if kw.get("layout") not in (None, torch.strided):
