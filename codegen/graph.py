@@ -153,6 +153,8 @@ class GraphLowering:
             return type(v)(self.to_arg(x) for x in v)
         if isinstance(v, dict):
             return {k: self.to_arg(x) for k, x in v.items()}
+        if isinstance(v, slice):
+            return slice(self.to_arg(v.start), self.to_arg(v.stop), self.to_arg(v.step))
         if isinstance(v, sympy.Expr):
             if v.is_Integer:
                 return int(v)
@@ -216,6 +218,8 @@ class GraphLowering:
                 return type(a)(to_meta(x) for x in a)
             if isinstance(a, dict):
                 return {k: to_meta(x) for k, x in a.items()}
+            if isinstance(a, slice):
+                return slice(to_meta(a.start), to_meta(a.stop), to_meta(a.step))
             return a
         return _meta_of(target(*to_meta(args), **to_meta(kwargs)))
 
@@ -326,7 +330,7 @@ class GraphLowering:
     def call(self, node):
         args, kwargs = self._eval_args(node.args), self._eval_args(node.kwargs)
         if node.op == "call_function" and not _has_tensor((args, kwargs)) and (
-                as_sympy(node.meta.get("val")) is not None or
+                as_sympy(node.meta.get("val")) is not None or _tensor_meta(node) is None and
                 any(isinstance(x, sympy.Expr) and not x.is_number for x in _flat((args, kwargs)))):
             return self._eval_size(node, args, kwargs)     # size arithmetic
         if _tensor_meta(node) is None and (self._concrete_meta or not _has_tensor((args, kwargs))
@@ -658,6 +662,8 @@ def _meta_symbols(m) -> set:
 def _flat(a) -> list:
     if isinstance(a, (list, tuple)):
         return [y for x in a for y in _flat(x)]
+    if isinstance(a, slice):
+        return _flat([a.start, a.stop, a.step])
     if isinstance(a, dict):
         return _flat(list(a.values()))
     return [a]

@@ -137,7 +137,15 @@ def value_loader(x, dtype):
             return x.loader
         return lambda idx: ops.to_dtype(x.loader(idx), dtype)
     if isinstance(x, sympy.Expr) and not x.is_number:
-        return lambda idx: ops.index_expr(x, dtype)
+        if _is_int_poly(x):
+            return lambda idx: ops.index_expr(x, dtype)
+        # a true division of sizes (Python's `x.shape[0] / 2`): a double, as in Python
+        num, den = sympy.fraction(sympy.together(x))
+        if not (_is_int_poly(num) and _is_int_poly(den)):
+            raise NotLowered(f"symbolic scalar {x}")
+        f64 = torch.float64
+        return lambda idx: ops.to_dtype(ops.truediv(ops.index_expr(num, f64),
+                                                    ops.index_expr(den, f64)), dtype)
     val = x
     return lambda idx: ops.constant(val, dtype)
 
@@ -985,6 +993,9 @@ def _symbolic_slice(n, start, end, step):
         if not v.is_integer:
             raise NotLowered("slice bound")
         if v.is_number and v < 0:
+            v = n + v
+        elif not v.is_number and not sizes.assume(sympy.Ge(v, 0)):
+            sizes.assume(sympy.Lt(v, 0))    # counts from the end, as in Python
             v = n + v
         if not sizes.assume(sympy.Ge(v, 0)):
             sizes.assume(sympy.Lt(v, 0))

@@ -96,10 +96,13 @@ class SymbolicSizes:
             self.from_tensor.add(s)
         if s not in self.bindings:
             self.bindings[s] = source
-        elif self.bindings[s] != source:
-            if not tensor and "." in self.bindings[s]:
-                # an int argument is the cheapest read; the tensor dim becomes the check
-                source, self.bindings[s] = self.bindings[s], source
+            return
+        if self.bindings[s] == source:
+            return
+        if not tensor and "." in self.bindings[s]:
+            # an int argument is the cheapest read: it becomes the binding
+            self.bindings[s], source, tensor = source, self.bindings[s], True
+        if not tensor:     # tensor reads are covered by that input's whole-shape check
             self.checks.append(SizeCheck(source, s))
 
     def learn(self, expr, value: int, source: str, tensor=True):
@@ -249,7 +252,7 @@ def symbolic_extern_layouts(sizes: SymbolicSizes, run_meta, refs, scalars, concr
 
 
 def _stride_guess(size, m, match):
-    st = tuple(m.stride())
+    st = meta_stride(m)
     if st == tuple(int(x) for x in contiguous_strides(list(m.shape))):
         return contiguous_strides(size)
     dense = dense_strides(size, m)
