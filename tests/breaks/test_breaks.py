@@ -47,8 +47,6 @@ DIFFERENT: dict[str, str] = {
         "for_range_print", "for_list_of_tensors_break", "for_break_then_more", "for_enumerate_break",
         "for_branch_on_item", "while_python_counter_break", "nested_loops_break",
         "loop_break_statement_after_graph_break", "loop_continue_with_break")},
-    "b_loops.while_tensor_condition": "the loop counter n reaches each resumed iteration as a "
-                                      "specialized int (one graph per iteration); torch.compile makes it dynamic",
     "b_nested.nested_in_loop": _LOOP,
     "b_multi.python_counter_across_breaks": _LOOP,
     **{f"b_blocks.{n}": _TRY for n in ("try_finally_break", "try_except_no_raise_break",
