@@ -941,10 +941,16 @@ class SymFloat(_SymNumber):
 
 
 def sym_int(x):
-    """int() as torch.compile does it: a SymInt stays symbolic (no guard)."""
+    """int() as torch.compile does it: a SymInt stays symbolic (no guard); a SymFloat that is an
+    integer expression over a positive integer (`n / 2`) truncates symbolically to `n // 2`
+    when the numerator is >= 0 (decided by ranges, or guarded). Other floats are pinned."""
     if isinstance(x, SymInt):
         return x
-    return int(x)  # a SymFloat's truncation is pinned (guarded)
+    if isinstance(x, SymFloat):
+        num, den = sympy.fraction(sympy.together(x.expr))
+        if den.is_Integer and den > 0 and num.is_integer and x.env.evaluate(sympy.Ge(num, 0)):
+            return x.env.symint(FloorDiv(num, den))
+    return int(x)  # pinned (guarded)
 
 
 def _floordiv(a, b):
