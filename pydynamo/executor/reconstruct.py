@@ -12,6 +12,7 @@ an earlier read meant).
 """
 from __future__ import annotations
 
+import collections
 import inspect
 import itertools
 import keyword
@@ -31,8 +32,16 @@ _const_ids = itertools.count()
 OUT = "__pydynamo_out"
 
 
-def _new_object(cls, attrs):
-    obj = object.__new__(cls)
+def _new_object(cls, attrs, items=None):
+    """An instance of a user class made in the frame, without running its __init__ again; a dict
+    subclass gets its items through the dict's own __setitem__ (not an override)."""
+    if items is None:
+        obj = object.__new__(cls)
+    else:
+        obj = dict.__new__(cls)
+        put = collections.OrderedDict.__setitem__ if isinstance(obj, collections.OrderedDict) else dict.__setitem__
+        for k, v in items.items():
+            put(obj, k, v)
     obj.__dict__.update(attrs)
     return obj
 
@@ -104,7 +113,11 @@ class OutputCodegen:
 
     def new_object(self, var: UserDefinedObjectVariable) -> str:
         attrs = ", ".join(f"{k!r}: {self.reconstruct(v)}" for k, v in var.attrs.items())
-        return f"{self.load_const(_new_object)}({self.load_const(var.cls)}, {{{attrs}}})"
+        view = getattr(var, "_dict_view", None)
+        items = ""
+        if view is not None:
+            items = ", {" + ", ".join(f"{self.load_const(k)}: {self.reconstruct(v)}" for k, v in view.items.items()) + "}"
+        return f"{self.load_const(_new_object)}({self.load_const(var.cls)}, {{{attrs}}}{items})"
 
     def make_function(self, var) -> str:
         """A function made in the frame (lambda, nested def, a closure returned by an inlined
