@@ -59,6 +59,7 @@ def class_attribute(tx, obj_var: VariableTracker, cls: type, name: str):
 
 
 _DICT_BASES = (dict, collections.OrderedDict)
+_DICT_ITERS = (dict.__iter__, collections.OrderedDict.__iter__)
 # slot wrappers that are all PyObject_GenericGetAttr (dict has its own entry, same behaviour)
 _GENERIC_GETATTRIBUTE = (object.__getattribute__, dict.__getattribute__,
                          collections.OrderedDict.__getattribute__)
@@ -295,14 +296,29 @@ class UserDefinedObjectVariable(VariableTracker):
     def call_method(self, tx, name, args, kwargs):
         return self.var_getattr(tx, name).call_function(tx, args, kwargs)
 
+    @property
+    def is_dict_subclass(self) -> bool:
+        return _dict_base(self.cls) is not None
+
+    def mapping_items(self, tx) -> dict:
+        """{key: value tracker} as dict(obj) / dict.update(obj) read it: the C dict directly when
+        the class keeps dict's iteration (CPython's fast path), else keys() and obj[key]."""
+        if getattr(self.cls, "__iter__", None) is dict.__iter__:
+            return dict(self.dict_view(tx).items)
+        keys = tx.unpack(self.call_method(tx, "keys", [], {}))
+        return {k.as_python_constant(): self.call_method(tx, "__getitem__", [k], {}) for k in keys}
+
     def has_unpack_var_sequence(self, tx):
         # collections.abc.Sequence's mixin __iter__ indexes until IndexError; iterating by len()
         # gives the same items for any sequence whose __len__ is truthful
-        return getattr(self.cls, "__iter__", None) is collections.abc.Sequence.__iter__
+        it = getattr(self.cls, "__iter__", None)
+        return it is collections.abc.Sequence.__iter__ or (self.is_dict_subclass and it in _DICT_ITERS)
 
     def unpack_var_sequence(self, tx):
         if not self.has_unpack_var_sequence(tx):
             return super().unpack_var_sequence(tx)
+        if self.is_dict_subclass:
+            return self.dict_view(tx).unpack_var_sequence(tx)
         n = self.call_method(tx, "__len__", [], {}).as_python_constant()
         return [self.call_method(tx, "__getitem__", [ConstantVariable(i)], {}) for i in range(n)]
 
