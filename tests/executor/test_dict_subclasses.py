@@ -3,50 +3,18 @@ frame or passed in, with Python __setitem__/__setattr__ overrides that call supe
 dict and object. Items live in a dict view of the instance, attributes in its tracker; the
 output code rebuilds new instances without re-running __init__ and replays mutations through
 the C dict's own methods. torch.compile captures each case in one graph."""
-import collections
-import dataclasses
+import os
+import sys
 
 import pytest
 import torch
 
 import pydynamo
 
-
-class Record(collections.OrderedDict):
-    """Every item is also an attribute and every attribute of an item's name is also an item."""
-
-    def __setitem__(self, k, v):
-        super().__setitem__(k, v)
-        super().__setattr__(k, v)
-
-    def __setattr__(self, k, v):
-        if k in self.keys():
-            super().__setitem__(k, v)
-        super().__setattr__(k, v)
-
-
-@dataclasses.dataclass
-class Output(collections.OrderedDict):
-    """A ModelOutput look-alike: dataclass fields, None fields left out of the dict."""
-    logits: torch.Tensor = None
-    hidden: torch.Tensor = None
-    extra: torch.Tensor = None
-
-    def __post_init__(self):
-        for f in dataclasses.fields(self):
-            v = getattr(self, f.name)
-            if v is not None:
-                self[f.name] = v
-
-    def __setitem__(self, k, v):
-        super().__setitem__(k, v)
-        super().__setattr__(k, v)
-
-    def update(self, *a, **k):
-        raise RuntimeError("update() is not allowed")
-
-    def to_tuple(self):
-        return tuple(self[k] for k in self.keys())
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "compat"))
+# the same classes as the compat cases: Record (items mirrored as attributes), ModelOut (a
+# ModelOutput look-alike whose update() raises, like transformers')
+from compat_corpus.c_python import ModelOut as Output, Record  # noqa: E402
 
 
 class Plain(dict):
@@ -74,9 +42,9 @@ def plain_subclass(x):
 
 
 def mutate_passed_in(x, out):
-    out["extra"] = x * 5
+    out["loss"] = x * 5
     out.hidden = out.hidden + 1  # an attribute write through the dataclass's plain __setattr__
-    return out.logits + out["extra"]
+    return out.logits + out["loss"]
 
 
 def _check_same(got, ref):
@@ -110,5 +78,5 @@ def test_passed_in_and_mutated(cnt):
         a, b = Output(logits=l, hidden=h), Output(logits=l, hidden=h)
         torch.testing.assert_close(opt(x, a), mutate_passed_in(x, b))
         _check_same(a, b)  # the item and the attribute written, in eager's order
-        assert list(a.keys()) == ["logits", "hidden", "extra"]
+        assert list(a.keys()) == ["logits", "hidden", "loss"]
     assert cnt.count == 1

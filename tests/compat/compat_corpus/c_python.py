@@ -517,6 +517,9 @@ class ModelOut(collections.OrderedDict):
         super().__setitem__(k, v)
         super().__setattr__(k, v)
 
+    def update(self, *args, **kwargs):
+        raise RuntimeError("ModelOutput forbids update()")
+
     def to_tuple(self):
         return tuple(self[k] for k in self.keys())
 
