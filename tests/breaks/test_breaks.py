@@ -63,6 +63,10 @@ BETTER: dict[str, str] = {
     "b_multi.object_attr_across_break": "torch.compile runs the part before the break eagerly (an object "
                                         "made in the frame is live across it); pydynamo rebuilds the object",
 }
+if sys.version_info >= (3, 12):
+    # 3.12 repeats a while loop's condition at the end of the body: the tensor branch there is a
+    # break inside the loop, so torch.compile runs the rest of the frame eagerly
+    BETTER["b_loops.while_tensor_condition"] = _LOOP
 
 # name -> a known gap: pydynamo recompiles on later calls where torch.compile does not
 _FLOAT = ("a Python float read from a tensor (.item()/.tolist()) reaches the resumed frame as an "
@@ -95,6 +99,8 @@ def records(tmp_path_factory, request):
     selected = [i.callspec.params["name"] for i in request.session.items
                 if getattr(i, "callspec", None) is not None and "name" in i.callspec.params
                 and i.originalname == "test_break_case"]
+    if any(i.originalname == "test_break_reasons_in_user_terms" for i in request.session.items):
+        selected = NAMES  # that test reads every case's record
     pyd = str(tmp_path_factory.mktemp("breaks") / "pydynamo")
     tc.run_engine("pydynamo", pyd, selected or NAMES, runner=RUNNER)
     ref = _reference()
