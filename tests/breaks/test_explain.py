@@ -309,3 +309,20 @@ def test_int_live_across_a_break_becomes_dynamic_after_a_change():
     # call 1: i == 0 (specialized), then i changed (symbolic; the loop ends: no graph);
     # call 2: n changed (symbolic), while i < n and at the loop's end; calls 3, 4: cache hits
     assert per_call == [2, 2, 0, 0]
+
+
+def test_every_reason_code_has_a_hint():
+    """Every reason code the executor can raise (read from the source) has a one-line hint."""
+    import re
+    from pydynamo.executor.variables.tensor import _DATA_METHODS
+    from pydynamo.executor.breaks import UNTRACED_CODES
+    from pydynamo.hints import HINTS
+    root = os.path.dirname(os.path.abspath(pydynamo.__file__))
+    codes = set(_DATA_METHODS.values()) | {c for c, _ in UNTRACED_CODES.values()}
+    for d, _, files in os.walk(root):
+        for f in files:
+            if f.endswith(".py"):
+                with open(os.path.join(d, f)) as fh:
+                    codes |= set(re.findall(r'Unsupported\(\s*"([a-z_]+)"', fh.read()))
+    assert len(codes) > 50
+    assert sorted(c for c in codes if not HINTS.get(c)) == []
