@@ -141,6 +141,13 @@ _WORDS = {
 }
 
 
+# a tracker class named without its value (a list of argument kinds): a plain noun
+_BARE = re.compile(r"'?\b(\w*)Variable\b'?")
+_NOUNS = {"Tensor": "tensor", "Constant": "constant", "List": "list", "Tuple": "tuple", "ConstDict": "dict",
+          "UserDefinedObject": "object", "UserFunction": "function", "Builtin": "builtin",
+          "NNModule": "module", "Opaque": "C value", "SymNode": "symbolic int"}
+
+
 def _words(m: re.Match) -> str:
     kind, inner = m.group(1), m.group(2).strip()
     form = _WORDS.get(kind)
@@ -157,6 +164,7 @@ def user_message(message: str) -> str:
         if new == message:
             break
         message = new
+    message = _BARE.sub(lambda m: _NOUNS.get(m.group(1), "value"), message)
     return _IDS.sub("", message)
 
 

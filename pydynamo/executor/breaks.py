@@ -332,6 +332,24 @@ def wrap_scalar(tx, value, source) -> Optional[VariableTracker]:
     return SymNodeVariable(env.symint(env.create_symbol(value, source, positive=False, duck=False)), source)
 
 
+def is_c_exit(value) -> bool:
+    """The bound __exit__ of a C context manager (a lock, a file) passed through a break."""
+    return isinstance(value, types.BuiltinMethodType) and value.__name__ == "__exit__" \
+        and not isinstance(value.__self__, types.ModuleType)
+
+
+def wrap_c_exit(builder, tx, value, source):
+    """Guarded by its object's identity: each `lock.__exit__` read makes a new bound method,
+    so guarding the method's own identity would recompile on every call."""
+    from pydynamo.guards import GuardKind
+    from pydynamo.sources import AttrSource
+    if source is not None:
+        owner = value.__self__
+        tx.add_guard(AttrSource(source, "__self__"), GuardKind.ID_MATCH, (id(owner), type(owner).__qualname__))
+        tx.add_guard(AttrSource(source, "__name__"), GuardKind.EQUALS_MATCH, "__exit__")
+    return OpaqueVariable(value, source)
+
+
 def wrap_inference_ctx(builder, tx, value, source):
     """torch.inference_mode(mode) objects (a with-block re-entered by a resume function)."""
     from pydynamo.executor.variables.misc import InferenceModeVariable

@@ -59,7 +59,8 @@ BETTER: dict[str, str] = {
         "user_ctx_global_object", "user_ctx_inside_no_grad", "no_grad_inside_user_ctx",
         "user_ctx_exception_after_break", "generator_ctx_print", "user_ctx_in_callee_1", "user_ctx_in_callee_2",
         "user_ctx_in_callee_3", "user_ctx_around_breaking_call", "inference_mode_inside_user_ctx",
-        "user_ctx_with_tensor_state")},
+        "user_ctx_with_tensor_state", "two_contexts_one_statement", "enter_that_breaks",
+        "user_ctx_try_finally_in_loop", "lock_print", "return_inside_user_ctx")},
     "b_multi.object_attr_across_break": "torch.compile runs the part before the break eagerly (an object "
                                         "made in the frame is live across it); pydynamo rebuilds the object",
 }
@@ -172,7 +173,7 @@ def test_corpus_size():
 
 
 # internal names that must never reach a user: tracker reprs, object ids, generated code names
-_INTERNAL = re.compile(r"\w+Variable\(|0x[0-9a-fA-F]{4,}|__resume_at|__break_at|___stack|___resume_tmp|"
+_INTERNAL = re.compile(r"\w+Variable\b|0x[0-9a-fA-F]{4,}|__resume_at|__break_at|___stack|___resume_tmp|"
                        r"\bopcode\b|\bNULL\b")
 CORPUS_DIR = os.path.join(HERE, "breaks_corpus")
 

@@ -5,6 +5,7 @@ a function does not break them. Every call compares outputs with eager on random
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
@@ -326,3 +327,44 @@ def test_every_reason_code_has_a_hint():
                     codes |= set(re.findall(r'Unsupported\(\s*"([a-z_]+)"', fh.read()))
     assert len(codes) > 50
     assert sorted(c for c in codes if not HINTS.get(c)) == []
+
+
+def under_autocast(x):
+    y = x.sin()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        z = y @ y
+    return z.float() + 1, z.dtype
+
+
+def test_autocast_block_runs_in_python_and_warnings_name_user_code():
+    """torch.autocast is not traced: the code under it runs eagerly (correct dtypes), the code
+    before it is compiled, and every warning names the user's function, never generated code."""
+    x = torch.randn(4, 4)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        e = pydynamo.explain(under_autocast)(x)
+    out, dtype = e.out
+    ref, ref_dtype = under_autocast(x)
+    assert dtype == ref_dtype == torch.bfloat16 and torch.allclose(out, ref)
+    assert e.graph_count >= 1 and "autocast_context" in [b.reason_code for b in e.break_reasons]
+    texts = [str(w.message) for w in caught if "pydynamo" in str(w.message)]
+    assert texts and not any("__resume" in t or "__break" in t or "Variable(" in t for t in texts), texts
+    assert any("the rest of under_autocast" in t for t in texts), texts
+
+
+def nullcontext_print(x):
+    with contextlib.nullcontext(5) as v:
+        y = x + v
+        print("null")
+    return y * v
+
+
+def test_stdlib_context_across_a_break(capsys):
+    """contextlib.nullcontext (a stdlib class) across a break (torch.compile 2.13 raises an
+    internal error on this one, so it is not in the corpus)."""
+    f = pydynamo.optimize(nullcontext_print, backend="eager")
+    for _ in range(3):
+        x = torch.randn(4)
+        assert torch.allclose(f(x), nullcontext_print(x))
+    e = pydynamo.explain(nullcontext_print)(torch.randn(4))
+    assert e.graph_count == 2 and [b.reason_code for b in e.break_reasons] == ["print"]
