@@ -151,15 +151,55 @@ def _ensure_on(device):
     return ensure
 
 
+# ops whose output strides depend on the kernel the device picks (CUDA's memory-efficient
+# attention writes (batch, seq, heads, dim) and returns it transposed; meta tensors say
+# contiguous): their layout is learnt from one call on zeros, so the result is used as it is
+# (no copy to a guessed layout, and the usual transpose back to (batch, seq, hidden) is a view)
+LAYOUT_PROBED = {torch.nn.functional.scaled_dot_product_attention,
+                 torch.ops.aten.scaled_dot_product_attention.default}
+
+
+def _probe_layout(target, args, kwargs, device):
+    from codegen.ir import ArgRef
+    if target not in LAYOUT_PROBED:
+        return None
+
+    def real(a):
+        if isinstance(a, ArgRef):
+            size, stride = [int(x) for x in a.size], [int(x) for x in a.stride]
+            need = int(a.offset) + 1 + sum((n - 1) * st for n, st in zip(size, stride))
+            base = torch.zeros(max(need, 1), dtype=a.buffer.dtype, device=device)
+            return base.as_strided(size, stride, int(a.offset))
+        if isinstance(a, (list, tuple)):
+            return type(a)(real(x) for x in a)
+        if isinstance(a, dict):
+            return {k: real(x) for k, x in a.items()}
+        if hasattr(a, "free_symbols"):
+            raise TypeError("symbolic")
+        return a
+    try:
+        with torch.no_grad():
+            out = target(*real(args), **real(kwargs))
+    except (TypeError, RuntimeError, ValueError):
+        return None               # symbolic sizes, or the op refuses: meta's layout is used
+    return out
+
+
 def compile_fx_triton(gm: torch.fx.GraphModule, example_inputs: List[Any], **options):
     from codegen import CompileStats, _eager, counters
     from codegen.graph import GraphLowering
     counters["triton_path"] += 1
     stats = CompileStats()
-    device = graph_device(example_inputs, gm)
+    device = graph_device_ = graph_device(example_inputs, gm)
 
     class DeviceLowering(GraphLowering):
-        devices = (device.type,)
+        devices = (graph_device_.type,)
+        bias_epilogue = True
+        device = graph_device_      # factories naming another device index stay extern
+
+        def _extern_meta(self, target, args, kwargs, meta):
+            probed = _probe_layout(target, args, kwargs, device)
+            return probed if probed is not None else super()._extern_meta(target, args, kwargs, meta)
     moved = _device_move(gm, device)
     if moved:
         return _eager(gm, f"{moved} moves a tensor off the graph's device ({device})", stats)

@@ -88,6 +88,9 @@ def translate(code: types.CodeType, frame_locals: dict, frame_globals: dict, bui
     if torch._C._is_any_autocast_enabled():
         # output dtypes under autocast differ from what the meta runs compute: not traced yet
         raise Unsupported("autocast", "called with autocast enabled")
+    if torch._C._are_functorch_transforms_active():
+        # inputs are functorch wrappers (no storage of their own): run eagerly, as torch.compile does
+        raise Unsupported("functorch", "called inside a torch.func transform (vmap, grad, ...)")
     bltins = builtins if builtins is not None else frame_globals.get("__builtins__", {})
     backend_fn = lookup_backend(backend)
     tx = InstructionTranslator(code, frame_locals, frame_globals, bltins, backend_fn, dynamic=dynamic, auto=auto)
@@ -199,7 +202,7 @@ def skip_reason(code: types.CodeType) -> Optional[str]:
 # --- the callback ---------------------------------------------------------------------------------
 
 _warned: set = set()
-TRANSIENT_REASONS = {"autocast"}
+TRANSIENT_REASONS = {"autocast", "functorch"}
 
 
 def _on_reset() -> None:

@@ -15,6 +15,8 @@ HINTS: dict[str, str] = {
     "explicit_break": "pydynamo.graph_break() asked for this break",
     "tensor_branch": "branching on a tensor value: use torch.where, or move the test out of the compiled code",
     "tensor_item": "reading a tensor as a Python number: keep it a tensor (e.g. x.sum() instead of x.sum().item())",
+    "data_dependent": "the result is a Python value computed from tensor data (torch.compile breaks here too): "
+                      "keep it a tensor, e.g. torch.isclose(a, b).all()",
     "tensor_tolist": "tolist() reads tensor data: keep the values as a tensor",
     "tensor_numpy": "numpy() leaves the graph: use torch operations instead of numpy",
     "dynamic_output_shape": "the output shape depends on tensor values: use a fixed-shape alternative (e.g. torch.where)",
