@@ -26,7 +26,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import types
-import weakref
 from typing import Optional
 
 import torch
@@ -298,38 +297,6 @@ def wrap_iterator(builder, tx, value, source):
     tx.add_guard(source, GuardKind.TYPE_MATCH, type(value))
     seq = builder.wrap(tx, list(copy.copy(value)), RemainingSource(source))
     return ListIteratorVariable(seq.items)
-
-
-# per resume code: its int arguments' first values (_CHANGED once a later compile saw another)
-_SCALARS: "weakref.WeakKeyDictionary[types.CodeType, dict]" = weakref.WeakKeyDictionary()
-_CHANGED = object()
-
-
-def reset() -> None:
-    _SCALARS.clear()
-
-
-def wrap_scalar(tx, value, source) -> Optional[VariableTracker]:
-    """An int argument of a resume function (a Python int live across a break: a loop counter,
-    a length): specialized when first compiled, symbolic once a recompile sees another value
-    (automatic dynamic, as torch.compile does), so one entry serves every later value. None: a
-    plain constant (another frame, another type, dynamic=False)."""
-    from pydynamo.bytecode import origin_of
-    from pydynamo.executor.variables.symbolic import SymNodeVariable
-    from pydynamo.guards import GuardKind
-    from pydynamo.sources import LocalSource
-    root = tx.root
-    if type(value) is not int or not isinstance(source, LocalSource) or root.dynamic is False \
-            or origin_of(root.code) is None:
-        return None
-    seen = _SCALARS.setdefault(root.code, {})
-    first = seen.setdefault(source.local_name, value)
-    if first is not _CHANGED and first == value:
-        return None
-    seen[source.local_name] = _CHANGED
-    env = root.shape_env
-    tx.add_guard(source, GuardKind.TYPE_MATCH, int)
-    return SymNodeVariable(env.symint(env.create_symbol(value, source, positive=False, duck=False)), source)
 
 
 def is_c_exit(value) -> bool:
