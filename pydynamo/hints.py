@@ -115,6 +115,7 @@ HINTS: dict[str, str] = {
     "grad_mode_leak": "change grad mode with a with-block (with torch.no_grad():), not a bare call",
     "context_decorator": "use the context manager as a with-block, not as a decorator",
     "autocast": "call the compiled function outside torch.autocast (autocast is not traced yet)",
+    "functorch": "under torch.func transforms (vmap, grad) the function runs eagerly: compile outside them",
     "torch_global": "change this torch setting outside the compiled function",
     "meta_error": "the op failed on the given shapes/dtypes; check that it runs eagerly",
     "meta_no_method": "this tensor method is not traced: use the torch function form",
