@@ -195,12 +195,21 @@ def reentered(w) -> bool:
 
 
 def _leave_contexts(tx, contexts: list) -> None:
-    """The graph exits the contexts the break function re-enters (innermost first), so it ends
-    with the global state from outside them; the state must then be the frame's own."""
+    """The graph exits the contexts the break function re-enters (innermost first); re-entering
+    them must give back the grad mode the break happened under. A grad mode set by a bare
+    torch.set_grad_enabled() call is left as the graph set it: the break function and the resumed
+    frame (guarded on grad mode) run under it, as in eager."""
+    from pydynamo.executor.variables.misc import GradModeVariable
+    at_break = tx.grad_enabled
     for w in reversed(contexts):
         w.ctx.call_method(tx, "__exit__", [], {})
-    if not contexts and tx.grad_enabled != tx.initial_grad_enabled:
-        raise Unsupported("grad_mode_leak", "graph break after torch.set_grad_enabled() outside a with-block")
+    mode = tx.grad_enabled
+    for w in contexts:  # what the break function's re-entry will set
+        mode = w.ctx.mode if isinstance(w.ctx, GradModeVariable) else (mode and not w.ctx.mode)
+    if mode != at_break:
+        raise Unsupported("grad_mode_leak", "graph break after torch.set_grad_enabled() inside a with-block")
+    if tx.root.inference_mode_ != torch.is_inference_mode_enabled():
+        raise Unsupported("grad_mode_leak", "graph break with inference mode changed outside a with-block")
 
 
 def _untraced_codes() -> dict:

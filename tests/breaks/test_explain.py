@@ -368,3 +368,61 @@ def test_stdlib_context_across_a_break(capsys):
         assert torch.allclose(f(x), nullcontext_print(x))
     e = pydynamo.explain(nullcontext_print)(torch.randn(4))
     assert e.graph_count == 2 and [b.reason_code for b in e.break_reasons] == ["print"]
+
+
+# --- grad mode set by a bare call, across a break --------------------------------------------------
+
+def bare_set_grad(x):
+    torch.set_grad_enabled(False)
+    y = x * 2
+    print("bare")
+    z = y + x
+    torch.set_grad_enabled(True)
+    return z, z.requires_grad
+
+
+def bare_set_grad_inside_no_grad(x):
+    with torch.no_grad():
+        torch.set_grad_enabled(True)  # inside the block: re-entering no_grad would undo it
+        y = x * 2
+        print("inside")
+        z = y + x
+    return z, z.requires_grad
+
+
+def grad_left_off(x):
+    torch.set_grad_enabled(False)
+    y = x * 2
+    print("off")
+    return y + x
+
+
+@pytest.mark.parametrize("fn, graphs", [(bare_set_grad, 1), (bare_set_grad_inside_no_grad, 0), (grad_left_off, 2)])
+def test_bare_grad_mode_change_across_a_break(fn, graphs):
+    """The graph leaves a bare set_grad_enabled() mode in place for the break and the resumed
+    frame; a change inside a re-entered with-block cannot be re-entered, so that frame runs
+    eagerly (it used to come back with no_grad on: a wrong requires_grad)."""
+    def run(f, x):
+        torch.set_grad_enabled(True)
+        try:
+            out = f(x)
+            return out, torch.is_grad_enabled()
+        finally:
+            torch.set_grad_enabled(True)
+    for call in range(3):
+        x = torch.randn(3, requires_grad=True)
+        (ref, ref_mode) = run(fn, x)
+        if call == 0:
+            e = pydynamo.explain(fn)
+            (out, mode) = run(lambda v: e(v), x)
+            assert out.graph_count == graphs
+            out = out.out
+        else:
+            (out, mode) = run(pydynamo.optimize(fn, backend="eager"), x)
+        ref, out = (ref, out) if isinstance(ref, tuple) else ((ref,), (out,))
+        assert mode == ref_mode and len(out) == len(ref)
+        for a, b in zip(out, ref):
+            if isinstance(a, torch.Tensor):
+                assert torch.allclose(a, b) and a.requires_grad == b.requires_grad
+            else:
+                assert a == b
