@@ -3,8 +3,9 @@
     python benchmarks/bench_codegen.py            # full sizes (run on a quiet machine)
     python benchmarks/bench_codegen.py --smoke    # tiny sizes, checks everything runs
     python benchmarks/bench_codegen.py --cold     # also cold compile times (new processes)
+    python benchmarks/bench_codegen.py --only softmax mlp --rounds 30
 
-Each line: median time per call for eager, codegen and inductor, the speedups over eager
+Each line: median time per call (over interleaved rounds) for eager, codegen and inductor, the speedups over eager
 (codegen x, inductor x), and codegen's kernel count. Graphs come from torch.fx.symbolic_trace
 and are compiled with codegen.compile_fx; inductor gets the same nn.Module via torch.compile.
 Cold compile: a new Python process with an empty cache directory compiles (a) a 10-op
@@ -132,23 +133,30 @@ def cases(smoke):
     ]
 
 
-def timeit(fn, args, iters, repeats=5):
-    for _ in range(3):
-        fn(*args)
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for _ in range(iters):
+def timeit_interleaved(fns, args, iters, rounds):
+    """Median seconds per call of each fn. Rounds alternate the contenders (eager, codegen,
+    inductor, eager, ...) so a drift of the machine (clock, another process, the thread pool
+    going to sleep) hits all of them alike instead of whichever ran during it."""
+    for fn in fns:
+        for _ in range(3):
             fn(*args)
-        times.append((time.perf_counter() - t0) / iters)
-    return statistics.median(times)
+    times = [[] for _ in fns]
+    for _ in range(rounds):
+        for i, fn in enumerate(fns):
+            t0 = time.perf_counter()
+            for _ in range(iters):
+                fn(*args)
+            times[i].append((time.perf_counter() - t0) / iters)
+    return [statistics.median(t) for t in times]
 
 
-def run_speed(smoke):
+def run_speed(smoke, rounds=15, only=None):
     import codegen
     rows = []
     with torch.no_grad():
         for name, mod, args in cases(smoke):
+            if only and not any(o.lower() in name.lower() for o in only):
+                continue
             mod.eval()
             gm = torch.fx.symbolic_trace(mod)
             ours = codegen.compile_fx(gm, args)
@@ -157,9 +165,7 @@ def run_speed(smoke):
             for f in (ours, ind):
                 torch.testing.assert_close(f(*args), ref, rtol=1e-3, atol=1e-3)
             iters = 3 if smoke else 20
-            te = timeit(mod, args, iters)
-            tc = timeit(ours, args, iters)
-            ti = timeit(ind, args, iters)
+            te, tc, ti = timeit_interleaved([mod, ours, ind], args, iters, 2 if smoke else rounds)
             rows.append(dict(case=name, eager_ms=te * 1e3, codegen_ms=tc * 1e3,
                              inductor_ms=ti * 1e3, codegen_x=te / tc, inductor_x=te / ti,
                              kernels=ours.kernel_count, externs=ours.stats.externs))
@@ -224,10 +230,12 @@ def main():
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--cold", action="store_true")
     ap.add_argument("--json", default="")
+    ap.add_argument("--rounds", type=int, default=15, help="interleaved timing rounds")
+    ap.add_argument("--only", nargs="*", help="cases whose name contains one of these words")
     a = ap.parse_args()
     torch.manual_seed(0)
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, cpus {os.cpu_count()}")
-    out = dict(speed=run_speed(a.smoke))
+    out = dict(speed=run_speed(a.smoke, a.rounds, a.only))
     if a.cold:
         out["cold"] = run_cold(a.smoke)
     if a.json:

@@ -76,8 +76,11 @@ def compile_fx(gm: torch.fx.GraphModule, example_inputs: List[Any], **options):
     if wants_triton(example_inputs, options, gm):   # CUDA inputs, or backend_kernels="triton"
         return compile_fx_triton(gm, example_inputs, **options)
     stats = CompileStats()
-    return lower_and_build(gm, stats, options,
-                           lambda: GraphLowering(gm, example_inputs, options.get("dynamic")).run(),
+    def lower():
+        g = GraphLowering(gm, example_inputs, options.get("dynamic"))
+        g.cpp_kernels = True     # decompositions may pick C++-specific forms
+        return g.run()
+    return lower_and_build(gm, stats, options, lower,
                            lambda g: _compile_lowered(gm, g, stats, options), "codegen")
 
 
@@ -108,11 +111,12 @@ def _compile_lowered(gm, g, stats, options):
     from codegen import codecache
     from codegen.cpp import generate_source
     from codegen.ir import ExternCall
-    from codegen.scheduler import FusedKernel, schedule
+    from codegen.scheduler import FusedKernel, mark_row_local, schedule
     from codegen.wrapper import ShapeMismatch, WrapperPrinter, ensure_layout, kernel_error
 
     steps = schedule(g.buffers, g.outputs, list(g.mutations.values()),
                      fuse=options.get("fuse", True))
+    mark_row_local(steps, g.outputs, list(g.mutations.values()))
     kernels = [s for s in steps if isinstance(s, FusedKernel)]
     stats.kernels = len(kernels)
     stats.externs = sum(1 for s in steps if isinstance(s, ExternCall))

@@ -56,8 +56,15 @@ def softmax(input, dim=None, _stacklevel=3, dtype=None):
     d = norm_dim(dim, x.ndim)
     m = amax(x, [d], True)
     e = L["exp"](L["sub"](x, m))
-    s = sum_(e, [d], True)
-    return L["div"](e, s)
+    if not getattr(current.graph, "cpp_kernels", False):
+        return L["div"](e, sum_(e, [d], True))
+    if d == x.ndim - 1:
+        # exp once per element into a per-row scratch array (scheduler.mark_row_local) that
+        # the sum and the scaling both read, instead of computing it twice
+        e = realize(e)
+    # one division per row, then multiplies (what eager's CPU softmax does): a vector divide
+    # per element costs as much as the exp
+    return L["mul"](e, L["reciprocal"](sum_(e, [d], True)))
 
 
 @register("softmin")

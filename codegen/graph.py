@@ -92,6 +92,7 @@ class GraphLowering:
         self.current_node: Optional[torch.fx.Node] = None
         self._n = 0
         self.needs_grad_params = False
+        self._concrete_meta = False
 
     @property
     def size_hints(self) -> Dict[sympy.Symbol, int]:
@@ -153,6 +154,8 @@ class GraphLowering:
             return type(v)(self.to_arg(x) for x in v)
         if isinstance(v, dict):
             return {k: self.to_arg(x) for k, x in v.items()}
+        if isinstance(v, slice):
+            return slice(self.to_arg(v.start), self.to_arg(v.stop), self.to_arg(v.step))
         if isinstance(v, sympy.Expr):
             if v.is_Integer:
                 return int(v)
@@ -216,6 +219,8 @@ class GraphLowering:
                 return type(a)(to_meta(x) for x in a)
             if isinstance(a, dict):
                 return {k: to_meta(x) for k, x in a.items()}
+            if isinstance(a, slice):
+                return slice(to_meta(a.start), to_meta(a.stop), to_meta(a.step))
             return a
         return _meta_of(target(*to_meta(args), **to_meta(kwargs)))
 
@@ -230,7 +235,7 @@ class GraphLowering:
         try:
             return symbolic_extern_layouts(
                 self.sizes, lambda assign: self._run_on_meta(target, args, kwargs, assign),
-                refs, scalars, out_meta, meta)
+                refs, scalars, out_meta, None if self._concrete_meta else meta)
         except Exception as e:
             raise EagerFallback(f"extern {getattr(target, '__name__', target)} on dynamic sizes: "
                                 f"output sizes unknown ({e})")
@@ -242,6 +247,7 @@ class GraphLowering:
                    if n.op.startswith("call")):
             with torch.no_grad():
                 ShapeProp(self.gm).propagate(*self.example_inputs)
+            self._concrete_meta = True     # example sizes only: never symbolic evidence
         prev = current.graph
         current.graph = self
         try:
@@ -324,10 +330,14 @@ class GraphLowering:
 
     def call(self, node):
         args, kwargs = self._eval_args(node.args), self._eval_args(node.kwargs)
-        if node.op == "call_function" and not _has_tensor((args, kwargs)) and \
-                as_sympy(node.meta.get("val")) is not None:
-            return self._eval_size(node, args, kwargs)     # size arithmetic of the executor
-        if _tensor_meta(node) is None:   # no tensor in the result: sizes, dtypes, numbers
+        if node.op == "call_function" and not _has_tensor((args, kwargs)) and (
+                as_sympy(node.meta.get("val")) is not None or _tensor_meta(node) is None and
+                any(isinstance(x, sympy.Expr) and not x.is_number for x in _flat((args, kwargs)))):
+            return self._eval_size(node, args, kwargs)     # size arithmetic
+        if _tensor_meta(node) is None and (self._concrete_meta or not _has_tensor((args, kwargs))
+                                            or _is_size_query(node)):
+            # no tensor in the result: sizes, dtypes, numbers (a tracer that gives metadata
+            # but left this node without it: a tensor op, lowered with unchecked metadata)
             return self._eval_static(node.target if node.op == "call_function" else
                                      _MethodCaller(node.target), args, kwargs, node)
         canon = None
@@ -441,8 +451,9 @@ class GraphLowering:
         e = as_sympy(out)
         if e is None:
             return out
-        want = self.hint(as_sympy(node.meta["val"]))
-        if self.hint(e) != want:
+        given = as_sympy(node.meta.get("val"))
+        want = self.hint(given) if given is not None else None
+        if want is not None and self.hint(e) != want:
             raise EagerFallback(f"size arithmetic {_target_name(node)} gives {self.hint(e)}, "
                                 f"the executor says {want}")
         return int(e) if e.is_Integer else e
@@ -534,6 +545,12 @@ def _static_size_query(name, args, kwargs):
     from codegen.sizevars import product
     n = product(x.size)
     return int(n) if n.is_Integer else n
+
+
+def _is_size_query(node) -> bool:
+    return node.op == "call_method" and node.target in ("size", "dim", "numel", "stride") or \
+        node.op == "call_function" and (node.target in (torch.numel, len) or
+                                        node.target is getattr)
 
 
 def _fetch_attr(gm, target):
@@ -652,6 +669,8 @@ def _meta_symbols(m) -> set:
 def _flat(a) -> list:
     if isinstance(a, (list, tuple)):
         return [y for x in a for y in _flat(x)]
+    if isinstance(a, slice):
+        return _flat([a.start, a.stop, a.step])
     if isinstance(a, dict):
         return _flat(list(a.values()))
     return [a]

@@ -23,7 +23,7 @@ import sympy
 from codegen.ir import (ArgRef, ComputedBuffer, ExternCall, InputBuffer, Pointwise, Reduction)
 from codegen.ops import collect_deps
 from codegen.sizevars import (contiguous_strides, equals, flat_index, loop_vars, product,
-                               simplify_index)
+                              simplify_index, static_int)
 
 
 @dataclass(eq=False)
@@ -78,7 +78,10 @@ class FusedKernel:
     name: str
     outer: List[sympy.Expr]
     nodes: List[SchedNode]
-    removed: Set[str] = field(default_factory=set)     # buffers kept in registers only
+    removed: Set[str] = field(default_factory=set)     # buffers the wrapper never allocates
+    # of `removed`: buffers held in a per-outer-iteration scratch array (name -> elements);
+    # the rest of `removed` lives in registers only
+    local: Dict[str, int] = field(default_factory=dict)
 
     @property
     def has_inner(self):
@@ -272,21 +275,24 @@ def _reranged(node: SchedNode, outer) -> Optional[SchedNode]:
     return SchedNode(buf)
 
 
-def _mark_removed(steps, outputs, mutations):
-    """Buffers read only inside their own kernel, at the element just computed, need no memory."""
+def _pinned_and_readers(steps, outputs, mutations):
+    """Buffers the graph hands out (outputs, write-backs), and which steps read each buffer."""
     pinned = {r.buffer.name for r in _argrefs(outputs) + _argrefs([m.value for m in mutations])}
-    owner: Dict[str, FusedKernel] = {}
     readers: Dict[str, Set[int]] = {}
     for i, s in enumerate(steps):
         if isinstance(s, FusedKernel):
             for n in s.nodes:
-                for name in n.output_names():
-                    owner[name] = s
                 for name in n.reads(len(s.outer)).read_names:
                     readers.setdefault(name, set()).add(i)
         else:
             for ref in _argrefs(s.args) + _argrefs(s.kwargs):
                 readers.setdefault(ref.buffer.name, set()).add(i)
+    return pinned, readers
+
+
+def _mark_removed(steps, outputs, mutations):
+    """Buffers read only inside their own kernel, at the element just computed, need no memory."""
+    pinned, readers = _pinned_and_readers(steps, outputs, mutations)
     for i, s in enumerate(steps):
         if not isinstance(s, FusedKernel):
             continue
@@ -296,6 +302,28 @@ def _mark_removed(steps, outputs, mutations):
             for name in n.output_names():
                 if name not in pinned and readers.get(name, set()) <= {i}:
                     s.removed.add(name)
+
+
+ROW_LOCAL_MAX = 16384      # elements of one row-local scratch array (64 KiB of float)
+
+
+def mark_row_local(steps, outputs, mutations, max_elems=ROW_LOCAL_MAX):
+    """C++ only: a pointwise node of a kernel with inner loops whose output only that kernel
+    reads (always at the element of the current outer iteration, which `_legal` guarantees)
+    needs one row of scratch per outer iteration, not a whole buffer in memory."""
+    pinned, readers = _pinned_and_readers(steps, outputs, mutations)
+    for i, s in enumerate(steps):
+        if not isinstance(s, FusedKernel) or not s.has_inner:
+            continue
+        k = len(s.outer)
+        for n in s.nodes:
+            if n.is_reduction or n.buf.aux is not None or n.buf.name in pinned:
+                continue
+            elems = static_int(product(n.inner_ranges(k)))
+            if elems is None or elems > max_elems or readers.get(n.buf.name, set()) != {i}:
+                continue
+            s.removed.add(n.buf.name)
+            s.local[n.buf.name] = elems
 
 
 def kernel_count(steps) -> int:

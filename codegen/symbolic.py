@@ -69,9 +69,17 @@ class SymbolicSizes:
     checks: List[SizeCheck] = field(default_factory=list)
     assumptions: List[sympy.Basic] = field(default_factory=list)
     taken: set = field(default_factory=set)             # symbol names in use (executor's too)
+    ducks: List[sympy.Symbol] = field(default_factory=list)   # dynamic= size symbols
 
     # ------------------------------------------------------------------ symbols
-    def new_symbol(self, hint: int, source: str) -> sympy.Symbol:
+    def new_symbol(self, hint: int, source: str, duck: bool = False) -> sympy.Symbol:
+        """A fresh symbol read from `source`. `duck`: a size equal to an earlier duck size
+        shares its symbol (DESIGN.md 5's duck shaping; the wrapper checks the equality)."""
+        if duck:
+            for s in self.ducks:
+                if self.hints[s] == int(hint):
+                    self.bind(s, source, tensor=True)
+                    return s
         k = 0
         while f"s{k}" in self.taken:
             k += 1
@@ -79,14 +87,22 @@ class SymbolicSizes:
         self.taken.add(s.name)
         self.hints[s] = int(hint)
         self.bind(s, source, tensor=True)
+        if duck:
+            self.ducks.append(s)
         return s
 
     def bind(self, s: sympy.Symbol, source: str, tensor: bool):
+        if tensor:
+            self.from_tensor.add(s)
         if s not in self.bindings:
             self.bindings[s] = source
-            if tensor:
-                self.from_tensor.add(s)
-        elif self.bindings[s] != source:
+            return
+        if self.bindings[s] == source:
+            return
+        if not tensor and "." in self.bindings[s]:
+            # an int argument is the cheapest read: it becomes the binding
+            self.bindings[s], source, tensor = source, self.bindings[s], True
+        if not tensor:     # tensor reads are covered by that input's whole-shape check
             self.checks.append(SizeCheck(source, s))
 
     def learn(self, expr, value: int, source: str, tensor=True):
@@ -137,7 +153,7 @@ class SymbolicSizes:
                 self.learn(g, n, f"{arg}.shape[{d}]")
                 size.append(g)
             elif d in dims and n > 1:        # 0 and 1 stay specialized, as in DESIGN.md 5
-                size.append(self.new_symbol(n, f"{arg}.shape[{d}]"))
+                size.append(self.new_symbol(n, f"{arg}.shape[{d}]", duck=True))
             else:
                 size.append(sympy.Integer(n))
         if given_st is not None and len(given_st) == ex.dim() and \
@@ -236,7 +252,7 @@ def symbolic_extern_layouts(sizes: SymbolicSizes, run_meta, refs, scalars, concr
 
 
 def _stride_guess(size, m, match):
-    st = tuple(m.stride())
+    st = meta_stride(m)
     if st == tuple(int(x) for x in contiguous_strides(list(m.shape))):
         return contiguous_strides(size)
     dense = dense_strides(size, m)
@@ -256,3 +272,43 @@ def _confirm(sizes, run_meta, out):
                 for e in size]
         if m is None or list(m.shape) != want:
             raise LookupError(f"output sizes {size} not confirmed on other sizes")
+
+
+# ---------------------------------------------------------------------- decisions in lowerings
+def _graph_sizes() -> Optional[SymbolicSizes]:
+    from codegen.ir import current
+    return getattr(current.graph, "sizes", None)
+
+
+def size_hint(e):
+    """`e` on the example sizes (itself when it is a number or no graph is being lowered)."""
+    sizes, e = _graph_sizes(), sympy.sympify(e)
+    return e if e.is_number or sizes is None else sizes.hint(e)
+
+
+def same_size(a, b) -> bool:
+    """a == b, provably or on the example sizes; the latter is recorded as an assumption the
+    wrapper checks at every call (a call where it fails runs eagerly)."""
+    from codegen.sizevars import equals
+    a, b = sympy.sympify(a), sympy.sympify(b)
+    if equals(a, b):
+        return True
+    sizes = _graph_sizes()
+    if sizes is None or (a.is_number and b.is_number):
+        return False
+    return sizes.assume(sympy.Eq(a, b))
+
+
+def size_is_one(d) -> bool:
+    """Is dim size `d` 1 (broadcasts)? Bare size symbols are >= 2 (0 and 1 are specialized);
+    a symbolic expression (`s0 - 1`) is decided on the example sizes and assumed."""
+    d = sympy.sympify(d)
+    if d.is_number or isinstance(d, sympy.Symbol):
+        return d == 1
+    sizes = _graph_sizes()
+    if sizes is None:
+        return False
+    if sizes.assume(sympy.Eq(d, 1)):
+        return True
+    sizes.assume(sympy.Ne(d, 1))
+    return False

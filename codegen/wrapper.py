@@ -99,6 +99,8 @@ class WrapperPrinter:
             return "(" + "".join(self.value(x) + ", " for x in a) + ")"
         if isinstance(a, dict):
             return "{" + ", ".join(f"{k!r}: {self.value(v)}" for k, v in a.items()) + "}"
+        if isinstance(a, slice):
+            return f"slice({self.value(a.start)}, {self.value(a.stop)}, {self.value(a.step)})"
         if isinstance(a, sympy.Expr) and not a.is_number:
             return _py(a)          # a size computed from the size symbols
         return self.const(a)

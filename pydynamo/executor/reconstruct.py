@@ -15,6 +15,7 @@ from __future__ import annotations
 import inspect
 import itertools
 import keyword
+import linecache
 import math
 import types
 
@@ -172,9 +173,11 @@ def build_code(code: types.CodeType, cg: OutputCodegen, graph_call: str | None,
         text = outer
     else:
         text = inner + "\n"
-    filename = f"<pydynamo transformed {code.co_name} from {code.co_filename}:{code.co_firstlineno}>"
+    filename = f"<pydynamo transformed {code.co_name} from {code.co_filename}:{code.co_firstlineno} " \
+               f"#{next(_builds)}>"
     module = compile(text, filename, "exec")
     new = _find_code(module, _fn_name(code))
+    _register_source(filename, text, code.co_firstlineno - new.co_firstlineno)
     new = new.replace(co_name=code.co_name, co_qualname=code.co_qualname, co_firstlineno=code.co_firstlineno)
     if renamed:
         new = new.replace(co_varnames=tuple(renamed.get(n, n) for n in new.co_varnames))
@@ -184,6 +187,18 @@ def build_code(code: types.CodeType, cg: OutputCodegen, graph_call: str | None,
             or (new.co_flags ^ code.co_flags) & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS):
         raise Unsupported("layout", "could not reproduce the frame layout for the output code")
     return new, text
+
+
+_builds = itertools.count()
+
+
+def _register_source(filename: str, text: str, shift: int) -> None:
+    """Make the generated source visible to tracebacks, pdb and inspect through linecache. The
+    code object keeps the original co_firstlineno, which moves its line numbers by `shift`; the
+    cached text is moved the same way so every line number points at its statement."""
+    lines = text.splitlines(True)
+    lines = ["\n"] * shift + lines if shift >= 0 else lines[-shift:]
+    linecache.cache[filename] = (sum(map(len, lines)), None, lines, filename)
 
 
 def _nargs(code) -> int:

@@ -215,3 +215,97 @@ def test_bytecode_log_shows_break_function(monkeypatch, caplog):
     text = "\n".join(r.getMessage() for r in caplog.records if r.name == "pydynamo.bytecode")
     assert f"graph break in sin_print_cos at {HERE}:{_line(sin_print_cos, 2)}" in text
     assert "CALL" in text and "sin_print_cos" in text
+
+
+# --- messages in the user's words ----------------------------------------------------------------
+
+def test_user_message_rewrites_tracker_reprs_and_ids():
+    from pydynamo.hints import user_message
+    assert user_message("graph break inside `with UserDefinedObjectVariable(Rec)`") == \
+        "graph break inside `with a Rec object`"
+    text = user_message("cannot rebuild ListVariable([TensorVariable(add, (4,), torch.float32), "
+                        "ConstantVariable(3)]) made at <object at 0x7f00deadbeef>")
+    assert "Variable" not in text and "0x" not in text and "a list" in text
+
+
+def test_graph_break_count_is_torch_rule():
+    """torch._dynamo.explain counts graph_count - 1: a print before any tensor work splits nothing."""
+    def first(x):
+        print("first")
+        return x + 1
+    e = pydynamo.explain(first)(torch.randn(3))
+    assert (e.graph_count, e.graph_break_count, len(e.break_reasons)) == (1, 0, 1)
+    e = pydynamo.explain(outer)(torch.randn(3))
+    assert (e.graph_count, e.graph_break_count) == (5, 4)
+
+
+# --- contexts across a break ---------------------------------------------------------------------
+
+EVENTS = []
+
+
+class Logged:
+    def __enter__(self):
+        EVENTS.append("enter")
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        EVENTS.append(("exit", None if exc_type is None else exc_type.__name__))
+        return False
+
+
+def raises_in_context(x):
+    with Logged():
+        y = x * 2
+        pydynamo.graph_break()
+        if y.shape[0] == 3:
+            raise KeyError("inside")
+    return y
+
+
+def test_user_context_exits_once_when_the_exception_escapes():
+    f = pydynamo.optimize(raises_in_context, backend="eager")
+    for _ in range(3):
+        EVENTS.clear()
+        with pytest.raises(KeyError):
+            f(torch.randn(3))
+        assert EVENTS == ["enter", ("exit", "KeyError")]
+        EVENTS.clear()
+        x = torch.randn(4)
+        assert torch.allclose(f(x), x * 2) and EVENTS == ["enter", ("exit", None)]
+
+
+def counted_loop(x, n):
+    i = 0
+    while i < n:
+        x = x + i
+        pydynamo.graph_break()
+        i += 1
+    return x, i
+
+
+def test_int_live_across_a_break_becomes_dynamic_after_a_change():
+    """The loop counter i and the bound n reach the resume function as arguments: specialized
+    the first time, symbolic once they changed, after which every later value hits the cache."""
+    from pydynamo import convert_frame
+    from pydynamo.bytecode import origin_of
+    per_call, compiled = [], []
+
+    def record(item):
+        if hasattr(item, "code") and origin_of(item.code) is not None:
+            compiled.append(item.code.co_name)
+    convert_frame.RECORDERS.append(record)
+    try:
+        f = pydynamo.optimize(counted_loop, backend="eager")
+        for n in (2, 6, 3, 9):
+            x = torch.randn(4)
+            out, i = f(x, n)
+            ref, j = counted_loop(x, n)
+            assert torch.allclose(out, ref) and i == j == n
+            per_call.append(len(compiled))
+            compiled.clear()
+    finally:
+        convert_frame.RECORDERS.remove(record)
+    # call 1: i == 0 (specialized), then i changed (symbolic; the loop ends: no graph);
+    # call 2: n changed (symbolic), while i < n and at the loop's end; calls 3, 4: cache hits
+    assert per_call == [2, 2, 0, 0]
