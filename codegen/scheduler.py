@@ -138,19 +138,19 @@ def _legal(nodes: List[SchedNode], outer) -> bool:
             if m is n:
                 return False
             if m.is_reduction:
-                if not _same_index(r.index, m.store_index(k), bounds):
+                if not same_index(r.index, m.store_index(k), bounds):
                     return False
                 continue
             _, m_inner = m.vars(k)
             if len(m_inner) != len(n_inner) or not _same(m.inner_ranges(k), n.inner_ranges(k)):
                 return False
             want = m.store_index(k).subs(dict(zip(m_inner, n_inner)))
-            if not _same_index(r.index, want, bounds):
+            if not same_index(r.index, want, bounds):
                 return False
     return True
 
 
-def _same_index(a, b, bounds) -> bool:
+def same_index(a, b, bounds) -> bool:
     """Equal indices, also after folding the div/mod a view leaves (x // n * n + x % n)."""
     return equals(a, b) or equals(simplify_index(a, bounds), simplify_index(b, bounds))
 

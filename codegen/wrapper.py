@@ -181,7 +181,7 @@ class WrapperPrinter:
     def _body(self):
         g = self.g
         self.size_names = {s.name for s in g.size_bindings}
-        life = lifetimes(self.steps, g.outputs, list(g.mutations.values()))
+        life = self.life = lifetimes(self.steps, g.outputs, list(g.mutations.values()))
         typed = {r.buffer.name for s in self.steps if isinstance(s, ExternCall)
                  for r in _argrefs(s.args) + _argrefs(s.kwargs)}
         typed |= {r.buffer.name for r in _argrefs(g.outputs) +
@@ -193,6 +193,7 @@ class WrapperPrinter:
                 src = _source_line(node)
                 self.emit(f"# {node.format_node()}" + (f"   [{src}]" if src else ""))
             if isinstance(step, FusedKernel):
+                self.step_index = i
                 self._kernel(step, typed, free)
             else:
                 self._extern(step)
@@ -216,7 +217,7 @@ class WrapperPrinter:
     def _kernel(self, k: FusedKernel, typed, free):
         for n in k.nodes:
             for name in n.output_names():
-                if name in k.removed:
+                if name in k.removed or name in self.alias:   # register-only, or placed already
                     continue
                 b = self.g.buffers_by_name[name]
                 nbytes = self._nbytes(name)

@@ -203,3 +203,24 @@ def test_tensor_factories_need_no_extern():
     torch.testing.assert_close(out, ref)
     assert out[1].shape == (0,) and out[1].dtype == x.dtype and out[1].device == x.device
     assert extern_names(c) == [] and c.stats.extern_nodes == 0
+
+
+def test_pointwise_kernel_writes_in_place_into_a_dying_matmul_result():
+    w = torch.randn(64, 256, device=DEV)
+
+    class M(nn.Module):
+        def forward(self, x, y):
+            a = torch.mm(x, w)
+            h = torch.mm(torch.tanh(a) * 2, w.t())        # elementwise on a: in place
+            b = torch.mm(x, w)
+            t = b.t().contiguous() + 1                     # transposed read of b: not in place
+            return h, t, y * 3                             # y is the caller's: never written
+    m = M()
+    x, y = torch.randn(32, 64, device=DEV), torch.randn(32, 64, device=DEV)
+    y0 = y.clone()
+    c, _ = compiled(m, x, y)
+    for _ in range(2):
+        torch.testing.assert_close(c(x, y), m(x, y), rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(y, y0, rtol=0, atol=0)
+    places = re.findall(r"(\w+) = (\w+)  # in place", wrapper(c))
+    assert len(places) == 1, wrapper(c)
