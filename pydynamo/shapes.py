@@ -323,17 +323,18 @@ class ShapeEnv:
         return float(expr) if expr.is_number else SymFloat(expr, self)
 
     def create_tensor_sizes(self, tensor, source, dynamic_dims: Iterable[int],
-                            marked_dims: Iterable[int] = (), size_source_fn=None):
+                            marked_dims: Iterable[int] = (), size_source_fn=None, duck: Optional[bool] = None):
         """Symbolic (shape, stride, storage_offset) for a real tensor whose `dynamic_dims` are
         dynamic. Strides of a dense tensor are derived from the symbolic sizes (and guarded
         equal to them); other strides >= 2 become symbols read from `x.stride()[i]`. The storage
-        offset stays concrete."""
+        offset stays concrete. `duck=False`: the sizes get symbols of their own (automatic
+        dynamic does not duck-shape, as in torch.compile)."""
         size_source_fn = size_source_fn or size_source
         dynamic_dims, marked_dims = set(dynamic_dims), set(marked_dims)
         shape = []
         for i, d in enumerate(tensor.shape):
             if i in dynamic_dims or i in marked_dims:
-                shape.append(_pyint(self.create_symbol(d, size_source_fn(source, i),
+                shape.append(_pyint(self.create_symbol(d, size_source_fn(source, i), duck=duck,
                                                        marked_dynamic=i in marked_dims)))
             else:
                 shape.append(int(d))
@@ -699,7 +700,9 @@ def dense_strides_like(sym_shape: tuple, shape: tuple, stride: tuple) -> Optiona
     out = [0] * n
     acc_s = sympy.Integer(1)
     for i in reversed(order):
-        out[i] = stride[i] if shape[i] == 1 else _pyint(acc_s)
+        # a size-1 dim laid out in place has the stride of the dims inside it: symbolic too, or
+        # its concrete value would pin the inner sizes through the tensor guard
+        out[i] = _pyint(acc_s) if shape[i] != 1 or stride[i] == acc else stride[i]
         acc_s = acc_s * _sym(sym_shape[i])
     return tuple(out)
 

@@ -216,6 +216,8 @@ class OutputGraph:
             items = [self.to_fx(x, meta) for x in v.items]
             if meta == "sym" and v.python_type() is torch.Size:
                 return tuple(items)  # a Size cannot hold symbolic sizes
+            if v.python_type() is torch.Size and not all(type(x) is int for x in items):
+                return tuple(items)  # symbolic sizes are FX nodes, which a Size cannot hold
             return v.python_type()(items) if v.python_type() in (list, tuple, torch.Size) else tuple(items)
         if isinstance(v, ConstDictVariable):
             return {k: self.to_fx(x, meta) for k, x in v.items.items()}
@@ -317,7 +319,7 @@ class OutputGraph:
                 else:
                     items.append(self.wrap_sym_value(tx, o))
             _meta.set_node_meta(node, tuple(out))
-            return ListVariable(items) if isinstance(out, list) else TupleVariable(items)
+            return _sequence_variable(out, items)
         return self.wrap_sym_value(tx, out)
 
     def _run_meta(self, tx, kind, target, m_args, m_kwargs, args, kwargs):
@@ -359,11 +361,7 @@ class OutputGraph:
                 else:
                     items.append(tx.wrap_constant_result(o))
             node.meta["val"] = tuple(out)
-            if isinstance(out, list):
-                return ListVariable(items)
-            if type(out) is tuple:
-                return TupleVariable(items)
-            return NamedTupleVariable(items, type(out))
+            return _sequence_variable(out, items)
         return tx.wrap_constant_result(out)
 
     def add_node(self, kind, target, args, kwargs=None):
@@ -427,6 +425,16 @@ def _without_interception(gm, fn):
     return run_without_hook
 
 
+def _sequence_variable(out, items) -> VariableTracker:
+    """The tracker of an op's sequence result: list, tuple, or its named tuple (x.max(dim))."""
+    from pydynamo.executor.variables.containers import ListVariable, NamedTupleVariable, TupleVariable
+    if isinstance(out, list):
+        return ListVariable(items)
+    if type(out) is tuple:
+        return TupleVariable(items)
+    return NamedTupleVariable(items, type(out))
+
+
 def _fold(fn):
     def build(og, expr):
         nodes = [og.sym_node(a) for a in expr.args]
@@ -439,6 +447,8 @@ def _fold(fn):
 
 def _build_mul(og, expr):
     coeff, rest = expr.as_coeff_Mul()
+    if coeff == 1:  # a product of symbolic factors (s0*s1): no coefficient to split off
+        return _fold(operator.mul)(og, expr)
     acc = og.sym_node(rest)
     if coeff.is_Integer:
         return acc if coeff == 1 else og._sym_call(operator.mul, int(coeff), acc)
@@ -471,8 +481,13 @@ _SYM_BUILDERS = {
 
 
 def _is_inplace(kind, target) -> bool:
+    if target in _OPERATOR_NAMED_:  # operator.and_ & co are named so to avoid keywords
+        return False
     name = target if isinstance(target, str) else getattr(target, "__name__", "")
     return (name.endswith("_") and not name.endswith("__")) or target in _IMPURE_FUNCTIONS
+
+
+_OPERATOR_NAMED_ = {operator.and_, operator.or_, operator.not_, operator.is_, operator.is_not}
 
 
 def _has_tensor(out) -> bool:

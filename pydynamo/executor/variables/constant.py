@@ -44,7 +44,11 @@ class ConstantVariable(VariableTracker):
         return bool(self.value)
 
     def var_getattr(self, tx, name):
-        attr = getattr(self.value, name)
+        try:
+            attr = getattr(self.value, name)
+        except AttributeError:  # getattr(x, name, default) falls back on this reason
+            raise Unsupported("no_attribute", f"{type(self.value).__name__} object has no "
+                              f"attribute {name!r}") from None
         if callable(attr):
             return ConstMethodVariable(self, name)
         return ConstantVariable(attr)
