@@ -146,8 +146,8 @@ class GraphLowering:
         """A lowering value -> what an extern call receives (ArgRef for tensors)."""
         if isinstance(v, TensorValue):
             ref = strided_view_of(v)
-            if ref is None:
-                ref = strided_view_of(realize(v))
+            if ref is None or any(self.hint(st) < 0 for st in ref.stride):
+                ref = strided_view_of(realize(v))   # (torch.as_strided refuses negative strides)
             return ref
         if isinstance(v, (list, tuple)):
             return type(v)(self.to_arg(x) for x in v)

@@ -228,11 +228,11 @@ def symbolic_extern_layouts(sizes: SymbolicSizes, run_meta, refs, scalars, concr
                 cands.append(e)
     cands += [s for s in scalars if s not in cands]
 
+    def options(v):
+        return [e for e in cands if sizes.hint(e) == v] + [sympy.Integer(v)]
+
     def match(v):
-        for e in cands:
-            if sizes.hint(e) == v:
-                return e
-        return sympy.Integer(v)
+        return options(v)[0]
 
     out, guessed = {}, {}
     for path, m in _leaves(concrete):
@@ -243,15 +243,16 @@ def symbolic_extern_layouts(sizes: SymbolicSizes, run_meta, refs, scalars, concr
         if len(gshape) == len(m.shape) and all(x is not None for x in gshape) and \
                 [sizes.hint(x) for x in gshape] == list(m.shape) and not sizes.unbound(gshape):
             size = gshape
-        else:
-            size = guessed[path] = [match(int(v)) for v in m.shape]
+        else:       # the executor's symbolic metadata is trusted; guesses are confirmed
+            guessed[path] = [options(int(v)) for v in m.shape]
+            size = _confirm(sizes, run_meta, path, guessed[path])
         out[path] = (size, _stride_guess(size, m, match))
-    if guessed:      # the executor's symbolic metadata is trusted; guesses are confirmed
-        _confirm(sizes, run_meta, guessed)
     return out
 
 
 def _stride_guess(size, m, match):
+    """Contiguous or dense strides follow the sizes; anything else is matched on the hints
+    (a wrong stride costs a copy in `_ensure`, never a wrong value)."""
     st = meta_stride(m)
     if st == tuple(int(x) for x in contiguous_strides(list(m.shape))):
         return contiguous_strides(size)
@@ -259,19 +260,32 @@ def _stride_guess(size, m, match):
     return dense if dense is not None else [match(int(v)) for v in st]
 
 
-def _confirm(sizes, run_meta, out):
-    """The guessed sizes must also be right on a second assignment of the symbols."""
-    syms = sorted(sizes.hints, key=lambda s: s.name)
-    if not syms:
-        return
-    alt = {s: 2 * sizes.hints[s] + 3 for s in syms}
-    other = dict(_leaves(run_meta(alt)))
-    for path, size in out.items():
+def _confirm(sizes, run_meta, path, dims) -> list:
+    """Pick, for each output dim, the first candidate expression that also gives the op's size
+    when the symbols of one hint group (equal hints stay equal) take another value. A group the
+    op rejects at another value (`x @ w` with x's symbolic K against w's static K) is pinned to
+    its hint by a checked assumption."""
+    groups: Dict[int, list] = {}
+    for s in sorted(sizes.hints, key=lambda s: s.name):
+        groups.setdefault(sizes.hints[s], []).append(s)
+    for hint, group in groups.items():
+        alt = dict(sizes.hints)
+        alt.update({s: 2 * hint + 3 for s in group})
+        try:
+            other = dict(_leaves(run_meta(alt)))
+        except Exception:
+            for s in group:
+                sizes.assume(sympy.Eq(s, hint))
+            continue
         m = other.get(path)
-        want = [int(sympy.sympify(e).xreplace({s: sympy.Integer(v) for s, v in alt.items()}))
-                for e in size]
-        if m is None or list(m.shape) != want:
-            raise LookupError(f"output sizes {size} not confirmed on other sizes")
+        if m is None or len(m.shape) != len(dims):
+            raise LookupError("output structure changes with the sizes")
+        subs = {s: sympy.Integer(v) for s, v in alt.items()}
+        dims = [[e for e in opts if int(sympy.sympify(e).xreplace(subs)) == int(n)]
+                for opts, n in zip(dims, m.shape)]
+        if not all(dims):
+            raise LookupError(f"output sizes of {path} not confirmed on other sizes")
+    return [opts[0] for opts in dims]
 
 
 # ---------------------------------------------------------------------- decisions in lowerings

@@ -325,3 +325,27 @@ def test_tiny_gpt2_block_over_sequence_lengths():
         compiled, mism = _through_pydynamo(m, lambda n: (torch.randn(2, n, 32),), (16, 17, 32, 64),
                                            rtol=1e-4, atol=1e-4)
     assert compiled == [1, 2, 2, 2] and mism == 0
+
+
+def test_broken_size_assumption_runs_eagerly_with_its_reason():
+    """x[: n - 3] was compiled for n - 3 > 0 (the slice is not empty): n = 3 breaks it. The call
+    runs eagerly, counted, and the warning names the relation."""
+    def f(x):
+        return x[: x.size(0) - 3] * 2
+    c, gm = compile_dynamic(f, [torch.randn(8, 2)], dict(dynamic={0: [0]}))
+    before = codegen.counters["size_assumption_calls"]
+    x = torch.randn(3, 2)
+    with pytest.warns(UserWarning, match=r"relation .*s0"):
+        torch.testing.assert_close(c(x), gm(x))
+    assert codegen.counters["size_assumption_calls"] == before + 1
+    serves_all_sizes(c, gm, lambda n: (torch.randn(n, 2),), sizes=(4, 9, 50))
+
+
+@pytest.mark.parametrize("dynamic", [{}, {0: [0, 1]}])
+def test_flipped_view_passed_to_an_extern(dynamic):
+    """x.flip(0) is a view with a negative stride: an extern gets it materialized (torch's
+    as_strided refuses negative strides)."""
+    def f(x):
+        return torch.view_as_real(torch.complex(x, x.flip(0)) * 2) + 1
+    c, gm = compile_dynamic(f, [torch.randn(4, 4)], dict(dynamic=dynamic))
+    serves_all_sizes(c, gm, lambda n: (torch.randn(n, n),) if dynamic else (torch.randn(4, 4),))
