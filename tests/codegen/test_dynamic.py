@@ -349,3 +349,24 @@ def test_flipped_view_passed_to_an_extern(dynamic):
         return torch.view_as_real(torch.complex(x, x.flip(0)) * 2) + 1
     c, gm = compile_dynamic(f, [torch.randn(4, 4)], dict(dynamic=dynamic))
     serves_all_sizes(c, gm, lambda n: (torch.randn(n, n),) if dynamic else (torch.randn(4, 4),))
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_extern_results_with_none_and_half_dtypes_through_pydynamo(dynamic):
+    """nn.MultiheadAttention's functional returns (out, None); an fp16 extern result is cast
+    back by an extern (the C++ kernels have no half type). Both compiled, not run eagerly."""
+    import pydynamo
+    mha = nn.MultiheadAttention(8, 2, batch_first=True).eval()
+
+    def f(x):
+        y = mha(x, x, x, need_weights=False)[0]
+        return y.to(dtype=torch.float16).float() * 2 + x
+    pydynamo.reset()
+    g = pydynamo.optimize(f, backend="codegen", dynamic=dynamic)
+    fallbacks = codegen.counters["eager_fallback_graphs"]
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for n in (5, 7) if dynamic else (5,):
+            x = torch.randn(2, n, 8)
+            torch.testing.assert_close(g(x), f(x), rtol=1e-3, atol=1e-3)
+    assert codegen.counters["eager_fallback_graphs"] == fallbacks
