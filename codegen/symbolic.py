@@ -268,13 +268,18 @@ def _confirm(sizes, run_meta, path, dims) -> list:
     groups: Dict[int, list] = {}
     for s in sorted(sizes.hints, key=lambda s: s.name):
         groups.setdefault(sizes.hints[s], []).append(s)
-    for hint, group in groups.items():
+    # one symbol at a time first (tells apart symbols that share a hint; an op may refuse),
+    # then each hint group together (must be accepted, else the group is pinned)
+    trials = [([s], False) for g in groups.values() if len(g) > 1 for s in g] + \
+        [(g, True) for g in groups.values()]
+    for group, required in trials:
+        hint = sizes.hints[group[0]]
         alt = dict(sizes.hints)
         alt.update({s: 2 * hint + 3 for s in group})
         try:
             other = dict(_leaves(run_meta(alt)))
         except Exception:
-            for s in group:
+            for s in group if required else ():
                 sizes.assume(sympy.Eq(s, hint))
             continue
         m = other.get(path)

@@ -370,3 +370,18 @@ def test_extern_results_with_none_and_half_dtypes_through_pydynamo(dynamic):
             x = torch.randn(2, n, 8)
             torch.testing.assert_close(g(x), f(x), rtol=1e-3, atol=1e-3)
     assert codegen.counters["eager_fallback_graphs"] == fallbacks
+
+
+def test_extern_sizes_tell_apart_symbols_with_equal_hints():
+    """s0 and s1 are both 6 at compile time (no duck shaping, as under automatic dynamic); an
+    extern's (s1, s0) result must not be guessed as (s0, s0) or (s1, s1)."""
+    s0, s1 = sym("s0"), sym("s1")
+
+    def f(x, y):
+        return (torch.mm(x.t() * 2, y) + 1).cumsum(1)
+    gm = torch.fx.symbolic_trace(f)
+    ph = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    ph[0].meta["val"], ph[1].meta["val"] = _meta((s0, s1), (s1, 1)), _meta((s0, s0), (s0, 1))
+    c, _ = compile_dynamic(gm, [torch.randn(6, 6), torch.randn(6, 6)], {})
+    serves_all_sizes(c, gm, lambda n: (torch.randn(n, n + 3), torch.randn(n, n)),
+                     sizes=(6, 7, 20), rtol=1e-4, atol=1e-4)
