@@ -385,3 +385,20 @@ def test_extern_sizes_tell_apart_symbols_with_equal_hints():
     c, _ = compile_dynamic(gm, [torch.randn(6, 6), torch.randn(6, 6)], {})
     serves_all_sizes(c, gm, lambda n: (torch.randn(n, n + 3), torch.randn(n, n)),
                      sizes=(6, 7, 20), rtol=1e-4, atol=1e-4)
+
+
+def test_transformers_gpt2_over_sequence_lengths():
+    """GPT2Model from a config (2 layers) at 16, 17, 32, 64 through codegen: the static graph,
+    then one dynamic graph serving 17, 32 and 64 with kernels taking the length as argument."""
+    import transformers
+    cfg = transformers.GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=1000, n_positions=128,
+                                  bos_token_id=0, eos_token_id=0, use_cache=False)
+    torch.manual_seed(0)
+    m = transformers.GPT2Model(cfg).eval()
+
+    def f(ids):
+        return m(ids).last_hidden_state
+    with torch.no_grad():
+        compiled, mism = _through_pydynamo(f, lambda n: (torch.randint(0, 1000, (2, n)),),
+                                           (16, 17, 32, 64), rtol=1e-4, atol=1e-4)
+    assert compiled == [1, 2, 2, 2] and mism == 0
