@@ -132,9 +132,28 @@ class SymbolicSizes:
             return True
         if rel is sympy.false or not bool(self.hint_rel(rel)):
             return False
-        if rel not in self.assumptions:
+        if rel not in self.assumptions and not self._always(rel):
             self.assumptions.append(rel)
         return True
+
+    def _always(self, rel) -> bool:
+        """`rel` (<, <=, >, >=) holds for every size the wrapper admits: with each symbol at
+        its lower bound plus a non-negative t (2 for tensor dims, which the wrapper checks, 1
+        for others), the difference is a polynomial with non-negative coefficients."""
+        if isinstance(rel, (sympy.Lt, sympy.Le)):
+            d = rel.rhs - rel.lhs - (1 if isinstance(rel, sympy.Lt) else 0)
+        elif isinstance(rel, (sympy.Gt, sympy.Ge)):
+            d = rel.lhs - rel.rhs - (1 if isinstance(rel, sympy.Gt) else 0)
+        else:
+            return False
+        if not all(isinstance(a, (sympy.Symbol, sympy.Number, sympy.Add, sympy.Mul, sympy.Pow))
+                   for a in sympy.preorder_traversal(d)):
+            return False      # FloorDiv, Min, ...: not attempted
+        shift = {x: sympy.Dummy(nonnegative=True) + (2 if x in self.from_tensor else 1)
+                 for x in d.free_symbols}
+        poly = sympy.expand(d.xreplace(shift))
+        return all(c >= 0 for c in sympy.Poly(poly, *poly.free_symbols).coeffs()) \
+            if poly.free_symbols else bool(poly >= 0)
 
     def hint_rel(self, rel):
         return rel.xreplace({s: sympy.Integer(v) for s, v in self.hints.items()})
