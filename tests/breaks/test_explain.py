@@ -426,3 +426,66 @@ def test_bare_grad_mode_change_across_a_break(fn, graphs):
                 assert torch.allclose(a, b) and a.requires_grad == b.requires_grad
             else:
                 assert a == b
+
+
+# --- every nesting of context kinds, with a break innermost ----------------------------------------
+
+_KINDS = {
+    "rec": lambda: Logged(),
+    "no_grad": torch.no_grad,
+    "enable_grad": torch.enable_grad,
+    "inference": torch.inference_mode,
+    "sge_off": lambda: torch.set_grad_enabled(False),
+}
+
+
+def _nested(kinds, x):
+    """with k0: y0 = ...; with k1: ...: break; more work on every level on the way out."""
+    out = []
+
+    def level(i, v):
+        if i == len(kinds):
+            pydynamo.graph_break()
+            return v * 3
+        with _KINDS[kinds[i]]():
+            w = v + i
+            w = level(i + 1, w)
+            z = w * 2
+            out.append((z.requires_grad, z.is_inference()))
+            return z.clone() if z.is_inference() else z
+    r = level(0, x)
+    return r, out
+
+
+def test_every_nesting_of_contexts_up_to_three_deep():
+    """Each nesting (user class, no_grad, enable_grad, inference_mode, set_grad_enabled) 1 and 2
+    deep, and 3 deep with distinct kinds, the break innermost (inlined levels: the break cuts every frame): the values, their
+    requires_grad / inference flags and the enter/exit events equal eager's."""
+    import itertools
+    from pydynamo import convert_frame
+    from pydynamo.exc import GraphBreak
+    eager = []  # frames that could not be cut and ran eagerly as a whole
+    convert_frame.RECORDERS.append(lambda item: eager.append(item) if isinstance(item, GraphBreak) else None)
+    try:
+        _every_nesting()
+    finally:
+        convert_frame.RECORDERS.pop()
+    assert eager == []
+
+
+def _every_nesting():
+    import itertools
+    f = pydynamo.optimize(_nested, backend="eager")
+    nestings = [k for d in (1, 2) for k in itertools.product(sorted(_KINDS), repeat=d)]
+    nestings += list(itertools.permutations(sorted(_KINDS), 3))  # 3 deep: distinct kinds (CI time)
+    for kinds in nestings:
+        pydynamo.reset()  # a fresh budget: every nesting is compiled, none hits the recompile limit
+        x = torch.randn(3, requires_grad=True)
+        EVENTS.clear()
+        ref, ref_flags = _nested(kinds, x)
+        ref_events = list(EVENTS)
+        EVENTS.clear()
+        out, flags = f(kinds, x)
+        assert flags == ref_flags and EVENTS == ref_events, kinds
+        assert torch.allclose(out, ref) and out.requires_grad == ref.requires_grad, kinds
+        assert torch.is_grad_enabled() and not torch.is_inference_mode_enabled()
