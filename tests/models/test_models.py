@@ -13,13 +13,9 @@ pytest.importorskip("transformers", reason="transformers is not installed in thi
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
-# GPT2LMHeadModel does not yet capture as one graph: transformers' masking utilities return
-# closures made inside the traced region and ModelOutput.__setattr__ goes through
-# super().__setitem__, both of which graph-break today (GPT2Model alone is one graph:
-# tests/executor/test_hf_models.py). Strict, so the day it passes the marker must go.
-MODELS = [pytest.param("gpt2", marks=pytest.mark.xfail(strict=True, reason="known gap: GPT2LMHeadModel breaks "
-                                                        "on escaping closures in transformers.masking_utils")),
-          "bert"]
+# GPT2LMHeadModel captures as one graph since the executor's session-3 fixes (the strict
+# known-gap marker that stood here now passes)
+MODELS = ["gpt2", "bert"]
 MODEL_NAMES = ["gpt2", "bert"]
 TOL = 1e-5
 
