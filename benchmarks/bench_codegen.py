@@ -4,8 +4,9 @@
     python benchmarks/bench_codegen.py --smoke    # tiny sizes, checks everything runs
     python benchmarks/bench_codegen.py --cold     # also cold compile times (new processes)
     python benchmarks/bench_codegen.py --only softmax mlp --rounds 30
+    python benchmarks/bench_codegen.py --cold-only --cold-graphs gpt2 --cold-backends codegen
 
-Each line: median time per call (over interleaved rounds) for eager, codegen and inductor, the speedups over eager
+Each line: median time per call (interleaved rounds) for eager, codegen and inductor, the speedups over eager
 (codegen x, inductor x), and codegen's kernel count. Graphs come from torch.fx.symbolic_trace
 and are compiled with codegen.compile_fx; inductor gets the same nn.Module via torch.compile.
 Cold compile: a new Python process with an empty cache directory compiles (a) a 10-op
@@ -133,16 +134,19 @@ def cases(smoke):
     ]
 
 
-def timeit_interleaved(fns, args, iters, rounds):
-    """Median seconds per call of each fn. Rounds alternate the contenders (eager, codegen,
-    inductor, eager, ...) so a drift of the machine (clock, another process, the thread pool
-    going to sleep) hits all of them alike instead of whichever ran during it."""
-    for fn in fns:
-        for _ in range(3):
-            fn(*args)
+def timeit_interleaved(fns, args, iters, rounds, warm=3):
+    """Median seconds per call of each fn. Rounds alternate the contenders, in an order that
+    rotates every round, so a drift of the machine hits all of them alike; each block starts
+    with `warm` untimed calls, so nobody pays for the heap state the previous contender left
+    (e.g. glibc trimming the freed temporaries of eager's ten-op chain, which makes the next
+    16 MB output fault in fresh pages)."""
     times = [[] for _ in fns]
-    for _ in range(rounds):
-        for i, fn in enumerate(fns):
+    order = list(range(len(fns)))
+    for r in range(rounds):
+        for i in order[r % len(fns):] + order[:r % len(fns)]:
+            fn = fns[i]
+            for _ in range(warm):
+                fn(*args)
             t0 = time.perf_counter()
             for _ in range(iters):
                 fn(*args)
@@ -214,14 +218,17 @@ def cold(which, backend, smoke):
         return float(r.stdout.split("COLD")[-1]), ""
 
 
-def run_cold(smoke):
+def run_cold(smoke, graphs=("pointwise", "gpt2"), backends=("codegen", "inductor")):
     rows = []
-    for which in ("pointwise", "gpt2"):
-        t_ours, e1 = cold(which, "codegen", smoke)
-        t_ind, e2 = cold(which, "inductor", smoke)
-        rows.append(dict(graph=which, codegen_s=t_ours, inductor_s=t_ind))
-        print(f"cold compile {which:10s} codegen {t_ours:7.2f} s | inductor {t_ind:7.2f} s"
-              + (f"  errors: {e1} {e2}" if e1 or e2 else ""), flush=True)
+    for which in graphs:
+        t = {}
+        for backend in backends:
+            t[backend], err = cold(which, backend, smoke)
+            if err:
+                print(f"cold compile {which} {backend} failed: {err}", flush=True)
+        rows.append(dict(graph=which, **{f"{b}_s": v for b, v in t.items()}))
+        print(f"cold compile {which:10s} " + " | ".join(f"{b} {v:7.2f} s" for b, v in t.items()),
+              flush=True)
     return rows
 
 
@@ -229,15 +236,20 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--cold", action="store_true")
+    ap.add_argument("--cold-only", action="store_true", help="skip the speed table")
+    ap.add_argument("--cold-graphs", nargs="*", default=["pointwise", "gpt2"])
+    ap.add_argument("--cold-backends", nargs="*", default=["codegen", "inductor"])
     ap.add_argument("--json", default="")
     ap.add_argument("--rounds", type=int, default=15, help="interleaved timing rounds")
     ap.add_argument("--only", nargs="*", help="cases whose name contains one of these words")
     a = ap.parse_args()
     torch.manual_seed(0)
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, cpus {os.cpu_count()}")
-    out = dict(speed=run_speed(a.smoke, a.rounds, a.only))
-    if a.cold:
-        out["cold"] = run_cold(a.smoke)
+    out = {}
+    if not a.cold_only:
+        out["speed"] = run_speed(a.smoke, a.rounds, a.only)
+    if a.cold or a.cold_only:
+        out["cold"] = run_cold(a.smoke, a.cold_graphs, a.cold_backends)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(out, f, indent=1)

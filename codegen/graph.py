@@ -147,8 +147,8 @@ class GraphLowering:
         """A lowering value -> what an extern call receives (ArgRef for tensors)."""
         if isinstance(v, TensorValue):
             ref = strided_view_of(v)
-            if ref is None:
-                ref = strided_view_of(realize(v))
+            if ref is None or any(self.hint(st) < 0 for st in ref.stride):
+                ref = strided_view_of(realize(v))   # (torch.as_strided refuses negative strides)
             return ref
         if isinstance(v, (list, tuple)):
             return type(v)(self.to_arg(x) for x in v)
@@ -176,6 +176,8 @@ class GraphLowering:
         def build(m, path):
             if isinstance(m, (list, tuple)) and not _is_tensor_meta(m):
                 return type(m)(build(x, path + (i,)) for i, x in enumerate(m))
+            if m is None and path:
+                return None        # a None beside tensors in the result (not a tensor output)
             if m is None or not _is_tensor_meta(m):
                 raise NotLowered("extern returned a non-tensor")
             stride = m.stride() if callable(getattr(m, "stride", None)) else getattr(m, "stride", ())
@@ -368,6 +370,10 @@ class GraphLowering:
 
     def _lower(self, canon: Canonical, node):
         fn = LOWERINGS[canon.name]
+        for v in _flat((canon.args, list(canon.kwargs.values()))):
+            if isinstance(v, TensorValue) and v.dtype not in SUPPORTED_DTYPES:
+                # an extern's result of a dtype the kernels cannot load (fp16 on the C++ path)
+                raise NotLowered(f"operand dtype {v.dtype}")
         result = fn(*canon.args, **canon.kwargs)
         if canon.inplace:
             target = canon.args[0]
@@ -692,11 +698,13 @@ SIZE_FUNCTIONS = {operator.floordiv: _size_floordiv, operator.mod: _size_mod,
 
 
 def _all_tensor_meta(m):
+    """Tensors, possibly nested, with None allowed beside them (`mha(...)` -> (out, None))."""
     if _is_tensor_meta(m):
         return True
     if isinstance(m, (list, tuple)):
-        return len(m) > 0 and all(_all_tensor_meta(x) for x in m)
-    return _is_tensor_meta(m)
+        return any(_all_tensor_meta(x) for x in m) and \
+            all(x is None or _all_tensor_meta(x) for x in m)
+    return False
 
 
 def _meta_of(out):

@@ -304,10 +304,10 @@ def _mark_removed(steps, outputs, mutations):
                     s.removed.add(name)
 
 
-ROW_LOCAL_MAX = 16384      # elements of one row-local scratch array (64 KiB of float)
+ROW_LOCAL_BYTES = 65536    # row-local scratch per kernel: stack arrays of each thread
 
 
-def mark_row_local(steps, outputs, mutations, max_elems=ROW_LOCAL_MAX):
+def mark_row_local(steps, outputs, mutations, max_bytes=ROW_LOCAL_BYTES):
     """C++ only: a pointwise node of a kernel with inner loops whose output only that kernel
     reads (always at the element of the current outer iteration, which `_legal` guarantees)
     needs one row of scratch per outer iteration, not a whole buffer in memory."""
@@ -315,13 +315,17 @@ def mark_row_local(steps, outputs, mutations, max_elems=ROW_LOCAL_MAX):
     for i, s in enumerate(steps):
         if not isinstance(s, FusedKernel) or not s.has_inner:
             continue
-        k = len(s.outer)
+        k, used = len(s.outer), 0
         for n in s.nodes:
             if n.is_reduction or n.buf.aux is not None or n.buf.name in pinned:
                 continue
             elems = static_int(product(n.inner_ranges(k)))
-            if elems is None or elems > max_elems or readers.get(n.buf.name, set()) != {i}:
+            if elems is None or readers.get(n.buf.name, set()) != {i}:
                 continue
+            nbytes = elems * n.buf.dtype.itemsize
+            if used + nbytes > max_bytes:
+                continue
+            used += nbytes
             s.removed.add(n.buf.name)
             s.local[n.buf.name] = elems
 

@@ -169,14 +169,18 @@ class WrapperPrinter:
         small = [f"{s.name} < 2" for s, _ in bound if s in sizes.from_tensor]
         if small:
             conds.append(" or ".join(small))
-        conds += [f"not ({_py_rel(r)})" for r in sizes.assumptions]
         self._mismatch_checks(conds)
+        # relations the lowerings decided on the example sizes (a broadcast, a slice clamp, a
+        # view's divisibility): a call that breaks one runs eagerly, counted with the relation
+        for r in sizes.assumptions:
+            self._mismatch_checks([f"not ({_py_rel(r)})"], why=_py_rel(r))
 
-    def _mismatch_checks(self, conds):
+    def _mismatch_checks(self, conds, why=None):
         params = ", ".join(f"arg{i}" for i in range(len(self.g.inputs) + len(self.g.scalar_inputs)))
+        extra = f", why={why!r}" if why else ""
         for c in conds:
             self.emit(f"if {c}:")
-            self.emit(f"return _mismatch({params})", 2)
+            self.emit(f"return _mismatch({params}{extra})", 2)
 
     def _body(self):
         g = self.g

@@ -28,7 +28,7 @@ import torch
 from pydynamo import config, logs
 from pydynamo.backends import lookup_backend
 from pydynamo.exc import BackendCompilerFailed, FullGraphError, GraphBreak, Unsupported
-from pydynamo.executor.breaks import reset as _breaks_reset, user_frame_name
+from pydynamo.executor.breaks import user_frame_name
 from pydynamo.guards import compile_guards, current_global_state, Guard, GuardKind, ShapeGuards
 from pydynamo.recompiles import explain_recompile
 from pydynamo.shapes import ConstraintViolation
@@ -210,7 +210,6 @@ def _on_reset() -> None:
     _warned.clear()
     resume.clear_cache()
     _AUTO.clear()
-    _breaks_reset()
 
 
 def _register_reset() -> None:

@@ -44,7 +44,8 @@ class ExplainOutput:
         return "\n".join(lines)
 
 
-def explain(fn: Callable, backend="eager") -> Callable[..., ExplainOutput]:
+def explain(fn: Callable, backend="eager", dynamic=None) -> Callable[..., ExplainOutput]:
+    """`dynamic` is optimize's (True: shapes symbolic from this one call, guards as relations)."""
     def run(*args, **kwargs) -> ExplainOutput:
         from pydynamo import convert_frame  # imported here: `import pydynamo` stays torch-free
         from pydynamo.recompiles import RecompileExplanation
@@ -65,7 +66,7 @@ def explain(fn: Callable, backend="eager") -> Callable[..., ExplainOutput]:
         reset()
         convert_frame.RECORDERS.append(record)
         try:
-            out = optimize(fn, backend=backend)(*args, **kwargs)
+            out = optimize(fn, backend=backend, dynamic=dynamic)(*args, **kwargs)
         finally:
             convert_frame.RECORDERS.remove(record)
             reset()

@@ -34,6 +34,100 @@ HINTS: dict[str, str] = {
     "context_generator": "write the context manager as a class with __enter__/__exit__ to compile the code inside it",
     "autocast_context": "cast explicitly (x.to(torch.bfloat16)) instead of using torch.autocast in compiled code",
     "not_constant": "a tensor's value was needed as a Python value: keep it a tensor (torch.where, torch.sort)",
+    "data_dependent": "the result depends on tensor values: keep it a tensor (torch.where)",
+    "tensor_data_ptr": "data_ptr() is known only at run time: compare tensors, not their addresses",
+    "tensor_storage": "storage access is not traced: use tensor operations",
+    "tensor_hook": "register hooks outside the compiled function",
+    "tensor_backward": "call backward() on the compiled function's output, outside it",
+    "tensor_attr": "this tensor attribute is not traced: read it outside the compiled function",
+    "tensor_setattr": "keep extra values in local variables, not as attributes of a tensor",
+    "tensor_delitem": "`del x[i]` on a tensor is not traced: build the result with indexing or torch.cat",
+    "tensor_constant": "pass the tensor to the compiled function as an argument",
+    "format_traced": "format Python values (x.shape, a number), not traced values, in compiled code",
+    # calls and values the executor does not model
+    "call": "calling this object is not traced: call it outside the compiled function, or wrap it with "
+            "pydynamo.allow_in_graph if it only does tensor work",
+    "bad_call": "the arguments do not match the function's signature: check the call (it raises eagerly too)",
+    "call_ex": "f(*args, **kwargs) with these arguments is not traced: pass the arguments explicitly",
+    "builtin": "this builtin is not traced with these arguments: call it outside the compiled function",
+    "builtin_method": "this method of a builtin type is not traced: compute the value outside the compiled function",
+    "const_method": "this method of a constant is not traced: compute the value outside the compiled function",
+    "binary_op": "this operator is not traced for these types: use tensors or Python numbers",
+    "compare": "this comparison is not traced: compare tensors with torch ops (torch.eq, torch.lt)",
+    "python_type": "this value's type is not traced: pass tensors, numbers, lists, tuples or dicts",
+    "graph_arg": "pass tensors, numbers, or lists and tuples of them to torch operations",
+    "id": "id() of a traced value is not known while compiling: avoid id() in compiled code",
+    "intrinsic": "this Python construct is not traced; move it out of the compiled function",
+    "itertools": "this itertools function is not traced: use a loop or a list comprehension",
+    "generator": "generators and coroutines are not traced: build a list instead",
+    "recursion": "recursive calls are not traced: rewrite with a loop, or mark the function pydynamo.disable",
+    "user_class": "objects of this class cannot be created in compiled code: create them outside",
+    "model_output": "return a tuple or a dict from the model instead of this output type",
+    # attributes
+    "getattr": "this attribute lookup is not traced: read the value outside the compiled function",
+    "no_attribute": "reading this attribute is not traced: read it outside the compiled function",
+    "property": "this property is not traced: read it outside the compiled function",
+    "descriptor": "this attribute is a custom descriptor: read it outside the compiled function",
+    "namedtuple_attr": "read namedtuple fields by name (t.field) or index",
+    "custom_getattr": "classes with __getattr__ are not traced: use plain attributes",
+    "custom_getattribute": "classes with __getattribute__ are not traced: use plain attributes",
+    "custom_setattr": "classes with __setattr__ are not traced: use plain attributes",
+    "setattr": "setting this attribute is not traced: keep the value in a local variable",
+    "delattr": "deleting attributes is not traced: set the attribute to None instead",
+    "sym_attr": "this attribute of a symbolic size is not traced: use the size as an int",
+    "super": "call super() inside methods only, with the usual two forms",
+    # containers
+    "dict_key": "use strings, numbers or enums as dict keys in compiled code",
+    "dict_merge": "merge dicts with a loop over items in compiled code",
+    "dict_method": "this dict method is not traced: use indexing, items(), keys(), values(), get()",
+    "dict_subclass": "use a plain dict (or OrderedDict, defaultdict) in compiled code",
+    "dict_values": "this dict view is not traced: convert it with list() first",
+    "dict_view_escape": "convert dict views with list() before they leave the compiled function",
+    "user_dict": "use a plain dict in compiled code",
+    "list_method": "this list method is not traced: use append, extend, pop, indexing or a comprehension",
+    "set_method": "this set method is not traced: use a list, or a set of constants",
+    "set_item": "sets of tensors are not traced: use a list",
+    "frozenset": "use a tuple instead of this frozenset in compiled code",
+    "unpack": "unpack a list, a tuple, a dict or a tensor: this value cannot be iterated while compiling",
+    "index": "index with ints, slices or tensors",
+    # Python raising an exception in the traced code (eager raises the same)
+    "index_error": "this indexing raises IndexError: the code runs in Python, as eagerly",
+    "key_error": "this lookup raises KeyError: the code runs in Python, as eagerly",
+    "type_error": "this operation raises TypeError: the code runs in Python, as eagerly",
+    "value_error": "this operation raises ValueError: the code runs in Python, as eagerly",
+    "name_error": "the name is not defined (eager raises NameError too): check the name",
+    # variables
+    "unbound_local": "a local is read before it is assigned: assign it on every path",
+    "unbound_cell": "a closure variable is read before it is assigned: assign it first",
+    "empty_cell": "a closure variable is read before it is assigned: assign it first",
+    "closure_escape": "a function defined in the compiled code escapes it: define it at module level",
+    "closure_store": "assigning an enclosing function's variable (nonlocal) is not traced: return the value",
+    "deref_store": "assigning an enclosing function's variable (nonlocal) is not traced: return the value",
+    "global_store": "assigning a global is not traced: return the value, or set it outside",
+    # modules
+    "module_call": "call the module (module(x)), not this method of it",
+    "module_ctor": "create modules outside the compiled function (in __init__)",
+    "module_hooks": "modules with hooks are not traced: remove the hooks, or call the module outside",
+    "module_setattr": "set module attributes outside the compiled function",
+    # global state
+    "grad_mode": "use torch.no_grad() / enable_grad() / set_grad_enabled() as with-blocks",
+    "inference_mode": "use torch.inference_mode() as a with-block",
+    "grad_mode_leak": "change grad mode with a with-block (with torch.no_grad():), not a bare call",
+    "context_decorator": "use the context manager as a with-block, not as a decorator",
+    "autocast": "call the compiled function outside torch.autocast (autocast is not traced yet)",
+    "functorch": "under torch.func transforms (vmap, grad) the function runs eagerly: compile outside them",
+    "torch_global": "change this torch setting outside the compiled function",
+    "meta_error": "the op failed on the given shapes/dtypes; check that it runs eagerly",
+    "meta_no_method": "this tensor method is not traced: use the torch function form",
+    "meta_unsupported": "this op's output metadata is not known: call it outside the compiled function",
+    # pydynamo's own limits
+    "python_version": "run on CPython 3.11 or 3.12",
+    "reconstruct": "a value made in the compiled code cannot cross this graph break: move the break "
+                   "(print, .item()) after the value's last use",
+    "unbreakable": "no graph break is possible here: move the unsupported call to its own statement",
+    "layout": "a pydynamo limitation with this function's arguments: please report it",
+    "name_clash": "a pydynamo limitation with this function's variable names: please report it",
+    "odd_name": "a pydynamo limitation with this function's variable names: please report it",
 }
 
 # Executor messages are f-strings over variable trackers; their reprs are internal names
@@ -48,6 +142,13 @@ _WORDS = {
     "SymNode": "a symbolic int", "List": "a list", "Tuple": "a tuple", "ConstDict": "a dict",
     "ListIterator": "an iterator", "UserMethod": "a method", "Set": "a set", "Size": "a torch.Size",
 }
+
+
+# a tracker class named without its value (a list of argument kinds): a plain noun
+_BARE = re.compile(r"'?\b(\w*)Variable\b'?")
+_NOUNS = {"Tensor": "tensor", "Constant": "constant", "List": "list", "Tuple": "tuple", "ConstDict": "dict",
+          "UserDefinedObject": "object", "UserFunction": "function", "Builtin": "builtin",
+          "NNModule": "module", "Opaque": "C value", "SymNode": "symbolic int"}
 
 
 def _words(m: re.Match) -> str:
@@ -66,6 +167,7 @@ def user_message(message: str) -> str:
         if new == message:
             break
         message = new
+    message = _BARE.sub(lambda m: _NOUNS.get(m.group(1), "value"), message)
     return _IDS.sub("", message)
 
 

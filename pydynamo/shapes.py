@@ -116,6 +116,14 @@ def _integral(rel):
     return type(rel)(num - const, -const)
 
 
+def _constant_right(rel):
+    """`s0 - 2 != 0` (bool() of a size expression) as `s0 != 2`, as torch prints it."""
+    if not isinstance(rel, sympy.core.relational.Relational) or rel.rhs != 0 or not rel.lhs.is_Add:
+        return rel
+    const, rest = rel.lhs.as_coeff_Add()
+    return type(rel)(rest, -const) if const != 0 else rel
+
+
 def _pyint(e):
     """sympy constant → Python int; anything else unchanged."""
     if isinstance(e, sympy.Basic) and e.is_Integer:
@@ -384,7 +392,7 @@ class ShapeEnv:
     # -- decisions -----------------------------------------------------------------------------
     def evaluate(self, rel, origin: Optional[str] = None) -> bool:
         """Decide a relation on the hints, record the decision as a guard, return it."""
-        rel = _integral(self.simplify(rel))
+        rel = _constant_right(_integral(self.simplify(rel)))
         if rel is sympy.true or rel is sympy.false:
             return bool(rel)
         static = self._static_eval(rel)
@@ -862,7 +870,9 @@ class SymInt(_SymNumber):
         return self._intop(o, _mod if not isinstance(o, (float, SymFloat)) else operator.mod, True)
 
     def __pow__(self, o):
-        if isinstance(o, int) and o >= 0 or isinstance(o, SymInt):
+        if isinstance(o, SymInt) and o >= 0:  # a size: decided by its range, no guard
+            return self._intop(o, _pow)
+        if isinstance(o, int) and o >= 0:
             return self._intop(o, _pow)
         return float(self) ** (float(o) if isinstance(o, SymFloat) else o)
 
@@ -931,10 +941,16 @@ class SymFloat(_SymNumber):
 
 
 def sym_int(x):
-    """int() as torch.compile does it: a SymInt stays symbolic (no guard)."""
+    """int() as torch.compile does it: a SymInt stays symbolic (no guard); a SymFloat that is an
+    integer expression over a positive integer (`n / 2`) truncates symbolically to `n // 2`
+    when the numerator is >= 0 (decided by ranges, or guarded). Other floats are pinned."""
     if isinstance(x, SymInt):
         return x
-    return int(x)  # a SymFloat's truncation is pinned (guarded)
+    if isinstance(x, SymFloat):
+        num, den = sympy.fraction(sympy.together(x.expr))
+        if den.is_Integer and den > 0 and num.is_integer and x.env.evaluate(sympy.Ge(num, 0)):
+            return x.env.symint(FloorDiv(num, den))
+    return int(x)  # pinned (guarded)
 
 
 def _floordiv(a, b):

@@ -26,7 +26,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import types
-import weakref
 from typing import Optional
 
 import torch
@@ -196,12 +195,21 @@ def reentered(w) -> bool:
 
 
 def _leave_contexts(tx, contexts: list) -> None:
-    """The graph exits the contexts the break function re-enters (innermost first), so it ends
-    with the global state from outside them; the state must then be the frame's own."""
+    """The graph exits the contexts the break function re-enters (innermost first); re-entering
+    them must give back the grad mode the break happened under. A grad mode set by a bare
+    torch.set_grad_enabled() call is left as the graph set it: the break function and the resumed
+    frame (guarded on grad mode) run under it, as in eager."""
+    from pydynamo.executor.variables.misc import GradModeVariable
+    at_break = tx.grad_enabled
     for w in reversed(contexts):
         w.ctx.call_method(tx, "__exit__", [], {})
-    if not contexts and tx.grad_enabled != tx.initial_grad_enabled:
-        raise Unsupported("grad_mode_leak", "graph break after torch.set_grad_enabled() outside a with-block")
+    mode = tx.grad_enabled
+    for w in contexts:  # what the break function's re-entry will set
+        mode = w.ctx.mode if isinstance(w.ctx, GradModeVariable) else (mode and not w.ctx.mode)
+    if mode != at_break:
+        raise Unsupported("grad_mode_leak", "graph break after torch.set_grad_enabled() inside a with-block")
+    if tx.root.inference_mode_ != torch.is_inference_mode_enabled():
+        raise Unsupported("grad_mode_leak", "graph break with inference mode changed outside a with-block")
 
 
 def _untraced_codes() -> dict:
@@ -300,36 +308,22 @@ def wrap_iterator(builder, tx, value, source):
     return ListIteratorVariable(seq.items)
 
 
-# per resume code: its int arguments' first values (_CHANGED once a later compile saw another)
-_SCALARS: "weakref.WeakKeyDictionary[types.CodeType, dict]" = weakref.WeakKeyDictionary()
-_CHANGED = object()
+def is_c_exit(value) -> bool:
+    """The bound __exit__ of a C context manager (a lock, a file) passed through a break."""
+    return isinstance(value, types.BuiltinMethodType) and value.__name__ == "__exit__" \
+        and not isinstance(value.__self__, types.ModuleType)
 
 
-def reset() -> None:
-    _SCALARS.clear()
-
-
-def wrap_scalar(tx, value, source) -> Optional[VariableTracker]:
-    """An int argument of a resume function (a Python int live across a break: a loop counter,
-    a length): specialized when first compiled, symbolic once a recompile sees another value
-    (automatic dynamic, as torch.compile does), so one entry serves every later value. None: a
-    plain constant (another frame, another type, dynamic=False)."""
-    from pydynamo.bytecode import origin_of
-    from pydynamo.executor.variables.symbolic import SymNodeVariable
+def wrap_c_exit(builder, tx, value, source):
+    """Guarded by its object's identity: each `lock.__exit__` read makes a new bound method,
+    so guarding the method's own identity would recompile on every call."""
     from pydynamo.guards import GuardKind
-    from pydynamo.sources import LocalSource
-    root = tx.root
-    if type(value) is not int or not isinstance(source, LocalSource) or root.dynamic is False \
-            or origin_of(root.code) is None:
-        return None
-    seen = _SCALARS.setdefault(root.code, {})
-    first = seen.setdefault(source.local_name, value)
-    if first is not _CHANGED and first == value:
-        return None
-    seen[source.local_name] = _CHANGED
-    env = root.shape_env
-    tx.add_guard(source, GuardKind.TYPE_MATCH, int)
-    return SymNodeVariable(env.symint(env.create_symbol(value, source, positive=False, duck=False)), source)
+    from pydynamo.sources import AttrSource
+    if source is not None:
+        owner = value.__self__
+        tx.add_guard(AttrSource(source, "__self__"), GuardKind.ID_MATCH, (id(owner), type(owner).__qualname__))
+        tx.add_guard(AttrSource(source, "__name__"), GuardKind.EQUALS_MATCH, "__exit__")
+    return OpaqueVariable(value, source)
 
 
 def wrap_inference_ctx(builder, tx, value, source):

@@ -301,7 +301,6 @@ class OutputGraph:
         return tx.wrap_constant_result(out)
 
     def wrap_sym_node(self, tx, node, out) -> VariableTracker:
-        from pydynamo.executor.variables.containers import ListVariable, TupleVariable
         env = self.shape_env
         if isinstance(out, TensorMeta):
             example = out.to_meta_tensor(env.size_hint)
@@ -341,7 +340,6 @@ class OutputGraph:
             raise _meta_failed(target, e) from e
 
     def wrap_node(self, tx, node, out, device) -> VariableTracker:
-        from pydynamo.executor.variables.containers import ListVariable, NamedTupleVariable, TupleVariable
         if isinstance(out, torch.Tensor):
             if out.device.type != "meta":
                 raise Unsupported("meta_failed", f"{node.target} produced a real tensor while tracing")
@@ -486,6 +484,8 @@ def _build_pow(og, expr):
         return og._sym_call(operator.pow, og.sym_node(base), int(exp))
     if exp.is_Integer and exp < 0:
         return og._sym_call(operator.truediv, 1, og._sym_call(operator.pow, og.sym_node(base), int(-exp)))
+    if exp.is_integer and exp.is_nonnegative is not False:  # a symbolic exponent, >= 0 as guarded
+        return og._sym_call(operator.pow, og.sym_node(base), og.sym_node(exp))
     return og.shape_env.specialize(expr, reason="symbolic power")
 
 

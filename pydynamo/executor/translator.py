@@ -451,7 +451,7 @@ class InstructionTranslator(InstructionTranslatorBase):
         from pydynamo.executor.reconstruct import OutputCodegen, build_code
         if self.grad_enabled != torch.is_grad_enabled() or self.inference_mode_ != torch.is_inference_mode_enabled():
             raise Unsupported("grad_mode_leak", "the frame returns with a different grad/inference mode")
-        cg = OutputCodegen(self.code, self.f_globals)
+        cg = OutputCodegen(self.code, self.f_globals, self.cells)
         ret = cg.reconstruct(value)
         ret = cg.temp(ret) if cg.lines or not self.side_effects.is_empty() else ret
         self.side_effects.codegen(cg)

@@ -1,10 +1,13 @@
 """The C++-specific forms chosen for speed keep eager's answers: the inlined float exp, and
 softmax's exp computed once into a per-row scratch array (scheduler.mark_row_local)."""
+import re
+
 import pytest
 import torch
 import torch.fx
 
 import codegen
+from codegen import codecache
 
 
 @pytest.fixture(autouse=True)
@@ -73,7 +76,7 @@ def test_long_rows_keep_a_buffer_and_other_dims_recompute():
     x = torch.randn(3, 20_000)
     c = _compile(lambda a: torch.softmax(a, -1), x)
     torch.testing.assert_close(c(x), torch.softmax(x, -1))
-    assert open(c.wrapper_path).read().count("_empty(") == 2    # past ROW_LOCAL_MAX: memory
+    assert open(c.wrapper_path).read().count("_empty(") == 2    # past ROW_LOCAL_BYTES: memory
     y = torch.randn(40, 6, 9)
     c = _compile(lambda a: (torch.softmax(a, 0), torch.softmax(a, 1)), y)
     for o, r in zip(c(y), (torch.softmax(y, 0), torch.softmax(y, 1))):
@@ -93,3 +96,66 @@ def test_attention_block_softmax_matches_eager():
     c = _compile(attn, q, k, v, mask)
     torch.testing.assert_close(c(q, k, v, mask), attn(q, k, v, mask))
     assert _kernel_source(c).count("pd_exp(") == 1
+
+
+@pytest.mark.skipif(not codecache.vector_math_available(),
+                    reason="x86-64 Linux g++ only (checks g++'s vectorizer report)")
+def test_exp_loop_vectorizes_without_avx512(tmp_path):
+    """pd_expf is branch-free so that AVX2 machines vectorize it too (they have no masked ops
+    to if-convert with; a regression here costs 8x on them, not a wrong answer)."""
+    import subprocess
+    x = torch.randn(64, 1000)
+    c = _compile(lambda a: torch.softmax(a, -1), x)
+    src = open(c.library_path[:-3] + ".cpp").read()
+    line = 1 + src[:src.index("pd_exp(tmp")].count("\n")
+    cmd = [codecache.CXX] + codecache.CXXFLAGS + ["-mno-avx512f", "-fopt-info-vec-optimized",
+                                                 c.library_path[:-3] + ".cpp", "-o",
+                                                 str(tmp_path / "k.so")]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    loops = [ln for ln in r.stderr.splitlines() if "loop vectorized" in ln]
+    # g++ reports the exp loop at its first statement, the load two lines above pd_exp
+    assert any(f".cpp:{line - 2}:" in ln for ln in loops), (line, loops)
+
+
+REDUCERS = {
+    "sum": lambda a: a.sum(-1), "amax": lambda a: a.amax(-1), "amin": lambda a: a.amin(-1),
+    "prod": lambda a: (a * 0.1 + 1).prod(-1), "var": lambda a: a.var(-1),
+    "any": lambda a: (a > 0.99).any(-1), "argmax": lambda a: a.argmax(-1),
+}
+
+
+@pytest.mark.parametrize("shape", [(37, 300), (2, 70_000)])   # row-parallel / split rows
+@pytest.mark.parametrize("red", sorted(REDUCERS))
+def test_pointwise_computed_in_the_following_reduction_loop(red, shape):
+    def f(x):
+        # exact arithmetic (bit-equal to eager, so argmax ties break alike); an output too, so
+        # it is a real node of the kernel, stored in the loop of the reduction after it
+        a = x * 1.5 - 0.25
+        return a, REDUCERS[red](a), a.sum(-1)
+    x = torch.randn(*shape)
+    c = _compile(f, x)
+    for o, r in zip(c(x), f(x)):
+        torch.testing.assert_close(o, r, rtol=1e-4, atol=1e-4)
+    src = _kernel_source(c)
+    assert src.count("static_cast<float>(1.5)") == 1, src     # computed once per element
+    assert c.kernel_count == 1
+    if red in ("sum", "amax", "amin", "prod", "var", "any"):   # merged: stored in that loop
+        loop = src[src.index("for (int64_t r1_0"):]
+        assert re.search(r"buf\d+\[[^\]]*\] = tmp", loop[:loop.index("}")]), src
+
+
+def test_row_scratch_per_kernel_is_bounded():
+    """Two softmaxes over the same rows share a kernel; their scratch rows together must stay
+    within ROW_LOCAL_BYTES of each thread's stack, so the second one keeps a buffer."""
+    from codegen.scheduler import ROW_LOCAL_BYTES
+    n = ROW_LOCAL_BYTES // 4 // 2 + 8            # one fits, two do not
+    x = torch.randn(4, n)
+
+    def f(a):
+        return torch.softmax(a, -1) + torch.softmax(a * 2, -1)
+    c = _compile(f, x)
+    torch.testing.assert_close(c(x), f(x))
+    src = _kernel_source(c)
+    assert src.count(f"[{n}];") == 1, src
+    assert open(c.wrapper_path).read().count("_empty(") == 2

@@ -325,3 +325,98 @@ def test_tiny_gpt2_block_over_sequence_lengths():
         compiled, mism = _through_pydynamo(m, lambda n: (torch.randn(2, n, 32),), (16, 17, 32, 64),
                                            rtol=1e-4, atol=1e-4)
     assert compiled == [1, 2, 2, 2] and mism == 0
+
+
+def test_broken_size_assumption_runs_eagerly_with_its_reason():
+    """x[: n - 3] was compiled for n - 3 > 0 (the slice is not empty): n = 3 breaks it. The call
+    runs eagerly, counted, and the warning names the relation."""
+    def f(x):
+        return x[: x.size(0) - 3] * 2
+    c, gm = compile_dynamic(f, [torch.randn(8, 2)], dict(dynamic={0: [0]}))
+    before = codegen.counters["size_assumption_calls"]
+    x = torch.randn(3, 2)
+    with pytest.warns(UserWarning, match=r"relation .*s0"):
+        torch.testing.assert_close(c(x), gm(x))
+    assert codegen.counters["size_assumption_calls"] == before + 1
+    serves_all_sizes(c, gm, lambda n: (torch.randn(n, 2),), sizes=(4, 9, 50))
+
+
+@pytest.mark.parametrize("dynamic", [{}, {0: [0, 1]}])
+def test_flipped_view_passed_to_an_extern(dynamic):
+    """x.flip(0) is a view with a negative stride: an extern gets it materialized (torch's
+    as_strided refuses negative strides)."""
+    def f(x):
+        return torch.view_as_real(torch.complex(x, x.flip(0)) * 2) + 1
+    c, gm = compile_dynamic(f, [torch.randn(4, 4)], dict(dynamic=dynamic))
+    serves_all_sizes(c, gm, lambda n: (torch.randn(n, n),) if dynamic else (torch.randn(4, 4),))
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_extern_results_with_none_and_half_dtypes_through_pydynamo(dynamic):
+    """nn.MultiheadAttention's functional returns (out, None); an fp16 extern result is cast
+    back by an extern (the C++ kernels have no half type). Both compiled, not run eagerly."""
+    import pydynamo
+    mha = nn.MultiheadAttention(8, 2, batch_first=True).eval()
+
+    def f(x):
+        y = mha(x, x, x, need_weights=False)[0]
+        return y.to(dtype=torch.float16).float() * 2 + x
+    pydynamo.reset()
+    g = pydynamo.optimize(f, backend="codegen", dynamic=dynamic)
+    fallbacks = codegen.counters["eager_fallback_graphs"]
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for n in (5, 7) if dynamic else (5,):
+            x = torch.randn(2, n, 8)
+            torch.testing.assert_close(g(x), f(x), rtol=1e-3, atol=1e-3)
+    assert codegen.counters["eager_fallback_graphs"] == fallbacks
+
+
+def test_extern_sizes_tell_apart_symbols_with_equal_hints():
+    """s0 and s1 are both 6 at compile time (no duck shaping, as under automatic dynamic); an
+    extern's (s1, s0) result must not be guessed as (s0, s0) or (s1, s1)."""
+    s0, s1 = sym("s0"), sym("s1")
+
+    def f(x, y):
+        return (torch.mm(x.t() * 2, y) + 1).cumsum(1)
+    gm = torch.fx.symbolic_trace(f)
+    ph = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    ph[0].meta["val"], ph[1].meta["val"] = _meta((s0, s1), (s1, 1)), _meta((s0, s0), (s0, 1))
+    c, _ = compile_dynamic(gm, [torch.randn(6, 6), torch.randn(6, 6)], {})
+    serves_all_sizes(c, gm, lambda n: (torch.randn(n, n + 3), torch.randn(n, n)),
+                     sizes=(6, 7, 20), rtol=1e-4, atol=1e-4)
+
+
+def test_transformers_gpt2_over_sequence_lengths():
+    """GPT2Model from a config (2 layers) at 16, 17, 32, 64 through codegen: the static graph,
+    then one dynamic graph serving 17, 32 and 64 with kernels taking the length as argument."""
+    import transformers
+    cfg = transformers.GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=1000, n_positions=128,
+                                  bos_token_id=0, eos_token_id=0, use_cache=False)
+    torch.manual_seed(0)
+    m = transformers.GPT2Model(cfg).eval()
+
+    def f(ids):
+        return m(ids).last_hidden_state
+    with torch.no_grad():
+        compiled, mism = _through_pydynamo(f, lambda n: (torch.randint(0, 1000, (2, n)),),
+                                           (16, 17, 32, 64), rtol=1e-4, atol=1e-4)
+    assert compiled == [1, 2, 2, 2] and mism == 0
+
+
+STRIDED = {
+    "transposed": lambda n: (torch.randn(8, n).t(), torch.randn(n, 8)),
+    "column_slice": lambda n: (torch.randn(n, 20)[:, 2:10], torch.randn(n, 8)),
+    "row_step": lambda n: (torch.randn(2 * n, 8)[::2], torch.randn(n, 8)),
+    "expanded": lambda n: (torch.randn(n, 1).expand(n, 8), torch.randn(n, 8)),
+}
+
+
+@pytest.mark.parametrize("layout", sorted(STRIDED))
+def test_non_contiguous_inputs_through_pydynamo(layout):
+    """The executor's symbolic strides (or the input's own) reach the kernels as arguments:
+    one dynamic graph serves every size of a strided input without a copy or a fallback."""
+    def f(x, y):
+        return (x * 2 + y).sum(0), x.exp() - y
+    compiled, mism = _through_pydynamo(f, STRIDED[layout], (5, 6, 9, 33))
+    assert compiled == [1, 2, 2, 2] and mism == 0

@@ -7,6 +7,7 @@ through what the tensors made inside them say (requires_grad, is_inference).
 """
 import contextlib
 import io
+import threading
 
 import torch
 
@@ -303,3 +304,60 @@ def user_ctx_with_tensor_state(x):
         print("scaled", file=SINK)
         y = y + k
     return y
+
+
+class LoudEnter(Rec):
+    """Its __enter__ prints: the break is in the context manager itself (runs in Python once)."""
+
+    def __enter__(self):
+        print("entering", file=SINK)
+        return super().__enter__()
+
+
+LOCK = threading.Lock()
+
+
+@case(t(4), **_C)
+def two_contexts_one_statement(x):
+    with Rec("a"), Rec("b"):
+        y = x * 2
+        print("both", file=SINK)
+        y = y + 1
+    return y
+
+
+@case(t(4), **_C)
+def enter_that_breaks(x):
+    with LoudEnter("loud") as c:
+        y = x * 2
+        z = y + c.depth
+    return z
+
+
+@case(t(4), **_C)
+def user_ctx_try_finally_in_loop(x):
+    for i in range(2):
+        try:
+            with Rec(i):
+                x = x + i
+                print(i, file=SINK)
+        finally:
+            x = x * 2
+    return x
+
+
+@case(t(4))
+def lock_print(x):
+    with LOCK:
+        y = x + 1
+        print("locked", file=SINK)
+        z = y * 2
+    return z, LOCK.locked()
+
+
+@case(t(4), **_C)
+def return_inside_user_ctx(x):
+    with Rec("ret"):
+        y = x * 2
+        print("ret", file=SINK)
+        return y + 1
