@@ -311,10 +311,10 @@ def _bias_in_extern() -> bool:
     pointwise work, when the biased product has to be written to memory anyway: some consumer
     (through views) is another extern (attention, a matmul) or a graph output. When every
     consumer is a kernel, the add fuses into it instead (GELU, residual + LayerNorm), which
-    saves the extern's extra read. GPU graphs only (GraphLowering.bias_epilogue)."""
+    saves the extern's extra read. GPU graphs only (GraphLowering.gpu_extern_choices)."""
     g = current.graph
     node = g.current_node
-    if not getattr(g, "bias_epilogue", False) or node is None:
+    if not getattr(g, "gpu_extern_choices", False) or node is None:
         return False
     from codegen.graph import VIEW_OPS, _canon_name
     todo, seen = list(node.users), set()
@@ -351,7 +351,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     in each layer's call (a fill and a where per layer)."""
     g = current.graph
     if is_tensor(attn_mask) and attn_mask.dtype == torch.bool and is_tensor(query) and \
-            is_float(query.dtype) and getattr(g, "bias_epilogue", False):
+            is_float(query.dtype) and getattr(g, "gpu_extern_choices", False):
         cache = g.__dict__.setdefault("sdpa_float_masks", {})
         key_ = (id(attn_mask), query.dtype)
         if key_ not in cache:

@@ -243,7 +243,7 @@ def compile_fx_triton(gm: torch.fx.GraphModule, example_inputs: List[Any], **opt
 
     class DeviceLowering(GraphLowering):
         devices = (graph_device_.type,)
-        bias_epilogue = True
+        gpu_extern_choices = True
         device = graph_device_      # factories naming another device index stay extern
 
         def _extern_meta(self, target, args, kwargs, meta):

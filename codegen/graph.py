@@ -65,7 +65,7 @@ def _tensor_meta(node):
 
 class GraphLowering:
     devices = ("cpu",)      # device types whose tensors lower natively (the GPU path adds cuda)
-    bias_epilogue = False   # matmul biases may go into the extern (decompositions._bias_in_extern)
+    gpu_extern_choices = False  # GPU graphs: bias epilogues in matmul externs, SDPA float masks
 
     def __init__(self, gm: torch.fx.GraphModule, example_inputs: List[Any], dynamic=None):
         self.gm = gm

@@ -224,3 +224,19 @@ def test_pointwise_kernel_writes_in_place_into_a_dying_matmul_result():
     torch.testing.assert_close(y, y0, rtol=0, atol=0)
     places = re.findall(r"(\w+) = (\w+)  # in place", wrapper(c))
     assert len(places) == 1, wrapper(c)
+
+
+def test_attention_output_layout_is_the_devices_own():
+    """Meta tensors say SDPA returns a contiguous tensor; the device's kernel may not (CUDA's
+    memory-efficient attention, CPU's flash attention with strided q). The compiled layout is
+    the real one, so the result is used as it is: no copy to a guessed layout."""
+    m = Causal().to(DEV)
+    x = torch.randn(2, 16, 64, device=DEV)
+    with torch.no_grad():
+        c, _ = compiled(m, x)
+        torch.testing.assert_close(c(x), m(x), rtol=1e-4, atol=1e-4)
+        q, k, v = m.attn.c_attn(x).split(64, dim=2)
+        q, k, v = (t.view(2, 16, 4, -1).transpose(1, 2) for t in (q, k, v))
+        real = F.scaled_dot_product_attention(q, k.contiguous(), v.contiguous(), is_causal=True)
+    compiled_stride = re.search(r"_ensure\(_r1, \([^)]*\), \(([^)]*)\)", wrapper(c)).group(1)
+    assert tuple(int(s) for s in compiled_stride.split(",")) == real.stride()
