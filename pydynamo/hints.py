@@ -15,8 +15,6 @@ HINTS: dict[str, str] = {
     "explicit_break": "pydynamo.graph_break() asked for this break",
     "tensor_branch": "branching on a tensor value: use torch.where, or move the test out of the compiled code",
     "tensor_item": "reading a tensor as a Python number: keep it a tensor (e.g. x.sum() instead of x.sum().item())",
-    "data_dependent": "the result is a Python value computed from tensor data (torch.compile breaks here too): "
-                      "keep it a tensor, e.g. torch.isclose(a, b).all()",
     "tensor_tolist": "tolist() reads tensor data: keep the values as a tensor",
     "tensor_numpy": "numpy() leaves the graph: use torch operations instead of numpy",
     "dynamic_output_shape": "the output shape depends on tensor values: use a fixed-shape alternative (e.g. torch.where)",
@@ -34,7 +32,8 @@ HINTS: dict[str, str] = {
     "context_generator": "write the context manager as a class with __enter__/__exit__ to compile the code inside it",
     "autocast_context": "cast explicitly (x.to(torch.bfloat16)) instead of using torch.autocast in compiled code",
     "not_constant": "a tensor's value was needed as a Python value: keep it a tensor (torch.where, torch.sort)",
-    "data_dependent": "the result depends on tensor values: keep it a tensor (torch.where)",
+    "data_dependent": "the result depends on tensor values (torch.compile breaks here too): keep it a tensor "
+                      "(torch.where, torch.isclose(a, b).all())",
     "tensor_data_ptr": "data_ptr() is known only at run time: compare tensors, not their addresses",
     "tensor_storage": "storage access is not traced: use tensor operations",
     "tensor_hook": "register hooks outside the compiled function",
