@@ -3,8 +3,10 @@
     python benchmarks/bench_codegen.py            # full sizes (run on a quiet machine)
     python benchmarks/bench_codegen.py --smoke    # tiny sizes, checks everything runs
     python benchmarks/bench_codegen.py --cold     # also cold compile times (new processes)
+    python benchmarks/bench_codegen.py --only softmax mlp --rounds 30
+    python benchmarks/bench_codegen.py --cold-only --cold-graphs gpt2 --cold-backends codegen
 
-Each line: median time per call for eager, codegen and inductor, the speedups over eager
+Each line: median time per call (interleaved rounds) for eager, codegen and inductor, the speedups over eager
 (codegen x, inductor x), and codegen's kernel count. Graphs come from torch.fx.symbolic_trace
 and are compiled with codegen.compile_fx; inductor gets the same nn.Module via torch.compile.
 Cold compile: a new Python process with an empty cache directory compiles (a) a 10-op
@@ -132,23 +134,33 @@ def cases(smoke):
     ]
 
 
-def timeit(fn, args, iters, repeats=5):
-    for _ in range(3):
-        fn(*args)
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for _ in range(iters):
-            fn(*args)
-        times.append((time.perf_counter() - t0) / iters)
-    return statistics.median(times)
+def timeit_interleaved(fns, args, iters, rounds, warm=3):
+    """Median seconds per call of each fn. Rounds alternate the contenders, in an order that
+    rotates every round, so a drift of the machine hits all of them alike; each block starts
+    with `warm` untimed calls, so nobody pays for the heap state the previous contender left
+    (e.g. glibc trimming the freed temporaries of eager's ten-op chain, which makes the next
+    16 MB output fault in fresh pages)."""
+    times = [[] for _ in fns]
+    order = list(range(len(fns)))
+    for r in range(rounds):
+        for i in order[r % len(fns):] + order[:r % len(fns)]:
+            fn = fns[i]
+            for _ in range(warm):
+                fn(*args)
+            t0 = time.perf_counter()
+            for _ in range(iters):
+                fn(*args)
+            times[i].append((time.perf_counter() - t0) / iters)
+    return [statistics.median(t) for t in times]
 
 
-def run_speed(smoke):
+def run_speed(smoke, rounds=15, only=None):
     import codegen
     rows = []
     with torch.no_grad():
         for name, mod, args in cases(smoke):
+            if only and not any(o.lower() in name.lower() for o in only):
+                continue
             mod.eval()
             gm = torch.fx.symbolic_trace(mod)
             ours = codegen.compile_fx(gm, args)
@@ -157,9 +169,7 @@ def run_speed(smoke):
             for f in (ours, ind):
                 torch.testing.assert_close(f(*args), ref, rtol=1e-3, atol=1e-3)
             iters = 3 if smoke else 20
-            te = timeit(mod, args, iters)
-            tc = timeit(ours, args, iters)
-            ti = timeit(ind, args, iters)
+            te, tc, ti = timeit_interleaved([mod, ours, ind], args, iters, 2 if smoke else rounds)
             rows.append(dict(case=name, eager_ms=te * 1e3, codegen_ms=tc * 1e3,
                              inductor_ms=ti * 1e3, codegen_x=te / tc, inductor_x=te / ti,
                              kernels=ours.kernel_count, externs=ours.stats.externs))
@@ -208,14 +218,17 @@ def cold(which, backend, smoke):
         return float(r.stdout.split("COLD")[-1]), ""
 
 
-def run_cold(smoke):
+def run_cold(smoke, graphs=("pointwise", "gpt2"), backends=("codegen", "inductor")):
     rows = []
-    for which in ("pointwise", "gpt2"):
-        t_ours, e1 = cold(which, "codegen", smoke)
-        t_ind, e2 = cold(which, "inductor", smoke)
-        rows.append(dict(graph=which, codegen_s=t_ours, inductor_s=t_ind))
-        print(f"cold compile {which:10s} codegen {t_ours:7.2f} s | inductor {t_ind:7.2f} s"
-              + (f"  errors: {e1} {e2}" if e1 or e2 else ""), flush=True)
+    for which in graphs:
+        t = {}
+        for backend in backends:
+            t[backend], err = cold(which, backend, smoke)
+            if err:
+                print(f"cold compile {which} {backend} failed: {err}", flush=True)
+        rows.append(dict(graph=which, **{f"{b}_s": v for b, v in t.items()}))
+        print(f"cold compile {which:10s} " + " | ".join(f"{b} {v:7.2f} s" for b, v in t.items()),
+              flush=True)
     return rows
 
 
@@ -223,13 +236,20 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--cold", action="store_true")
+    ap.add_argument("--cold-only", action="store_true", help="skip the speed table")
+    ap.add_argument("--cold-graphs", nargs="*", default=["pointwise", "gpt2"])
+    ap.add_argument("--cold-backends", nargs="*", default=["codegen", "inductor"])
     ap.add_argument("--json", default="")
+    ap.add_argument("--rounds", type=int, default=15, help="interleaved timing rounds")
+    ap.add_argument("--only", nargs="*", help="cases whose name contains one of these words")
     a = ap.parse_args()
     torch.manual_seed(0)
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, cpus {os.cpu_count()}")
-    out = dict(speed=run_speed(a.smoke))
-    if a.cold:
-        out["cold"] = run_cold(a.smoke)
+    out = {}
+    if not a.cold_only:
+        out["speed"] = run_speed(a.smoke, a.rounds, a.only)
+    if a.cold or a.cold_only:
+        out["cold"] = run_cold(a.smoke, a.cold_graphs, a.cold_backends)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(out, f, indent=1)

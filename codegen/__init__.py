@@ -76,8 +76,11 @@ def compile_fx(gm: torch.fx.GraphModule, example_inputs: List[Any], **options):
     if wants_triton(example_inputs, options, gm):   # CUDA inputs, or backend_kernels="triton"
         return compile_fx_triton(gm, example_inputs, **options)
     stats = CompileStats()
-    return lower_and_build(gm, stats, options,
-                           lambda: GraphLowering(gm, example_inputs, options.get("dynamic")).run(),
+    def lower():
+        g = GraphLowering(gm, example_inputs, options.get("dynamic"))
+        g.cpp_kernels = True     # decompositions may pick C++-specific forms
+        return g.run()
+    return lower_and_build(gm, stats, options, lower,
                            lambda g: _compile_lowered(gm, g, stats, options), "codegen")
 
 
@@ -108,11 +111,12 @@ def _compile_lowered(gm, g, stats, options):
     from codegen import codecache
     from codegen.cpp import generate_source
     from codegen.ir import ExternCall
-    from codegen.scheduler import FusedKernel, schedule
+    from codegen.scheduler import FusedKernel, mark_row_local, schedule
     from codegen.wrapper import ShapeMismatch, WrapperPrinter, ensure_layout, kernel_error
 
     steps = schedule(g.buffers, g.outputs, list(g.mutations.values()),
                      fuse=options.get("fuse", True))
+    mark_row_local(steps, g.outputs, list(g.mutations.values()))
     kernels = [s for s in steps if isinstance(s, FusedKernel)]
     stats.kernels = len(kernels)
     stats.externs = sum(1 for s in steps if isinstance(s, ExternCall))
@@ -166,21 +170,24 @@ __all__ = ["compile_fx", "counters", "CompileStats"]
 
 def _fallbacks(gm, counters):
     """The two eager escapes every generated wrapper (CPU and GPU) calls from its entry check."""
-    warned = []
+    warned = []      # once per reason: "grad", None (inputs differ) or a size relation
 
     def eager_grad(*args):
         counters["eager_grad_calls"] += 1
-        if not warned:
-            warned.append(1)
+        if "grad" not in warned:
+            warned.append("grad")
             log.info("codegen: inputs require grad under grad mode; running %s eagerly",
                      type(gm).__name__)
         return gm(*args)
 
-    def mismatch(*args):
+    def mismatch(*args, why=None):
         counters["input_mismatch_calls"] += 1
-        if not warned:
-            warned.append(1)
-            warnings.warn("pydynamo codegen: inputs differ from the compiled ones "
-                          "(shape/stride/dtype/device/aliasing); running the graph eagerly", stacklevel=3)
+        if why is not None:      # a size relation the kernels were compiled under
+            counters["size_assumption_calls"] += 1
+        if why not in warned:
+            warned.append(why)
+            what = ("sizes break the relation the kernels were compiled under: " + why) if why \
+                else "inputs differ from the compiled ones (shape/stride/dtype/device/aliasing)"
+            warnings.warn(f"pydynamo codegen: {what}; running the graph eagerly", stacklevel=3)
         return gm(*args)
     return eager_grad, mismatch

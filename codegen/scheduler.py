@@ -14,6 +14,7 @@ beyond what lowering already inlined.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Set
 
@@ -21,7 +22,8 @@ import sympy
 
 from codegen.ir import (ArgRef, ComputedBuffer, ExternCall, InputBuffer, Pointwise, Reduction)
 from codegen.ops import collect_deps
-from codegen.sizevars import contiguous_strides, equals, flat_index, loop_vars, product
+from codegen.sizevars import (contiguous_strides, equals, flat_index, loop_vars, product,
+                              simplify_index, static_int)
 
 
 @dataclass(eq=False)
@@ -76,7 +78,10 @@ class FusedKernel:
     name: str
     outer: List[sympy.Expr]
     nodes: List[SchedNode]
-    removed: Set[str] = field(default_factory=set)     # buffers kept in registers only
+    removed: Set[str] = field(default_factory=set)     # buffers the wrapper never allocates
+    # of `removed`: buffers held in a per-outer-iteration scratch array (name -> elements);
+    # the rest of `removed` lives in registers only
+    local: Dict[str, int] = field(default_factory=dict)
 
     @property
     def has_inner(self):
@@ -124,7 +129,8 @@ def _legal(nodes: List[SchedNode], outer) -> bool:
         deps = n.reads(k)
         if deps.indirect and any(r.name in producer for r in deps.reads):
             return False
-        _, n_inner = n.vars(k)
+        xs, n_inner = n.vars(k)
+        bounds = dict(zip(list(xs) + list(n_inner), list(outer) + n.inner_ranges(k)))
         for r in deps.reads:
             m = producer.get(r.name)
             if m is None:
@@ -132,16 +138,21 @@ def _legal(nodes: List[SchedNode], outer) -> bool:
             if m is n:
                 return False
             if m.is_reduction:
-                if not equals(r.index, m.store_index(k)):
+                if not same_index(r.index, m.store_index(k), bounds):
                     return False
                 continue
             _, m_inner = m.vars(k)
             if len(m_inner) != len(n_inner) or not _same(m.inner_ranges(k), n.inner_ranges(k)):
                 return False
             want = m.store_index(k).subs(dict(zip(m_inner, n_inner)))
-            if not equals(r.index, want):
+            if not same_index(r.index, want, bounds):
                 return False
     return True
+
+
+def same_index(a, b, bounds) -> bool:
+    """Equal indices, also after folding the div/mod a view leaves (x // n * n + x % n)."""
+    return equals(a, b) or equals(simplify_index(a, bounds), simplify_index(b, bounds))
 
 
 def buffer_readers(items, outputs, mutations) -> Dict[str, int]:
@@ -214,12 +225,15 @@ def _fuse_into_earlier(steps, node: SchedNode) -> bool:
         if isinstance(s, FusedKernel):
             for n in s.nodes:
                 produced.update(n.output_names())
-            cand = s.nodes + [node]
-            outer = _candidate_outer(cand)
-            if outer is not None and _legal(cand, outer):
-                s.nodes.append(node)
-                s.outer = outer
-                return True
+            for n in (node, _reranged(node, s.outer)):
+                if n is None:
+                    continue
+                cand = s.nodes + [n]
+                outer = _candidate_outer(cand)
+                if outer is not None and _legal(cand, outer):
+                    s.nodes.append(n)
+                    s.outer = outer
+                    return True
         else:
             produced.update(b.name for b in s.outputs)
         if produced & needs:
@@ -227,21 +241,58 @@ def _fuse_into_earlier(steps, node: SchedNode) -> bool:
     return False
 
 
-def _mark_removed(steps, outputs, mutations):
-    """Buffers read only inside their own kernel, at the element just computed, need no memory."""
+def _reranged(node: SchedNode, outer) -> Optional[SchedNode]:
+    """`node` iterated as `outer + rest` when its leading ranges are `outer` merged (a view:
+    LayerNorm's normalize over (tokens, hidden) after its statistics over (batch, seq,
+    hidden)); None when they are not. The flat store index is unchanged, so the buffer's
+    layout and every reader stay valid; each old leading variable becomes the flat index of
+    its group of new ones, linear (no division), so the fusion checks compare exact indices."""
+    if node.is_reduction:
+        return None
+    ranges = node.full_ranges
+    if _same(ranges[:len(outer)], outer):
+        return None
+    groups, i = [], 0
+    for r in ranges:
+        if i == len(outer):
+            break
+        j = i + 1
+        while j < len(outer) and not equals(product(outer[i:j]), r):
+            j += 1
+        if not equals(product(outer[i:j]), r):
+            return None
+        groups.append((i, j))
+        i = j
+    if i != len(outer):
+        return None
+    k, inner_fn = len(groups), node.buf.data.inner_fn
+
+    def fn(idx):
+        idx = list(idx)
+        old = [flat_index(idx[a:b], contiguous_strides(outer[a:b])) for a, b in groups]
+        return inner_fn(old + idx[len(outer):])
+    buf = dataclasses.replace(node.buf, data=Pointwise(list(outer) + list(ranges[k:]), fn))
+    return SchedNode(buf)
+
+
+def _pinned_and_readers(steps, outputs, mutations):
+    """Buffers the graph hands out (outputs, write-backs), and which steps read each buffer."""
     pinned = {r.buffer.name for r in _argrefs(outputs) + _argrefs([m.value for m in mutations])}
-    owner: Dict[str, FusedKernel] = {}
     readers: Dict[str, Set[int]] = {}
     for i, s in enumerate(steps):
         if isinstance(s, FusedKernel):
             for n in s.nodes:
-                for name in n.output_names():
-                    owner[name] = s
                 for name in n.reads(len(s.outer)).read_names:
                     readers.setdefault(name, set()).add(i)
         else:
             for ref in _argrefs(s.args) + _argrefs(s.kwargs):
                 readers.setdefault(ref.buffer.name, set()).add(i)
+    return pinned, readers
+
+
+def _mark_removed(steps, outputs, mutations):
+    """Buffers read only inside their own kernel, at the element just computed, need no memory."""
+    pinned, readers = _pinned_and_readers(steps, outputs, mutations)
     for i, s in enumerate(steps):
         if not isinstance(s, FusedKernel):
             continue
@@ -251,6 +302,32 @@ def _mark_removed(steps, outputs, mutations):
             for name in n.output_names():
                 if name not in pinned and readers.get(name, set()) <= {i}:
                     s.removed.add(name)
+
+
+ROW_LOCAL_BYTES = 65536    # row-local scratch per kernel: stack arrays of each thread
+
+
+def mark_row_local(steps, outputs, mutations, max_bytes=ROW_LOCAL_BYTES):
+    """C++ only: a pointwise node of a kernel with inner loops whose output only that kernel
+    reads (always at the element of the current outer iteration, which `_legal` guarantees)
+    needs one row of scratch per outer iteration, not a whole buffer in memory."""
+    pinned, readers = _pinned_and_readers(steps, outputs, mutations)
+    for i, s in enumerate(steps):
+        if not isinstance(s, FusedKernel) or not s.has_inner:
+            continue
+        k, used = len(s.outer), 0
+        for n in s.nodes:
+            if n.is_reduction or n.buf.aux is not None or n.buf.name in pinned:
+                continue
+            elems = static_int(product(n.inner_ranges(k)))
+            if elems is None or readers.get(n.buf.name, set()) != {i}:
+                continue
+            nbytes = elems * n.buf.dtype.itemsize
+            if used + nbytes > max_bytes:
+                continue
+            used += nbytes
+            s.removed.add(n.buf.name)
+            s.local[n.buf.name] = elems
 
 
 def kernel_count(steps) -> int:

@@ -318,6 +318,9 @@ WRAPPERS: list[tuple[Callable, Callable]] = [
     (lambda v: isinstance(v, torch.Tensor), _B.tensor),
     # at graph breaks (executor/breaks.py): contexts re-entered, locals passed as unbound
     (lambda v: type(v) in (torch.no_grad, torch.enable_grad), _breaks.wrap_grad_ctx),
+    (lambda v: type(v) is torch.inference_mode, _breaks.wrap_inference_ctx),
+    (lambda v: isinstance(v, torch.amp.autocast_mode.autocast), _B.user_object),  # not traced: breaks.py
+    (_breaks.is_c_exit, _breaks.wrap_c_exit),
     (lambda v: v is _breaks.UNBOUND, by_identity(ObjectVariable)),
     (lambda v: type(v) in CONSTANT_TYPES, _B.literal),
     (lambda v: type(v) is torch.Size, _B.size),

@@ -66,6 +66,12 @@ def to_meta_tensor(t: torch.Tensor) -> torch.Tensor:
     return m
 
 
+def _meta_failed(target, e: Exception) -> Unsupported:
+    from pydynamo.hints import meta_failure
+    name = target if isinstance(target, str) else getattr(target, "__name__", repr(target))
+    return Unsupported(*meta_failure(name, e))
+
+
 def _is_impure(node: torch.fx.Node) -> bool:
     if node.op == "call_method":
         return node.target.endswith("_") and not node.target.endswith("__")
@@ -272,9 +278,7 @@ class OutputGraph:
         except (Unsupported, ConstraintViolation):
             raise
         except Exception as e:
-            name = target if isinstance(target, str) else getattr(target, "__name__", repr(target))
-            raise Unsupported("meta_failed", f"{name}: cannot compute output metadata "
-                              f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})") from e
+            raise _meta_failed(target, e) from e
         if out is not None and not _meta.leaves(out):
             return self.wrap_sym_value(tx, out)
         fx_args = tuple(self.to_fx(a, False) for a in args)
@@ -333,9 +337,7 @@ class OutputGraph:
         except Unsupported:
             raise
         except Exception as e:
-            name = target if isinstance(target, str) else getattr(target, "__name__", repr(target))
-            raise Unsupported("meta_failed", f"{name}: cannot compute output metadata "
-                              f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})") from e
+            raise _meta_failed(target, e) from e
 
     def wrap_node(self, tx, node, out, device) -> VariableTracker:
         if isinstance(out, torch.Tensor):
@@ -375,6 +377,8 @@ class OutputGraph:
         frame's globals. Returns that global's name and the input sources (None: empty graph)."""
         self.graph.output(tuple(t.node for t in outputs))
         self._dce()
+        if not outputs:
+            self._drop_state_only()
         used = [i for i in self.inputs if i.node.users]
         for i in self.inputs:
             if not i.node.users:
@@ -397,6 +401,23 @@ class OutputGraph:
         self.frame_globals[name] = compiled_fn
         self.compiled.append(CompiledGraph(name, gm, example_inputs, compiled_fn, self.op_count()))
         return name
+
+    def _drop_state_only(self) -> None:
+        """A graph that only switches grad/inference mode and ends in the mode it started in
+        (the real mode now: translation runs under the frame's own, which a guard pins) does
+        nothing: e.g. a resumed `with torch.no_grad():` block with no tensor work left."""
+        from torch.autograd import grad_mode as gm
+        calls = [n for n in self.graph.nodes if n.op in ("call_function", "call_method")]
+        state = (torch._C._set_grad_enabled, gm._enter_inference_mode, gm._exit_inference_mode)
+        if not calls or any(n.op != "call_function" or n.target not in state for n in calls):
+            return
+        modes = [n.args[0] for n in calls if n.target is torch._C._set_grad_enabled]
+        entered = sum(n.target is gm._enter_inference_mode for n in calls)
+        if entered != sum(n.target is gm._exit_inference_mode for n in calls) or \
+                (modes and modes[-1] != torch.is_grad_enabled()):
+            return
+        for n in reversed(calls):
+            self.graph.erase_node(n)
 
     def _dce(self) -> None:
         for node in reversed(list(self.graph.nodes)):

@@ -46,9 +46,8 @@ class ConstantVariable(VariableTracker):
     def var_getattr(self, tx, name):
         try:
             attr = getattr(self.value, name)
-        except AttributeError:  # getattr(x, name, default) falls back on this reason
-            raise Unsupported("no_attribute", f"{type(self.value).__name__} object has no "
-                              f"attribute {name!r}") from None
+        except AttributeError as e:  # getattr(x, name, default) / hasattr turn this into a value
+            raise Unsupported("no_attribute", str(e)) from None
         if callable(attr):
             return ConstMethodVariable(self, name)
         return ConstantVariable(attr)
