@@ -9,7 +9,9 @@ Invariants:
 - Sizes 0 and 1 are never symbolic (they change broadcasting and contiguity); a dynamic size
   gets the range [2, oo), and those lower bounds are guards too.
 - Duck shaping: equal hints share one symbol; every further source of a symbol is guarded equal
-  to the first (`L['x'].size()[0] == L['y'].size()[1]`).
+  to the first (`L['x'].size()[0] == L['y'].size()[1]`). As in torch.compile, only sizes made
+  dynamic by dynamic=True are duck-shaped: automatic dynamic and mark_dynamic give each dim its
+  own symbol, and a dynamic int argument gets a symbol of any sign (no 0/1 pinning, no range).
 - A guard `Eq(symbol, value)` is also a replacement: later expressions are simplified with it,
   so a specialized symbol never appears in a graph again. Specializing a dim that the user marked
   dynamic raises `ConstraintViolation` naming the user line that did it.
