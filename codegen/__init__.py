@@ -170,21 +170,24 @@ __all__ = ["compile_fx", "counters", "CompileStats"]
 
 def _fallbacks(gm, counters):
     """The two eager escapes every generated wrapper (CPU and GPU) calls from its entry check."""
-    warned = []
+    warned = []      # once per reason: "grad", None (inputs differ) or a size relation
 
     def eager_grad(*args):
         counters["eager_grad_calls"] += 1
-        if not warned:
-            warned.append(1)
+        if "grad" not in warned:
+            warned.append("grad")
             log.info("codegen: inputs require grad under grad mode; running %s eagerly",
                      type(gm).__name__)
         return gm(*args)
 
-    def mismatch(*args):
+    def mismatch(*args, why=None):
         counters["input_mismatch_calls"] += 1
-        if not warned:
-            warned.append(1)
-            warnings.warn("pydynamo codegen: inputs differ from the compiled ones "
-                          "(shape/stride/dtype/device/aliasing); running the graph eagerly", stacklevel=3)
+        if why is not None:      # a size relation the kernels were compiled under
+            counters["size_assumption_calls"] += 1
+        if why not in warned:
+            warned.append(why)
+            what = ("sizes break the relation the kernels were compiled under: " + why) if why \
+                else "inputs differ from the compiled ones (shape/stride/dtype/device/aliasing)"
+            warnings.warn(f"pydynamo codegen: {what}; running the graph eagerly", stacklevel=3)
         return gm(*args)
     return eager_grad, mismatch

@@ -401,8 +401,8 @@ class CppKernelPrinter(HandlerBase):
         outer = list(k.outer)
         xs = [f"x{i}" for i in range(len(outer))]
         with set_handler(self):
-            work = product(outer) * max([product(n.inner_ranges(len(outer))) for n in k.nodes]
-                                        + [sympy.Integer(1)])
+            work = product(outer) * sympy.Max(*[product(n.inner_ranges(len(outer)))
+                                                for n in k.nodes], sympy.Integer(1))
             parallel_outer = self._outer_parallel(outer)
             if not k.has_inner:
                 self._pointwise_nest(xs, outer, work)

@@ -7,6 +7,7 @@ extern calls; their bias/scale epilogues stay as pointwise work so they fuse int
 from __future__ import annotations
 
 import math
+import operator
 
 import sympy
 import torch
@@ -293,14 +294,84 @@ def dropout(input, p=0.5, training=True, inplace=False):
 
 @register("linear")
 def linear(input, weight, bias=None):
+    if bias is not None and bias.ndim == 1 and _bias_in_extern():
+        return current.graph.call_extern(torch.nn.functional.linear, (input, weight, bias), {})
     out = current.graph.call_extern(torch.nn.functional.linear, (input, weight), {})
     if bias is not None:
         out = L["add"](out, bias)
     return out
 
 
+# lowerings that are extern calls: their arguments are materialized in memory
+EXTERN_LOWERINGS = ("linear", "addmm", "scaled_dot_product_attention")
+
+
+def _bias_in_extern() -> bool:
+    """Add a matmul's row bias inside the extern (cuBLAS's bias epilogue, free) rather than as
+    pointwise work, when the biased product has to be written to memory anyway: some consumer
+    (through views) is another extern (attention, a matmul) or a graph output. When every
+    consumer is a kernel, the add fuses into it instead (GELU, residual + LayerNorm), which
+    saves the extern's extra read. GPU graphs only (GraphLowering.bias_epilogue)."""
+    g = current.graph
+    node = g.current_node
+    if not getattr(g, "bias_epilogue", False) or node is None:
+        return False
+    from codegen.graph import VIEW_OPS, _canon_name
+    todo, seen = list(node.users), set()
+    while todo:
+        u = todo.pop()
+        if u in seen:
+            continue
+        seen.add(u)
+        name = _canon_name(u) if u.op in ("call_function", "call_method") else None
+        if u.op == "call_function" and u.target is operator.getitem or name in VIEW_OPS:
+            todo.extend(u.users)
+        elif name is None or name in EXTERN_LOWERINGS:
+            return True             # an extern, a module call or the output reads it
+    return False
+
+
+@register("tensor")
+def tensor(data, *, dtype=None, **kw):
+    """torch.tensor of an empty list or a Python number (a cache's empty start, a scalar
+    constant): a fresh buffer, no host-to-device copy per call. Other data stays extern."""
+    if isinstance(data, (bool, int, float)):
+        return L["full"]([], data, dtype=dtype, **kw)
+    if isinstance(data, (list, tuple)) and len(data) == 0:
+        return L["full"]([0], 0, dtype=dtype or torch.get_default_dtype(), **kw)
+    raise NotLowered("tensor data other than [] or a number")
+
+
+@register("scaled_dot_product_attention")
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
+                                 is_causal=False, scale=None, enable_gqa=False):
+    """An extern call; on GPU graphs a boolean mask is first turned into the additive float
+    mask eager's kernels build from it (0 where kept, -inf where masked; the same values),
+    once per graph: a model passes one mask to every layer, and eager would convert it again
+    in each layer's call (a fill and a where per layer)."""
+    g = current.graph
+    if is_tensor(attn_mask) and attn_mask.dtype == torch.bool and is_tensor(query) and \
+            is_float(query.dtype) and getattr(g, "bias_epilogue", False):
+        cache = g.__dict__.setdefault("sdpa_float_masks", {})
+        key_ = (id(attn_mask), query.dtype)
+        if key_ not in cache:
+            dt = query.dtype
+            cache[key_] = (attn_mask, realize(pointwise(
+                lambda m: ops.where(m, _const(0.0, dt), _const(-math.inf, dt)),
+                [attn_mask], torch.bool, dt)))
+        attn_mask = cache[key_][1]
+    kwargs = dict(attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale)
+    if enable_gqa:
+        kwargs["enable_gqa"] = enable_gqa
+    return g.call_extern(torch.nn.functional.scaled_dot_product_attention, (query, key, value),
+                         kwargs)
+
+
 @register("addmm")
 def addmm(input, mat1, mat2, *, beta=1, alpha=1):
+    if beta == 1 and alpha == 1 and is_tensor(input) and input.ndim == 1 and \
+            input.dtype == mat1.dtype and _bias_in_extern():
+        return current.graph.call_extern(torch.addmm, (input, mat1, mat2), {})
     prod = current.graph.call_extern(torch.mm, (mat1, mat2), {})
     if alpha != 1:
         prod = L["mul"](prod, alpha)

@@ -75,6 +75,50 @@ class GpuWrapperPrinter(WrapperPrinter):
         self.infos = infos
         self.on_gpu = on_gpu
 
+    def _kernel(self, k, typed, free):
+        self._in_place(k, typed)
+        super()._kernel(k, typed, free)
+
+    def _in_place(self, k, typed):
+        """A pointwise kernel writes an output into an input that dies here (same bytes, each
+        element read only where it is written): no allocation, and the stores land on lines
+        the loads just brought into L2 (GELU after a matmul). The input must be ours: a
+        buffer this wrapper allocated or a fresh matmul result, never a graph input, a
+        parameter or an extern's possible view."""
+        from codegen.ir import ComputedBuffer, ExternBuffer
+        from codegen.scheduler import same_index
+        if k.has_inner or len(k.nodes) != 1:
+            return
+        node, i = k.nodes[0], self.step_index
+        deps = node.reads(len(k.outer))
+        if deps.indirect:
+            return
+        out = node.buf.name
+        if out in k.removed:
+            return
+        lay = node.buf.layout
+        store = node.store_index(len(k.outer))
+        bounds = dict(zip(node.vars(len(k.outer))[0], k.outer))
+        for r in deps.reads:
+            b = self.g.buffers_by_name.get(r.name)
+            fresh = (isinstance(b, ComputedBuffer) and r.name in self.allocated) or \
+                (isinstance(b, ExternBuffer) and b.call.target in FRESH_RESULT_EXTERNS)
+            if not fresh or r.name in typed or self.life.last_use.get(r.name) != i or \
+                    b.dtype != node.buf.dtype or not b.layout.is_contiguous() or \
+                    self._nbytes(r.name) != self._nbytes(out) or self._nbytes(out) is None:
+                continue
+            if out in typed and (list(b.layout.size) != list(lay.size) or
+                                 list(b.layout.stride) != list(lay.stride)):
+                continue        # an extern or the caller sees `out` with its own shape
+            if any(o.name == r.name and not same_index(o.index, store, bounds) for o in deps.reads):
+                continue
+            var = self.alias.get(r.name, r.name)
+            self.alias[out] = var
+            self.allocated.add(out)
+            self.allocated.discard(r.name)      # its memory lives on as `out`
+            self.emit(f"{out} = {var}  # in place: {r.name} dies here")
+            return
+
     def _launch(self, k):
         from codegen.sizevars import static_int
         from codegen.wrapper import _py
@@ -111,6 +155,11 @@ class GpuWrapperPrinter(WrapperPrinter):
             else:
                 self.emit("if _err.item():", indent)
                 self.emit(f"_kernel_error(int(_err.item()), {where!r})", indent + 1)
+
+
+# externs whose result is a new tensor the wrapper owns (kernels may write into it)
+FRESH_RESULT_EXTERNS = {torch.mm, torch.addmm, torch.bmm, torch.baddbmm,
+                        torch.nn.functional.linear}
 
 
 def _as_device(a):
@@ -151,15 +200,55 @@ def _ensure_on(device):
     return ensure
 
 
+# ops whose output strides depend on the kernel the device picks (CUDA's memory-efficient
+# attention writes (batch, seq, heads, dim) and returns it transposed; meta tensors say
+# contiguous): their layout is learnt from one call on zeros, so the result is used as it is
+# (no copy to a guessed layout, and the usual transpose back to (batch, seq, hidden) is a view)
+LAYOUT_PROBED = {torch.nn.functional.scaled_dot_product_attention,
+                 torch.ops.aten.scaled_dot_product_attention.default}
+
+
+def _probe_layout(target, args, kwargs, device):
+    from codegen.ir import ArgRef
+    if target not in LAYOUT_PROBED:
+        return None
+
+    def real(a):
+        if isinstance(a, ArgRef):
+            size, stride = [int(x) for x in a.size], [int(x) for x in a.stride]
+            need = int(a.offset) + 1 + sum((n - 1) * st for n, st in zip(size, stride))
+            base = torch.zeros(max(need, 1), dtype=a.buffer.dtype, device=device)
+            return base.as_strided(size, stride, int(a.offset))
+        if isinstance(a, (list, tuple)):
+            return type(a)(real(x) for x in a)
+        if isinstance(a, dict):
+            return {k: real(x) for k, x in a.items()}
+        if hasattr(a, "free_symbols"):
+            raise TypeError("symbolic")
+        return a
+    try:
+        with torch.no_grad():
+            out = target(*real(args), **real(kwargs))
+    except (TypeError, RuntimeError, ValueError):
+        return None               # symbolic sizes, or the op refuses: meta's layout is used
+    return out
+
+
 def compile_fx_triton(gm: torch.fx.GraphModule, example_inputs: List[Any], **options):
     from codegen import CompileStats, _eager, counters
     from codegen.graph import GraphLowering
     counters["triton_path"] += 1
     stats = CompileStats()
-    device = graph_device(example_inputs, gm)
+    device = graph_device_ = graph_device(example_inputs, gm)
 
     class DeviceLowering(GraphLowering):
-        devices = (device.type,)
+        devices = (graph_device_.type,)
+        bias_epilogue = True
+        device = graph_device_      # factories naming another device index stay extern
+
+        def _extern_meta(self, target, args, kwargs, meta):
+            probed = _probe_layout(target, args, kwargs, device)
+            return probed if probed is not None else super()._extern_meta(target, args, kwargs, meta)
     moved = _device_move(gm, device)
     if moved:
         return _eager(gm, f"{moved} moves a tensor off the graph's device ({device})", stats)

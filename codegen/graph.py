@@ -65,6 +65,7 @@ def _tensor_meta(node):
 
 class GraphLowering:
     devices = ("cpu",)      # device types whose tensors lower natively (the GPU path adds cuda)
+    bias_epilogue = False   # matmul biases may go into the extern (decompositions._bias_in_extern)
 
     def __init__(self, gm: torch.fx.GraphModule, example_inputs: List[Any], dynamic=None):
         self.gm = gm
@@ -91,6 +92,7 @@ class GraphLowering:
         self.current_node: Optional[torch.fx.Node] = None
         self._n = 0
         self.needs_grad_params = False
+        self._concrete_meta = False
 
     @property
     def size_hints(self) -> Dict[sympy.Symbol, int]:
@@ -145,13 +147,15 @@ class GraphLowering:
         """A lowering value -> what an extern call receives (ArgRef for tensors)."""
         if isinstance(v, TensorValue):
             ref = strided_view_of(v)
-            if ref is None:
-                ref = strided_view_of(realize(v))
+            if ref is None or any(self.hint(st) < 0 for st in ref.stride):
+                ref = strided_view_of(realize(v))   # (torch.as_strided refuses negative strides)
             return ref
         if isinstance(v, (list, tuple)):
             return type(v)(self.to_arg(x) for x in v)
         if isinstance(v, dict):
             return {k: self.to_arg(x) for k, x in v.items()}
+        if isinstance(v, slice):
+            return slice(self.to_arg(v.start), self.to_arg(v.stop), self.to_arg(v.step))
         if isinstance(v, sympy.Expr):
             if v.is_Integer:
                 return int(v)
@@ -172,6 +176,8 @@ class GraphLowering:
         def build(m, path):
             if isinstance(m, (list, tuple)) and not _is_tensor_meta(m):
                 return type(m)(build(x, path + (i,)) for i, x in enumerate(m))
+            if m is None and path:
+                return None        # a None beside tensors in the result (not a tensor output)
             if m is None or not _is_tensor_meta(m):
                 raise NotLowered("extern returned a non-tensor")
             stride = m.stride() if callable(getattr(m, "stride", None)) else getattr(m, "stride", ())
@@ -215,6 +221,8 @@ class GraphLowering:
                 return type(a)(to_meta(x) for x in a)
             if isinstance(a, dict):
                 return {k: to_meta(x) for k, x in a.items()}
+            if isinstance(a, slice):
+                return slice(to_meta(a.start), to_meta(a.stop), to_meta(a.step))
             return a
         return _meta_of(target(*to_meta(args), **to_meta(kwargs)))
 
@@ -229,7 +237,7 @@ class GraphLowering:
         try:
             return symbolic_extern_layouts(
                 self.sizes, lambda assign: self._run_on_meta(target, args, kwargs, assign),
-                refs, scalars, out_meta, meta)
+                refs, scalars, out_meta, None if self._concrete_meta else meta)
         except Exception as e:
             raise EagerFallback(f"extern {getattr(target, '__name__', target)} on dynamic sizes: "
                                 f"output sizes unknown ({e})")
@@ -241,6 +249,7 @@ class GraphLowering:
                    if n.op.startswith("call")):
             with torch.no_grad():
                 ShapeProp(self.gm).propagate(*self.example_inputs)
+            self._concrete_meta = True     # example sizes only: never symbolic evidence
         prev = current.graph
         current.graph = self
         try:
@@ -323,10 +332,14 @@ class GraphLowering:
 
     def call(self, node):
         args, kwargs = self._eval_args(node.args), self._eval_args(node.kwargs)
-        if node.op == "call_function" and not _has_tensor((args, kwargs)) and \
-                as_sympy(node.meta.get("val")) is not None:
-            return self._eval_size(node, args, kwargs)     # size arithmetic of the executor
-        if _tensor_meta(node) is None:   # no tensor in the result: sizes, dtypes, numbers
+        if node.op == "call_function" and not _has_tensor((args, kwargs)) and (
+                as_sympy(node.meta.get("val")) is not None or _tensor_meta(node) is None and
+                any(isinstance(x, sympy.Expr) and not x.is_number for x in _flat((args, kwargs)))):
+            return self._eval_size(node, args, kwargs)     # size arithmetic
+        if _tensor_meta(node) is None and (self._concrete_meta or not _has_tensor((args, kwargs))
+                                            or _is_size_query(node)):
+            # no tensor in the result: sizes, dtypes, numbers (a tracer that gives metadata
+            # but left this node without it: a tensor op, lowered with unchecked metadata)
             return self._eval_static(node.target if node.op == "call_function" else
                                      _MethodCaller(node.target), args, kwargs, node)
         canon = None
@@ -357,6 +370,10 @@ class GraphLowering:
 
     def _lower(self, canon: Canonical, node):
         fn = LOWERINGS[canon.name]
+        for v in _flat((canon.args, list(canon.kwargs.values()))):
+            if isinstance(v, TensorValue) and v.dtype not in SUPPORTED_DTYPES:
+                # an extern's result of a dtype the kernels cannot load (fp16 on the C++ path)
+                raise NotLowered(f"operand dtype {v.dtype}")
         result = fn(*canon.args, **canon.kwargs)
         if canon.inplace:
             target = canon.args[0]
@@ -440,8 +457,9 @@ class GraphLowering:
         e = as_sympy(out)
         if e is None:
             return out
-        want = self.hint(as_sympy(node.meta["val"]))
-        if self.hint(e) != want:
+        given = as_sympy(node.meta.get("val"))
+        want = self.hint(given) if given is not None else None
+        if want is not None and self.hint(e) != want:
             raise EagerFallback(f"size arithmetic {_target_name(node)} gives {self.hint(e)}, "
                                 f"the executor says {want}")
         return int(e) if e.is_Integer else e
@@ -535,6 +553,12 @@ def _static_size_query(name, args, kwargs):
     return int(n) if n.is_Integer else n
 
 
+def _is_size_query(node) -> bool:
+    return node.op == "call_method" and node.target in ("size", "dim", "numel", "stride") or \
+        node.op == "call_function" and (node.target in (torch.numel, len) or
+                                        node.target is getattr)
+
+
 def _fetch_attr(gm, target):
     obj = gm
     for part in target.split("."):
@@ -578,12 +602,18 @@ def _is_inplace(node) -> bool:
     if node.op == "call_module":
         return False
     name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
-    if node.target in (operator.iadd, operator.isub, operator.imul, operator.itruediv):
-        return True
+    if getattr(node.target, "__module__", None) in ("_operator", "operator"):
+        # operator.and_ / or_ / not_ are not in place despite the underscore
+        return node.target in _INPLACE_OPERATORS
     # torch's convention: a trailing underscore mutates the first argument (torch.zero_,
     # Tensor.add_, x.relu_()); treat every such name as in place, whatever object it is
     return isinstance(name, str) and name.endswith("_") and not name.endswith("__") and \
         not name.startswith("_")
+
+
+_INPLACE_OPERATORS = {getattr(operator, f"i{n}") for n in (
+    "add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and", "or", "xor", "lshift",
+    "rshift", "matmul")}
 
 
 def _mutates_arguments(node, gm) -> Optional[str]:
@@ -645,6 +675,8 @@ def _meta_symbols(m) -> set:
 def _flat(a) -> list:
     if isinstance(a, (list, tuple)):
         return [y for x in a for y in _flat(x)]
+    if isinstance(a, slice):
+        return _flat([a.start, a.stop, a.step])
     if isinstance(a, dict):
         return _flat(list(a.values()))
     return [a]
@@ -666,11 +698,13 @@ SIZE_FUNCTIONS = {operator.floordiv: _size_floordiv, operator.mod: _size_mod,
 
 
 def _all_tensor_meta(m):
+    """Tensors, possibly nested, with None allowed beside them (`mha(...)` -> (out, None))."""
     if _is_tensor_meta(m):
         return True
     if isinstance(m, (list, tuple)):
-        return len(m) > 0 and all(_all_tensor_meta(x) for x in m)
-    return _is_tensor_meta(m)
+        return any(_all_tensor_meta(x) for x in m) and \
+            all(x is None or _all_tensor_meta(x) for x in m)
+    return False
 
 
 def _meta_of(out):

@@ -21,7 +21,9 @@ import torch
 from codegen.ir import (ComputedBuffer, NotLowered, Reduction, TensorValue, body_cost,
                         current, realize)
 from codegen.ops import ops
-from codegen.sizevars import FloorDiv, ModIdx, contiguous_strides, equals, flat_index, product
+from codegen.sizevars import (FloorDiv, ModIdx, _is_int_poly, contiguous_strides, equals,
+                              flat_index, product)
+from codegen.symbolic import same_size, size_hint, size_is_one
 
 LOWERINGS: Dict[str, Callable] = {}
 
@@ -98,17 +100,17 @@ def broadcast_sizes(*sizes: Sequence) -> List[sympy.Expr]:
     nd = max((len(s) for s in sizes), default=0)
     out = []
     for i in range(nd):
+        dims = [sympy.sympify(s[i - (nd - len(s))]) for s in sizes if i - (nd - len(s)) >= 0]
+        if all(d == dims[0] for d in dims):     # nothing to decide (one operand, same sizes)
+            out.append(dims[0])
+            continue
         dim = sympy.Integer(1)
-        for s in sizes:
-            j = i - (nd - len(s))
-            if j < 0:
-                continue
-            d = sympy.sympify(s[j])
-            if d == 1:
+        for d in dims:
+            if size_is_one(d):
                 continue
             if dim == 1:
                 dim = d
-            elif not equals(dim, d):
+            elif not same_size(dim, d):
                 raise NotLowered("broadcast mismatch")
         out.append(dim)
     return out
@@ -135,7 +137,15 @@ def value_loader(x, dtype):
             return x.loader
         return lambda idx: ops.to_dtype(x.loader(idx), dtype)
     if isinstance(x, sympy.Expr) and not x.is_number:
-        return lambda idx: ops.index_expr(x, dtype)
+        if _is_int_poly(x):
+            return lambda idx: ops.index_expr(x, dtype)
+        # a true division of sizes (Python's `x.shape[0] / 2`): a double, as in Python
+        num, den = sympy.fraction(sympy.together(x))
+        if not (_is_int_poly(num) and _is_int_poly(den)):
+            raise NotLowered(f"symbolic scalar {x}")
+        f64 = torch.float64
+        return lambda idx: ops.to_dtype(ops.truediv(ops.index_expr(num, f64),
+                                                    ops.index_expr(den, f64)), dtype)
     val = x
     return lambda idx: ops.constant(val, dtype)
 
@@ -764,9 +774,11 @@ def _infer_size(shape, numel):
         known = product([s for s in shape if s != -1])
         if known == 0:
             raise NotLowered("view with 0")
-        shape[neg[0]] = sympy.cancel(numel / known)
+        q = sympy.cancel(sympy.sympify(numel) / known)
+        # not a polynomial (s0*16 / (2*(s0//2))): exact division, checked below
+        shape[neg[0]] = q if _is_int_poly(q) else FloorDiv(numel, known)
     shape = [sympy.sympify(s) for s in shape]
-    if not equals(product(shape), numel):
+    if not same_size(product(shape), numel):
         raise NotLowered("view numel mismatch")
     return shape
 
@@ -810,8 +822,8 @@ def _reshape_groups(old, new):
         if j < len(new):
             pn = new[j]
             j += 1
-        while not equals(po, pn):
-            if (po.is_number and pn.is_number and po < pn) or j >= len(new):
+        while not equals(po, pn) and not (size_hint(po) == size_hint(pn) and same_size(po, pn)):
+            if size_hint(po) < size_hint(pn) or j >= len(new):
                 if i >= len(old):
                     raise NotLowered("reshape grouping")
                 po = po * old[i]
@@ -931,7 +943,7 @@ def expand(input, *sizes):
         raise NotLowered("expand")
     out = [input.size[i - lead] if (s == -1) else sympy.sympify(s) for i, s in enumerate(sizes)]
     for i in range(lead, len(out)):
-        if input.size[i - lead] != 1 and not equals(out[i], input.size[i - lead]):
+        if not size_is_one(input.size[i - lead]) and not same_size(out[i], input.size[i - lead]):
             raise NotLowered("expand mismatch")
     return expand_to(input, out)
 
@@ -981,6 +993,9 @@ def _symbolic_slice(n, start, end, step):
         if not v.is_integer:
             raise NotLowered("slice bound")
         if v.is_number and v < 0:
+            v = n + v
+        elif not v.is_number and not sizes.assume(sympy.Ge(v, 0)):
+            sizes.assume(sympy.Lt(v, 0))    # counts from the end, as in Python
             v = n + v
         if not sizes.assume(sympy.Ge(v, 0)):
             sizes.assume(sympy.Lt(v, 0))
@@ -1236,8 +1251,11 @@ def _size_arg(size):
 
 def _check_factory(kw):
     dev = kw.get("device")
-    if dev is not None and torch.device(dev).type != "cpu":
-        raise NotLowered("device")
+    if dev is not None:     # the graph's own device (cuda on the Triton path) is fine
+        d, own = torch.device(dev), getattr(current.graph, "device", None)
+        if d.type not in getattr(current.graph, "devices", ("cpu",)) or \
+                d.index is not None and own is not None and d != own:
+            raise NotLowered("device")
     if kw.get("requires_grad"):
         raise NotLowered("requires_grad factory")
     if kw.get("layout") not in (None, torch.strided):

@@ -14,6 +14,7 @@ beyond what lowering already inlined.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Set
 
@@ -22,7 +23,7 @@ import sympy
 from codegen.ir import (ArgRef, ComputedBuffer, ExternCall, InputBuffer, Pointwise, Reduction)
 from codegen.ops import collect_deps
 from codegen.sizevars import (contiguous_strides, equals, flat_index, loop_vars, product,
-                              static_int)
+                              simplify_index, static_int)
 
 
 @dataclass(eq=False)
@@ -128,7 +129,8 @@ def _legal(nodes: List[SchedNode], outer) -> bool:
         deps = n.reads(k)
         if deps.indirect and any(r.name in producer for r in deps.reads):
             return False
-        _, n_inner = n.vars(k)
+        xs, n_inner = n.vars(k)
+        bounds = dict(zip(list(xs) + list(n_inner), list(outer) + n.inner_ranges(k)))
         for r in deps.reads:
             m = producer.get(r.name)
             if m is None:
@@ -136,16 +138,21 @@ def _legal(nodes: List[SchedNode], outer) -> bool:
             if m is n:
                 return False
             if m.is_reduction:
-                if not equals(r.index, m.store_index(k)):
+                if not same_index(r.index, m.store_index(k), bounds):
                     return False
                 continue
             _, m_inner = m.vars(k)
             if len(m_inner) != len(n_inner) or not _same(m.inner_ranges(k), n.inner_ranges(k)):
                 return False
             want = m.store_index(k).subs(dict(zip(m_inner, n_inner)))
-            if not equals(r.index, want):
+            if not same_index(r.index, want, bounds):
                 return False
     return True
+
+
+def same_index(a, b, bounds) -> bool:
+    """Equal indices, also after folding the div/mod a view leaves (x // n * n + x % n)."""
+    return equals(a, b) or equals(simplify_index(a, bounds), simplify_index(b, bounds))
 
 
 def buffer_readers(items, outputs, mutations) -> Dict[str, int]:
@@ -218,17 +225,54 @@ def _fuse_into_earlier(steps, node: SchedNode) -> bool:
         if isinstance(s, FusedKernel):
             for n in s.nodes:
                 produced.update(n.output_names())
-            cand = s.nodes + [node]
-            outer = _candidate_outer(cand)
-            if outer is not None and _legal(cand, outer):
-                s.nodes.append(node)
-                s.outer = outer
-                return True
+            for n in (node, _reranged(node, s.outer)):
+                if n is None:
+                    continue
+                cand = s.nodes + [n]
+                outer = _candidate_outer(cand)
+                if outer is not None and _legal(cand, outer):
+                    s.nodes.append(n)
+                    s.outer = outer
+                    return True
         else:
             produced.update(b.name for b in s.outputs)
         if produced & needs:
             return False
     return False
+
+
+def _reranged(node: SchedNode, outer) -> Optional[SchedNode]:
+    """`node` iterated as `outer + rest` when its leading ranges are `outer` merged (a view:
+    LayerNorm's normalize over (tokens, hidden) after its statistics over (batch, seq,
+    hidden)); None when they are not. The flat store index is unchanged, so the buffer's
+    layout and every reader stay valid; each old leading variable becomes the flat index of
+    its group of new ones, linear (no division), so the fusion checks compare exact indices."""
+    if node.is_reduction:
+        return None
+    ranges = node.full_ranges
+    if _same(ranges[:len(outer)], outer):
+        return None
+    groups, i = [], 0
+    for r in ranges:
+        if i == len(outer):
+            break
+        j = i + 1
+        while j < len(outer) and not equals(product(outer[i:j]), r):
+            j += 1
+        if not equals(product(outer[i:j]), r):
+            return None
+        groups.append((i, j))
+        i = j
+    if i != len(outer):
+        return None
+    k, inner_fn = len(groups), node.buf.data.inner_fn
+
+    def fn(idx):
+        idx = list(idx)
+        old = [flat_index(idx[a:b], contiguous_strides(outer[a:b])) for a, b in groups]
+        return inner_fn(old + idx[len(outer):])
+    buf = dataclasses.replace(node.buf, data=Pointwise(list(outer) + list(ranges[k:]), fn))
+    return SchedNode(buf)
 
 
 def _pinned_and_readers(steps, outputs, mutations):

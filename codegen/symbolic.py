@@ -69,9 +69,17 @@ class SymbolicSizes:
     checks: List[SizeCheck] = field(default_factory=list)
     assumptions: List[sympy.Basic] = field(default_factory=list)
     taken: set = field(default_factory=set)             # symbol names in use (executor's too)
+    ducks: List[sympy.Symbol] = field(default_factory=list)   # dynamic= size symbols
 
     # ------------------------------------------------------------------ symbols
-    def new_symbol(self, hint: int, source: str) -> sympy.Symbol:
+    def new_symbol(self, hint: int, source: str, duck: bool = False) -> sympy.Symbol:
+        """A fresh symbol read from `source`. `duck`: a size equal to an earlier duck size
+        shares its symbol (DESIGN.md 5's duck shaping; the wrapper checks the equality)."""
+        if duck:
+            for s in self.ducks:
+                if self.hints[s] == int(hint):
+                    self.bind(s, source, tensor=True)
+                    return s
         k = 0
         while f"s{k}" in self.taken:
             k += 1
@@ -79,14 +87,22 @@ class SymbolicSizes:
         self.taken.add(s.name)
         self.hints[s] = int(hint)
         self.bind(s, source, tensor=True)
+        if duck:
+            self.ducks.append(s)
         return s
 
     def bind(self, s: sympy.Symbol, source: str, tensor: bool):
+        if tensor:
+            self.from_tensor.add(s)
         if s not in self.bindings:
             self.bindings[s] = source
-            if tensor:
-                self.from_tensor.add(s)
-        elif self.bindings[s] != source:
+            return
+        if self.bindings[s] == source:
+            return
+        if not tensor and "." in self.bindings[s]:
+            # an int argument is the cheapest read: it becomes the binding
+            self.bindings[s], source, tensor = source, self.bindings[s], True
+        if not tensor:     # tensor reads are covered by that input's whole-shape check
             self.checks.append(SizeCheck(source, s))
 
     def learn(self, expr, value: int, source: str, tensor=True):
@@ -116,9 +132,28 @@ class SymbolicSizes:
             return True
         if rel is sympy.false or not bool(self.hint_rel(rel)):
             return False
-        if rel not in self.assumptions:
+        if rel not in self.assumptions and not self._always(rel):
             self.assumptions.append(rel)
         return True
+
+    def _always(self, rel) -> bool:
+        """`rel` (<, <=, >, >=) holds for every size the wrapper admits: with each symbol at
+        its lower bound plus a non-negative t (2 for tensor dims, which the wrapper checks, 1
+        for others), the difference is a polynomial with non-negative coefficients."""
+        if isinstance(rel, (sympy.Lt, sympy.Le)):
+            d = rel.rhs - rel.lhs - (1 if isinstance(rel, sympy.Lt) else 0)
+        elif isinstance(rel, (sympy.Gt, sympy.Ge)):
+            d = rel.lhs - rel.rhs - (1 if isinstance(rel, sympy.Gt) else 0)
+        else:
+            return False
+        if not all(isinstance(a, (sympy.Symbol, sympy.Number, sympy.Add, sympy.Mul, sympy.Pow))
+                   for a in sympy.preorder_traversal(d)):
+            return False      # FloorDiv, Min, ...: not attempted
+        shift = {x: sympy.Dummy(nonnegative=True) + (2 if x in self.from_tensor else 1)
+                 for x in d.free_symbols}
+        poly = sympy.expand(d.xreplace(shift))
+        return all(c >= 0 for c in sympy.Poly(poly, *poly.free_symbols).coeffs()) \
+            if poly.free_symbols else bool(poly >= 0)
 
     def hint_rel(self, rel):
         return rel.xreplace({s: sympy.Integer(v) for s, v in self.hints.items()})
@@ -137,7 +172,7 @@ class SymbolicSizes:
                 self.learn(g, n, f"{arg}.shape[{d}]")
                 size.append(g)
             elif d in dims and n > 1:        # 0 and 1 stay specialized, as in DESIGN.md 5
-                size.append(self.new_symbol(n, f"{arg}.shape[{d}]"))
+                size.append(self.new_symbol(n, f"{arg}.shape[{d}]", duck=True))
             else:
                 size.append(sympy.Integer(n))
         if given_st is not None and len(given_st) == ex.dim() and \
@@ -212,11 +247,11 @@ def symbolic_extern_layouts(sizes: SymbolicSizes, run_meta, refs, scalars, concr
                 cands.append(e)
     cands += [s for s in scalars if s not in cands]
 
+    def options(v):
+        return [e for e in cands if sizes.hint(e) == v] + [sympy.Integer(v)]
+
     def match(v):
-        for e in cands:
-            if sizes.hint(e) == v:
-                return e
-        return sympy.Integer(v)
+        return options(v)[0]
 
     out, guessed = {}, {}
     for path, m in _leaves(concrete):
@@ -227,32 +262,91 @@ def symbolic_extern_layouts(sizes: SymbolicSizes, run_meta, refs, scalars, concr
         if len(gshape) == len(m.shape) and all(x is not None for x in gshape) and \
                 [sizes.hint(x) for x in gshape] == list(m.shape) and not sizes.unbound(gshape):
             size = gshape
-        else:
-            size = guessed[path] = [match(int(v)) for v in m.shape]
+        else:       # the executor's symbolic metadata is trusted; guesses are confirmed
+            guessed[path] = [options(int(v)) for v in m.shape]
+            size = _confirm(sizes, run_meta, path, guessed[path])
         out[path] = (size, _stride_guess(size, m, match))
-    if guessed:      # the executor's symbolic metadata is trusted; guesses are confirmed
-        _confirm(sizes, run_meta, guessed)
     return out
 
 
 def _stride_guess(size, m, match):
-    st = tuple(m.stride())
+    """Contiguous or dense strides follow the sizes; anything else is matched on the hints
+    (a wrong stride costs a copy in `_ensure`, never a wrong value)."""
+    st = meta_stride(m)
     if st == tuple(int(x) for x in contiguous_strides(list(m.shape))):
         return contiguous_strides(size)
     dense = dense_strides(size, m)
     return dense if dense is not None else [match(int(v)) for v in st]
 
 
-def _confirm(sizes, run_meta, out):
-    """The guessed sizes must also be right on a second assignment of the symbols."""
-    syms = sorted(sizes.hints, key=lambda s: s.name)
-    if not syms:
-        return
-    alt = {s: 2 * sizes.hints[s] + 3 for s in syms}
-    other = dict(_leaves(run_meta(alt)))
-    for path, size in out.items():
+def _confirm(sizes, run_meta, path, dims) -> list:
+    """Pick, for each output dim, the first candidate expression that also gives the op's size
+    when the symbols of one hint group (equal hints stay equal) take another value. A group the
+    op rejects at another value (`x @ w` with x's symbolic K against w's static K) is pinned to
+    its hint by a checked assumption."""
+    groups: Dict[int, list] = {}
+    for s in sorted(sizes.hints, key=lambda s: s.name):
+        groups.setdefault(sizes.hints[s], []).append(s)
+    # one symbol at a time first (tells apart symbols that share a hint; an op may refuse),
+    # then each hint group together (must be accepted, else the group is pinned)
+    trials = [([s], False) for g in groups.values() if len(g) > 1 for s in g] + \
+        [(g, True) for g in groups.values()]
+    for group, required in trials:
+        hint = sizes.hints[group[0]]
+        alt = dict(sizes.hints)
+        alt.update({s: 2 * hint + 3 for s in group})
+        try:
+            other = dict(_leaves(run_meta(alt)))
+        except Exception:
+            for s in group if required else ():
+                sizes.assume(sympy.Eq(s, hint))
+            continue
         m = other.get(path)
-        want = [int(sympy.sympify(e).xreplace({s: sympy.Integer(v) for s, v in alt.items()}))
-                for e in size]
-        if m is None or list(m.shape) != want:
-            raise LookupError(f"output sizes {size} not confirmed on other sizes")
+        if m is None or len(m.shape) != len(dims):
+            raise LookupError("output structure changes with the sizes")
+        subs = {s: sympy.Integer(v) for s, v in alt.items()}
+        dims = [[e for e in opts if int(sympy.sympify(e).xreplace(subs)) == int(n)]
+                for opts, n in zip(dims, m.shape)]
+        if not all(dims):
+            raise LookupError(f"output sizes of {path} not confirmed on other sizes")
+    return [opts[0] for opts in dims]
+
+
+# ---------------------------------------------------------------------- decisions in lowerings
+def _graph_sizes() -> Optional[SymbolicSizes]:
+    from codegen.ir import current
+    return getattr(current.graph, "sizes", None)
+
+
+def size_hint(e):
+    """`e` on the example sizes (itself when it is a number or no graph is being lowered)."""
+    sizes, e = _graph_sizes(), sympy.sympify(e)
+    return e if e.is_number or sizes is None else sizes.hint(e)
+
+
+def same_size(a, b) -> bool:
+    """a == b, provably or on the example sizes; the latter is recorded as an assumption the
+    wrapper checks at every call (a call where it fails runs eagerly)."""
+    from codegen.sizevars import equals
+    a, b = sympy.sympify(a), sympy.sympify(b)
+    if equals(a, b):
+        return True
+    sizes = _graph_sizes()
+    if sizes is None or (a.is_number and b.is_number):
+        return False
+    return sizes.assume(sympy.Eq(a, b))
+
+
+def size_is_one(d) -> bool:
+    """Is dim size `d` 1 (broadcasts)? Bare size symbols are >= 2 (0 and 1 are specialized);
+    a symbolic expression (`s0 - 1`) is decided on the example sizes and assumed."""
+    d = sympy.sympify(d)
+    if d.is_number or isinstance(d, sympy.Symbol):
+        return d == 1
+    sizes = _graph_sizes()
+    if sizes is None:
+        return False
+    if sizes.assume(sympy.Eq(d, 1)):
+        return True
+    sizes.assume(sympy.Ne(d, 1))
+    return False

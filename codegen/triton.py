@@ -149,6 +149,8 @@ ANY_BINARY = {
     "fmax": "tl.where(({0} > {1}) | ({1} != {1}), {0}, {1})",
     "fmin": "tl.where(({0} < {1}) | ({1} != {1}), {0}, {1})",
 }
+POW_BY_CONSTANT = {2: "({0} * {0})", 3: "({0} * {0} * {0})", 0.5: "tl.sqrt({0})",
+                   -0.5: "(1.0 / tl.sqrt({0}))", -1: "(1.0 / {0})", -2: "(1.0 / ({0} * {0}))"}
 INT_DIVISION = ("int_floordiv", "int_truncdiv", "int_remainder", "int_fmod")
 BOOL_RESULT = {"isnan", "isinf", "isfinite", "signbit", "isposinf", "isneginf", "logical_not",
                "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor"}
@@ -351,6 +353,10 @@ class TritonKernelPrinter(HandlerBase):
             return self.tmp(f"tl.where({c}, {a}, {b})", a.dtype)
         dt = args[0].dtype
         out_dt = torch.bool if name in BOOL_RESULT else dt
+        if name == "pow" and dt.is_floating_point and args[1].const in POW_BY_CONSTANT:
+            # eager's own special cases (aten pow_tensor_scalar_optimized_kernel), same
+            # roundings, and no libdevice.pow (GELU-tanh's x**3 was compute-bound on it)
+            return self.tmp(POW_BY_CONSTANT[args[1].const].format(args[0]), dt)
         return self.tmp(self._op_expr(name, dt, args), out_dt)
 
     def _op_expr(self, name, dt, args):

@@ -99,6 +99,8 @@ class WrapperPrinter:
             return "(" + "".join(self.value(x) + ", " for x in a) + ")"
         if isinstance(a, dict):
             return "{" + ", ".join(f"{k!r}: {self.value(v)}" for k, v in a.items()) + "}"
+        if isinstance(a, slice):
+            return f"slice({self.value(a.start)}, {self.value(a.stop)}, {self.value(a.step)})"
         if isinstance(a, sympy.Expr) and not a.is_number:
             return _py(a)          # a size computed from the size symbols
         return self.const(a)
@@ -167,19 +169,23 @@ class WrapperPrinter:
         small = [f"{s.name} < 2" for s, _ in bound if s in sizes.from_tensor]
         if small:
             conds.append(" or ".join(small))
-        conds += [f"not ({_py_rel(r)})" for r in sizes.assumptions]
         self._mismatch_checks(conds)
+        # relations the lowerings decided on the example sizes (a broadcast, a slice clamp, a
+        # view's divisibility): a call that breaks one runs eagerly, counted with the relation
+        for r in sizes.assumptions:
+            self._mismatch_checks([f"not ({_py_rel(r)})"], why=_py_rel(r))
 
-    def _mismatch_checks(self, conds):
+    def _mismatch_checks(self, conds, why=None):
         params = ", ".join(f"arg{i}" for i in range(len(self.g.inputs) + len(self.g.scalar_inputs)))
+        extra = f", why={why!r}" if why else ""
         for c in conds:
             self.emit(f"if {c}:")
-            self.emit(f"return _mismatch({params})", 2)
+            self.emit(f"return _mismatch({params}{extra})", 2)
 
     def _body(self):
         g = self.g
         self.size_names = {s.name for s in g.size_bindings}
-        life = lifetimes(self.steps, g.outputs, list(g.mutations.values()))
+        life = self.life = lifetimes(self.steps, g.outputs, list(g.mutations.values()))
         typed = {r.buffer.name for s in self.steps if isinstance(s, ExternCall)
                  for r in _argrefs(s.args) + _argrefs(s.kwargs)}
         typed |= {r.buffer.name for r in _argrefs(g.outputs) +
@@ -191,6 +197,7 @@ class WrapperPrinter:
                 src = _source_line(node)
                 self.emit(f"# {node.format_node()}" + (f"   [{src}]" if src else ""))
             if isinstance(step, FusedKernel):
+                self.step_index = i
                 self._kernel(step, typed, free)
             else:
                 self._extern(step)
@@ -214,7 +221,7 @@ class WrapperPrinter:
     def _kernel(self, k: FusedKernel, typed, free):
         for n in k.nodes:
             for name in n.output_names():
-                if name in k.removed:
+                if name in k.removed or name in self.alias:   # register-only, or placed already
                     continue
                 b = self.g.buffers_by_name[name]
                 nbytes = self._nbytes(name)

@@ -28,6 +28,7 @@ import torch
 from pydynamo import config, logs
 from pydynamo.backends import lookup_backend
 from pydynamo.exc import BackendCompilerFailed, FullGraphError, GraphBreak, Unsupported
+from pydynamo.executor.breaks import user_frame_name
 from pydynamo.guards import compile_guards, current_global_state, Guard, GuardKind, ShapeGuards
 from pydynamo.recompiles import explain_recompile
 from pydynamo.shapes import ConstraintViolation
@@ -87,6 +88,9 @@ def translate(code: types.CodeType, frame_locals: dict, frame_globals: dict, bui
     if torch._C._is_any_autocast_enabled():
         # output dtypes under autocast differ from what the meta runs compute: not traced yet
         raise Unsupported("autocast", "called with autocast enabled")
+    if torch._C._are_functorch_transforms_active():
+        # inputs are functorch wrappers (no storage of their own): run eagerly, as torch.compile does
+        raise Unsupported("functorch", "called inside a torch.func transform (vmap, grad, ...)")
     bltins = builtins if builtins is not None else frame_globals.get("__builtins__", {})
     backend_fn = lookup_backend(backend)
     tx = InstructionTranslator(code, frame_locals, frame_globals, bltins, backend_fn, dynamic=dynamic, auto=auto)
@@ -103,7 +107,8 @@ def translate(code: types.CodeType, frame_locals: dict, frame_globals: dict, bui
         try:
             tx.run()
         except Unsupported as e2:  # cannot cut here: the whole frame runs eagerly, say why
-            e.message = f"{e.message} (and no graph break possible there: {e2.message})"
+            from pydynamo.hints import user_message
+            e.message = user_message(f"{e.message} (and no graph break possible there: {e2.message})")
             if e.graph_break is not None:
                 e.graph_break.message = e.message
             raise e from None
@@ -197,7 +202,7 @@ def skip_reason(code: types.CodeType) -> Optional[str]:
 # --- the callback ---------------------------------------------------------------------------------
 
 _warned: set = set()
-TRANSIENT_REASONS = {"autocast"}
+TRANSIENT_REASONS = {"autocast", "functorch"}
 
 
 def _on_reset() -> None:
@@ -260,7 +265,7 @@ def make_callback(backend="codegen", fullgraph=False, dynamic=None, mode=None, o
                 raise FullGraphError(gb) from (e if config.verbose else None)
             logs.log("graph_breaks", "%s", gb)
             _warn_once(("break", code), f"pydynamo: {gb.location()}: {gb.message} [{gb.reason_code}]; "
-                       f"running {code.co_name} eagerly")
+                       f"running {user_frame_name(code)} eagerly")
             # a reason tied to the calling state (not the code) asks again next time
             return None if gb.reason_code in TRANSIENT_REASONS else _C.SKIP_CODE
         except Exception as e:  # a bug in pydynamo: never a wrong answer, run eagerly
@@ -270,7 +275,7 @@ def make_callback(backend="codegen", fullgraph=False, dynamic=None, mode=None, o
             if fullgraph or config.verbose:
                 raise
             _warn_once(("internal", code), f"pydynamo: {gb.location()}: internal error while tracing "
-                       f"{code.co_name} ({gb.message}); running it eagerly")
+                       f"{user_frame_name(code)} ({gb.message}); running it eagerly")
             return _C.SKIP_CODE
         if result.graph_break is not None:
             _report_break(code, result.graph_break)

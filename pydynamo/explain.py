@@ -4,8 +4,10 @@ Returns ExplainOutput: the FX graphs, graph_count, ops_per_graph, guards (as tex
 file:line that created each), compile_times, graph_break_count and break_reasons (GraphBreak
 records: reason code, file:line:col, user stack through inlined calls, hint), recompile_reasons
 (RecompileExplanation: every failing guard of every entry, expected vs actual, user line) and
-the call's output. graph_break_count counts frame cuts: a break two calls deep cuts the caller and
-the callee (2). Caches are reset before the run so every frame is traced again (explain is a
+the call's output. graph_break_count is torch._dynamo.explain's number, graph_count - 1 (a
+split of the work into n graphs is n - 1 breaks; a break with no graph on one side, e.g. a print
+on the first line, splits nothing), never below 0 (torch reports -1 when nothing compiled); the
+breaks themselves, one per frame cut, are in break_reasons. Caches are reset before the run so every frame is traced again (explain is a
 debugging tool, not a hot path).
 """
 from __future__ import annotations
@@ -42,7 +44,8 @@ class ExplainOutput:
         return "\n".join(lines)
 
 
-def explain(fn: Callable, backend="eager") -> Callable[..., ExplainOutput]:
+def explain(fn: Callable, backend="eager", dynamic=None) -> Callable[..., ExplainOutput]:
+    """`dynamic` is optimize's (True: shapes symbolic from this one call, guards as relations)."""
     def run(*args, **kwargs) -> ExplainOutput:
         from pydynamo import convert_frame  # imported here: `import pydynamo` stays torch-free
         from pydynamo.recompiles import RecompileExplanation
@@ -63,7 +66,7 @@ def explain(fn: Callable, backend="eager") -> Callable[..., ExplainOutput]:
         reset()
         convert_frame.RECORDERS.append(record)
         try:
-            out = optimize(fn, backend=backend)(*args, **kwargs)
+            out = optimize(fn, backend=backend, dynamic=dynamic)(*args, **kwargs)
         finally:
             convert_frame.RECORDERS.remove(record)
             reset()
@@ -72,5 +75,5 @@ def explain(fn: Callable, backend="eager") -> Callable[..., ExplainOutput]:
             graphs=[g.gm for g in graphs], graph_count=len(graphs), ops_per_graph=[g.op_count for g in graphs],
             guards=[g.describe() for r in results for g in r.guards],
             compile_times=[r.compile_time_s for r in results], break_reasons=breaks,
-            graph_break_count=len(breaks), out=out, recompile_reasons=recompiles)
+            graph_break_count=max(len(graphs) - 1, 0), out=out, recompile_reasons=recompiles)
     return run

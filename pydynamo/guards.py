@@ -39,10 +39,18 @@ _RANK = {k: i for i, k in enumerate(GuardKind)}
 class TensorSpec:
     """What TENSOR_MATCH pins. A None entry in `shape`/`stride` means "any" (dynamic dims later).
 
-    Dispatch keys: the exact tensor class is pinned (subclasses and functorch wrappers differ by
-    type), and the graph replays eager ops, so the remaining key bits that change meaning are the
-    conjugate/negative views of complex tensors — checked for complex dtypes only. Reading the full
-    DispatchKeySet costs ~2µs per tensor per call, too much for the hot path."""
+    Dispatch keys, by the attributes that decide them instead of the DispatchKeySet itself
+    (reading that costs about 3-4 plain attribute reads per tensor: benchmarks/bench_guards.py):
+      * Python key (tensor subclasses): the exact class is pinned;
+      * backend keys (CPU, CUDA, Meta, ...) and sparse/mkldnn/nested layouts: `device`, and
+        `stride()`/`shape`, which raise on non-strided and nested tensors (a raise is a miss);
+      * Autograd/ADInplaceOrView: `requires_grad` and `is_inference()` (inference tensors have
+        neither key; torch.compile recompiles on them too);
+      * Negative/Conjugate: `is_neg()` for floating and complex dtypes (public APIs make neg views
+        only there: `.imag` of a conjugate), `is_conj()` for complex ones;
+      * FuncTorch wrappers (vmap/grad): they only exist while a torch.func transform is active,
+        which the GLOBAL_STATE guard pins (frames under a transform run eagerly).
+    A kernel of the codegen backend reads raw memory, so these bits change what its result means."""
     cls: type
     dtype: torch.dtype
     device: torch.device
@@ -51,6 +59,7 @@ class TensorSpec:
     requires_grad: bool
     is_conj: bool = False
     is_neg: bool = False
+    is_inference: bool = False
 
     def with_dynamic(self, shape: tuple, stride: tuple) -> "TensorSpec":
         """The spec with symbolic entries (anything not an int) left open ("any")."""
@@ -60,7 +69,18 @@ class TensorSpec:
     @staticmethod
     def of(t: torch.Tensor) -> "TensorSpec":
         return TensorSpec(type(t), t.dtype, t.device, tuple(t.shape), tuple(t.stride()),
-                          t.requires_grad, t.is_conj(), t.is_neg())
+                          t.requires_grad, t.is_conj(), t.is_neg(), t.is_inference())
+
+    def key_checks(self, v: str) -> list[str]:
+        """Conditions on `v` for the dispatch-key bits not implied by class, dtype and device."""
+        # `_version` raises on an inference tensor (a raise is a miss) and costs half of a call to
+        # is_inference(): the hot path's common case, a normal tensor, pays for the attribute only
+        conds = [f"{v}.is_inference()" if self.is_inference else f"{v}._version >= 0"]
+        if self.dtype.is_complex:
+            conds.append(f"{v}.is_conj() is {self.is_conj}")
+        if self.dtype.is_complex or self.dtype.is_floating_point:
+            conds.append(f"{v}.is_neg() is {self.is_neg}")
+        return conds
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -103,8 +123,9 @@ def _short(v: Any) -> str:
     if isinstance(v, ShapeGuards):
         return "[" + ", ".join(v.texts) + "]"
     if isinstance(v, TensorSpec):
+        keys = "".join(f" {k}=True" for k in ("is_inference", "is_conj", "is_neg") if getattr(v, k))
         return (f"dtype={v.dtype} device={v.device} shape={list(v.shape)} "
-                f"stride={list(v.stride)} requires_grad={v.requires_grad}")
+                f"stride={list(v.stride)} requires_grad={v.requires_grad}{keys}")
     if isinstance(v, tuple) and len(v) == 2 and isinstance(v[0], int) and v[1].__class__ is str:
         return f"id=={v[1]}"
     text = repr(v)
@@ -118,6 +139,8 @@ GLOBAL_STATE_CHECKS = (
     ("inference_mode", torch.is_inference_mode_enabled),
     ("deterministic", torch.are_deterministic_algorithms_enabled),
     ("autocast", torch._C._is_any_autocast_enabled),
+    # functorch-wrapped tensors (vmap/grad) look like plain tensors of the per-example shape
+    ("functorch", torch._C._are_functorch_transforms_active),
 )
 
 
@@ -192,9 +215,9 @@ def _emit_guard(em: _Emitter, g: Guard) -> None:
         else:
             conds += [f"{v}.stride({i}) == {d}" for i, d in enumerate(s.stride) if d is not None]
         conds.append(f"{v}.requires_grad is {s.requires_grad}")
-        conds.append(f"{v}.device == {em.const(s.device)}")
-        if s.dtype.is_complex:  # the only dispatch-key bits that change what memory means
-            conds.append(f"{v}.is_conj() is {s.is_conj} and {v}.is_neg() is {s.is_neg}")
+        # is_cpu reads a flag; comparing devices builds a torch.device per call
+        conds.append(f"{v}.is_cpu" if s.device.type == "cpu" else f"{v}.device == {em.const(s.device)}")
+        conds += s.key_checks(v)
         em.check(" and ".join(conds))
     elif k is GuardKind.TENSOR_ALIASING:
         other = em.value(g.expected)

@@ -661,16 +661,18 @@ def _rule_getitem(ctx, x, index):
 
 
 def _advanced_index(ctx, x, idx):
-    """One integer index tensor among full slices: x[..., ids, ...] → the index's shape there."""
-    if len(idx) > x.ndim or sum(isinstance(i, TensorMeta) for i in idx) != 1:
+    """Integer index tensors among full slices: x[..., i, j, ...] → the indices' broadcast shape,
+    in place of the indexed dims when those are adjacent, else in front (NumPy's rule)."""
+    if len(idx) > x.ndim or any(not (isinstance(i, TensorMeta) or i == slice(None)) for i in idx):
         raise NoRule()
-    pos = next(k for k, i in enumerate(idx) if isinstance(i, TensorMeta))
-    t = idx[pos]
-    if t.dtype in (torch.bool, torch.uint8):
+    pos = [k for k, i in enumerate(idx) if isinstance(i, TensorMeta)]
+    if any(idx[k].dtype in (torch.bool, torch.uint8) for k in pos):
         raise NoRule()
-    if any(not (isinstance(i, TensorMeta) or i == slice(None)) for i in idx):
-        raise NoRule()
-    return Out(tuple(x.shape[:pos]) + tuple(t.shape) + tuple(x.shape[pos + 1:]))
+    shape = broadcast_shapes(ctx, *(tuple(idx[k].shape) for k in pos))
+    rest = list(x.shape[:len(idx)]) + list(x.shape[len(idx):])
+    kept = [d for k, d in enumerate(rest) if k not in pos]
+    at = pos[0] if pos == list(range(pos[0], pos[-1] + 1)) else 0
+    return Out(tuple(kept[:at]) + tuple(shape) + tuple(kept[at:]))
 
 
 @register("unbind", torch.unbind)
@@ -686,15 +688,38 @@ def _rule_unbind(ctx, x, dim=0):
 @register("split", torch.split, "chunk", torch.chunk, "split_with_sizes", "tensor_split")
 def _rule_split(ctx, x, size_or_sizes, dim=0):
     d = _norm_dim(dim, x.ndim)
-    if not isinstance(x.shape[d], int):
-        raise NoRule()  # the number of pieces would depend on a symbolic size
+    n = x.shape[d]
+    if isinstance(n, int):
+        sizes = [m.shape[d] for m in ctx.meta_out]
+    else:
+        sizes = _split_sizes(ctx, getattr(ctx.target, "__name__", ctx.target), n, size_or_sizes)
     outs, start = [], 0
-    for m in ctx.meta_out:
+    for size in sizes:
         shape = list(x.shape)
-        shape[d] = m.shape[d]
+        shape[d] = _dim(size)
         outs.append(Out(tuple(shape), x.stride, _dim(x.storage_offset + start * x.stride[d])))
-        start += m.shape[d]
+        start = start + size
     return outs
+
+
+def _split_sizes(ctx, op: str, n, arg) -> list:
+    """Piece sizes of splitting a symbolic dim `n`: the number of pieces is the meta run's
+    (decided on the hints) and guarded, so every size the guards admit gives as many."""
+    if op == "tensor_split":
+        raise NoRule()
+    if isinstance(arg, (list, tuple)):  # explicit sizes: they must add up to the dim
+        if not _eq(ctx, sympy.Add(*arg), n):
+            raise NoRule()
+        return list(arg)
+    if op == "chunk":
+        if not isinstance(arg, int) or arg < 1:
+            raise NoRule()
+        arg = FloorDiv(n + arg - 1, arg)  # chunk(c) is split(ceil(n / c))
+    k = len(ctx.meta_out)
+    # k pieces of `arg` (the last one shorter) exactly when (k - 1) * arg < n <= k * arg
+    if not (_lt(ctx, (k - 1) * arg, n) and not _lt(ctx, k * arg, n)):
+        raise NoRule()
+    return [arg] * (k - 1) + [n - (k - 1) * arg]
 
 
 @register("diagonal", torch.diagonal)
@@ -786,6 +811,23 @@ def _rule_cat(ctx, tensors, dim=0, **kwargs):
                 _check_eq(ctx, shape[i], t.shape[i])
         total = total + t.shape[d]
     shape[d] = _dim(total)
+    return tuple(shape)
+
+
+@register(torch.diff, "diff")
+def _rule_diff(ctx, x, n=1, dim=-1, prepend=None, append=None):
+    """The inputs joined along `dim` (cat's rule), `n` shorter."""
+    if not isinstance(n, int) or n < 0:
+        raise NoRule()
+    parts = [t for t in (prepend, x, append) if t is not None]
+    if any(not isinstance(t, TensorMeta) or t.ndim != x.ndim for t in parts):
+        raise NoRule()  # scalar prepend/append: not spelled here
+    shape = list(_rule_cat(ctx, parts, dim))
+    d = _norm_dim(dim, x.ndim)
+    if not isinstance(shape[d], int) and not _lt(ctx, shape[d], n):
+        shape[d] = _dim(shape[d] - n)
+    else:
+        shape[d] = ctx.meta_out.shape[d] if isinstance(shape[d], int) else 0
     return tuple(shape)
 
 

@@ -15,7 +15,8 @@ from typing import Any
 
 from pydynamo.guards import Guard, GuardKind, TensorSpec, compile_guards, current_global_state
 
-_SPEC_FIELDS = ("cls", "dtype", "device", "shape", "stride", "requires_grad", "is_conj", "is_neg")
+_SPEC_FIELDS = ("cls", "dtype", "device", "shape", "stride", "requires_grad", "is_conj", "is_neg",
+                "is_inference")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -116,6 +116,14 @@ def _integral(rel):
     return type(rel)(num - const, -const)
 
 
+def _constant_right(rel):
+    """`s0 - 2 != 0` (bool() of a size expression) as `s0 != 2`, as torch prints it."""
+    if not isinstance(rel, sympy.core.relational.Relational) or rel.rhs != 0 or not rel.lhs.is_Add:
+        return rel
+    const, rest = rel.lhs.as_coeff_Add()
+    return type(rel)(rest, -const) if const != 0 else rel
+
+
 def _pyint(e):
     """sympy constant → Python int; anything else unchanged."""
     if isinstance(e, sympy.Basic) and e.is_Integer:
@@ -323,17 +331,18 @@ class ShapeEnv:
         return float(expr) if expr.is_number else SymFloat(expr, self)
 
     def create_tensor_sizes(self, tensor, source, dynamic_dims: Iterable[int],
-                            marked_dims: Iterable[int] = (), size_source_fn=None):
+                            marked_dims: Iterable[int] = (), size_source_fn=None, duck: Optional[bool] = None):
         """Symbolic (shape, stride, storage_offset) for a real tensor whose `dynamic_dims` are
         dynamic. Strides of a dense tensor are derived from the symbolic sizes (and guarded
         equal to them); other strides >= 2 become symbols read from `x.stride()[i]`. The storage
-        offset stays concrete."""
+        offset stays concrete. `duck=False`: the sizes get symbols of their own (automatic
+        dynamic does not duck-shape, as in torch.compile)."""
         size_source_fn = size_source_fn or size_source
         dynamic_dims, marked_dims = set(dynamic_dims), set(marked_dims)
         shape = []
         for i, d in enumerate(tensor.shape):
             if i in dynamic_dims or i in marked_dims:
-                shape.append(_pyint(self.create_symbol(d, size_source_fn(source, i),
+                shape.append(_pyint(self.create_symbol(d, size_source_fn(source, i), duck=duck,
                                                        marked_dynamic=i in marked_dims)))
             else:
                 shape.append(int(d))
@@ -383,7 +392,7 @@ class ShapeEnv:
     # -- decisions -----------------------------------------------------------------------------
     def evaluate(self, rel, origin: Optional[str] = None) -> bool:
         """Decide a relation on the hints, record the decision as a guard, return it."""
-        rel = _integral(self.simplify(rel))
+        rel = _constant_right(_integral(self.simplify(rel)))
         if rel is sympy.true or rel is sympy.false:
             return bool(rel)
         static = self._static_eval(rel)
@@ -699,7 +708,9 @@ def dense_strides_like(sym_shape: tuple, shape: tuple, stride: tuple) -> Optiona
     out = [0] * n
     acc_s = sympy.Integer(1)
     for i in reversed(order):
-        out[i] = stride[i] if shape[i] == 1 else _pyint(acc_s)
+        # a size-1 dim laid out in place has the stride of the dims inside it: symbolic too, or
+        # its concrete value would pin the inner sizes through the tensor guard
+        out[i] = _pyint(acc_s) if shape[i] != 1 or stride[i] == acc else stride[i]
         acc_s = acc_s * _sym(sym_shape[i])
     return tuple(out)
 
@@ -859,7 +870,9 @@ class SymInt(_SymNumber):
         return self._intop(o, _mod if not isinstance(o, (float, SymFloat)) else operator.mod, True)
 
     def __pow__(self, o):
-        if isinstance(o, int) and o >= 0 or isinstance(o, SymInt):
+        if isinstance(o, SymInt) and o >= 0:  # a size: decided by its range, no guard
+            return self._intop(o, _pow)
+        if isinstance(o, int) and o >= 0:
             return self._intop(o, _pow)
         return float(self) ** (float(o) if isinstance(o, SymFloat) else o)
 
@@ -928,10 +941,16 @@ class SymFloat(_SymNumber):
 
 
 def sym_int(x):
-    """int() as torch.compile does it: a SymInt stays symbolic (no guard)."""
+    """int() as torch.compile does it: a SymInt stays symbolic (no guard); a SymFloat that is an
+    integer expression over a positive integer (`n / 2`) truncates symbolically to `n // 2`
+    when the numerator is >= 0 (decided by ranges, or guarded). Other floats are pinned."""
     if isinstance(x, SymInt):
         return x
-    return int(x)  # a SymFloat's truncation is pinned (guarded)
+    if isinstance(x, SymFloat):
+        num, den = sympy.fraction(sympy.together(x.expr))
+        if den.is_Integer and den > 0 and num.is_integer and x.env.evaluate(sympy.Ge(num, 0)):
+            return x.env.symint(FloorDiv(num, den))
+    return int(x)  # pinned (guarded)
 
 
 def _floordiv(a, b):

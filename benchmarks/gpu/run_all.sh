@@ -1,20 +1,26 @@
 #!/bin/bash
-# One device-tool call: GPU tests of the Triton path, then the acceptance benchmarks.
-#   bash benchmarks/gpu/run_all.sh [tests] [kernels] [tiny] [gpt2]     (default: all)
-# Needs pydynamo._C for the gpt2 part: carried prebuilt in .gpucarry/ (see the report) or
-# built with `pip install --no-build-isolation -e .`. Results land in $OUT (or /tmp/out).
+# One device-tool call: GPU tests of the Triton path, the acceptance benchmarks, the OpInfo sweep.
+#   bash benchmarks/gpu/run_all.sh [tests] [gpt2] [opinfo] [kernels] [tiny]     (default: all)
+# Needs pydynamo._C for the gpt2 part: carried prebuilt in .gpucarry/ or built with
+# `pip install --no-build-isolation -e .`. Results land in $OUT (or /tmp/out). Each part runs
+# under its own time limit (seconds; env T_<part>) so one call stays inside the device limit.
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-parts=${*:-tests kernels tiny gpt2}
+parts=${*:-tests gpt2 opinfo kernels tiny}
 if [ -d .gpucarry ] && ! python3 -c "import pydynamo._C" 2>/dev/null; then
     cp .gpucarry/_C*.so pydynamo/ 2>/dev/null
 fi
 python3 -c "import torch, triton, sys; print(sys.version, torch.__version__, triton.__version__, torch.cuda.get_device_name())"
 for p in $parts; do
+  t=$(eval echo \${T_$p:-420})
+  echo "== $p (limit ${t}s)"
   case $p in
-    tests) timeout 300 python3 -m pytest -q -p no:cacheprovider tests/codegen_triton/test_gpu.py tests/codegen_triton/test_triton.py \
-             2>&1 | tee "$OUT/gpu_tests.log" | tail -40 ;;
-    *) timeout 420 python3 benchmarks/bench_gpu.py --part $p --out "$OUT/gpu.jsonl" 2>&1 \
+    tests) timeout "$t" python3 -m pytest -q -p no:cacheprovider tests/codegen_triton/test_gpu.py \
+             tests/codegen_triton/test_triton.py tests/codegen_triton/test_transformer_kernels.py \
+             2>&1 | tee "$OUT/gpu_tests.log" | grep -v "^\.*$" | tail -15 ;;
+    opinfo) timeout "$t" python3 benchmarks/gpu/opinfo_gpu.py --budget "${OPINFO_BUDGET:-400}" \
+             --samples 3 --out "$OUT/gpu_opinfo.json" 2>&1 | grep -v Warning | tail -20 ;;
+    *) timeout "$t" python3 benchmarks/bench_gpu.py --part $p --out "$OUT/gpu.jsonl" 2>&1 \
              | grep -v Warning | tail -30 ;;
   esac
 done

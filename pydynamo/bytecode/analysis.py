@@ -255,6 +255,8 @@ def _pushes(inst: Instruction) -> tuple[int, tuple[str, ...]] | None:
         return 1, (WITH_EXIT, VALUE)
     if name == "CALL":  # dis charges 3.11's PRECALL with the arguments, CALL with 2 slots
         return (2 if ops.PY311 else arg + 2), (VALUE,)
+    if name == "CALL_FUNCTION_EX":  # [NULL or self?, fn, args, kwargs?]: the result replaces
+        return 3 + (arg & 1), (VALUE,)  # the NULL slot too (a net effect would keep its kind)
     return None
 
 

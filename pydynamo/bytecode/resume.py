@@ -22,7 +22,9 @@ instructions from there with the original semantics:
   an exception while re-entering an inner block runs the exits of the outer ones (only the
   with-handlers: a try-block between two re-entered with-blocks does not see that exception).
   Re-entry suits re-entrant context managers (grad-mode and similar); a generator-based
-  @contextmanager cannot be entered twice.
+  @contextmanager cannot be entered twice, and a user's __enter__ must run once: pass
+  ``reenter_with`` as the set of slots to re-enter, the others receive the bound ``__exit__``
+  (the context stays entered, its one __exit__ runs in the resumed code).
 * try/except/finally and with regions: the copied instructions keep their exception-table
   entries and the stack is rebuilt to the same depth, so handlers active at `offset` still are.
 * locals that may be unbound: pass `UNBOUND`; the prologue deletes them again.
@@ -152,13 +154,15 @@ def _cached(code: CodeType) -> dict:
 
 
 def make_resume_function(code: CodeType, offset: int, *, nstack: int | None = None,
-                         null_slots: Iterable[int] | None = None, reenter_with: bool = True,
+                         null_slots: Iterable[int] | None = None,
+                         reenter_with: bool | Iterable[int] = True,
                          live_locals: Iterable[str] | None = None) -> ResumeFunction:
     """Continuation of `code` at the instruction starting at byte `offset` (as numbered by
     `disassemble(code)`).
 
     `nstack`: the stack depth there (checked against the analysis).  `null_slots`: which slots
     hold NULL; required only where the analysis cannot tell (a slot after a method load).
+    `reenter_with`: True (every with-block's slot), False (none) or the slots to re-enter.
     `live_locals`: locals to pass (default: the liveness analysis; a given list must include
     every live one).  See the module docstring for the calling convention."""
     if code.co_flags & _GENERATOR_FLAGS or not code.co_flags & 0x01:  # 0x01: CO_OPTIMIZED
@@ -184,7 +188,7 @@ def make_resume_function(code: CodeType, offset: int, *, nstack: int | None = No
     if nstack is not None and nstack != len(slots):
         raise ValueError(f"stack depth at offset {offset} is {len(slots)}, caller says {nstack}")
     nulls = _null_slots(slots, null_slots, offset)
-    reenter = tuple(i for i, s in enumerate(slots) if s == WITH_EXIT) if reenter_with else ()
+    reenter = _reenter_slots(slots, reenter_with)
     cells = code.co_cellvars + code.co_freevars
     live = all_live[k]
     if live_locals is None:
@@ -202,6 +206,13 @@ def make_resume_function(code: CodeType, offset: int, *, nstack: int | None = No
         cache[key] = _build(code, insts, k, slots, nulls, reenter, local_args, cells,
                             all_unbound[k])
     return cache[key]
+
+
+def _reenter_slots(slots: Sequence[str], which: bool | Iterable[int]) -> tuple[int, ...]:
+    exits = [i for i, s in enumerate(slots) if s == WITH_EXIT]
+    if isinstance(which, bool):
+        return tuple(exits) if which else ()
+    return tuple(i for i in exits if i in set(which))
 
 
 def _null_slots(slots: Sequence[str], given: Iterable[int] | None, offset: int) -> tuple:
@@ -276,12 +287,14 @@ def _needs_self_first(code: CodeType) -> bool:
 
 
 def make_break_function(code: CodeType, start: int, end: int, *, nstack: int,
-                        null_slots: Iterable[int]) -> ResumeFunction:
+                        null_slots: Iterable[int],
+                        reenter_with: bool | Iterable[int] = True) -> ResumeFunction:
     """Code that runs the instructions `start`..`end` (byte offsets; `end` included) of `code`
     in CPython and then tail-calls the resume function at each successor of `end` (the next
     instruction, and the jump target of a conditional jump).  The calling convention is that of
-    ``make_resume_function(code, start, ...)`` with ``reenter_with=True``; contexts still
-    active after `end` are exited and re-entered by the called resume function.  Exception
+    ``make_resume_function(code, start, ...)`` with the same ``reenter_with``; re-entered
+    contexts still active after `end` are exited and re-entered by the called resume function,
+    the others (bound ``__exit__`` passed through) stay entered.  Exception
     handlers covering `start`..`end` stay in place (an exception raised there is handled as in
     the original code).  The executor runs this at a graph break, with its code marked skip,
     so only the resume functions are traced again.  Built once per key, like resume code."""
@@ -299,16 +312,16 @@ def make_break_function(code: CodeType, start: int, end: int, *, nstack: int,
     else:
         succ = [insts[kend + 1].offset] + ([last.target.offset] if last.is_jump else [])
     nulls_before = set(null_slots)
-    resumes = [_successor_resume(code, off, nulls_before) for off in succ]
-    cache = _cached(code)
-    key = ("break", start, end, nstack, tuple(sorted(nulls_before)))
-    if key in cache:
-        return cache[key]
     slots = analysis.stack_slots(insts)[index[start]]
     if slots is None or len(slots) != nstack:
         raise ValueError(f"stack depth at offset {start} is not {nstack}")
+    reenter = _reenter_slots(slots, reenter_with)
+    resumes = [_successor_resume(code, off, nulls_before, reenter) for off in succ]
+    cache = _cached(code)
+    key = ("break", start, end, nstack, tuple(sorted(nulls_before)), reenter)
+    if key in cache:
+        return cache[key]
     nulls = _null_slots(slots, nulls_before, start)
-    reenter = tuple(i for i, s in enumerate(slots) if s == WITH_EXIT)
     cells = code.co_cellvars + code.co_freevars
     live = set(analysis.live_locals(insts)[index[start]])
     for r in resumes:
@@ -338,22 +351,24 @@ _RAISES = frozenset({"RAISE_VARARGS", "RERAISE"})
 _NO_BREAK = opcodes.TERMINATORS | {"FOR_ITER", "SEND", "YIELD_VALUE", "RETURN_GENERATOR"}
 
 
-def _successor_resume(code: CodeType, offset: int, nulls_before: set) -> ResumeFunction:
+def _successor_resume(code: CodeType, offset: int, nulls_before: set,
+                      reenter: tuple[int, ...]) -> ResumeFunction:
     # a continuation of resume code is a continuation of the original code: a loop that breaks
     # on every iteration reuses one resume function instead of growing a chain of new ones
     origin = _origins.get(code)
     if origin is not None and origin[0]() is not None and offset in origin[1]:
         code, offset = origin[0](), origin[1][offset]
     try:
-        return make_resume_function(code, offset)
+        return make_resume_function(code, offset, reenter_with=reenter)
     except ValueError as e:
         if "may hold NULL" not in str(e):
             raise
     slots = analysis.stack_slots(disassemble(code))
     k = next(n for n, i in enumerate(disassemble(code)) if i.offset == offset)
     depth = len(slots[k])
-    return make_resume_function(code, offset, null_slots=[i for i in nulls_before if i < depth
-                                                          and slots[k][i] in (NULL, MAYBE_NULL)])
+    return make_resume_function(code, offset, reenter_with=reenter,
+                                null_slots=[i for i in nulls_before if i < depth
+                                            and slots[k][i] in (NULL, MAYBE_NULL)])
 
 
 # resume/break code -> (weakref to the original code, {offset in it: offset in the original})

@@ -1,6 +1,6 @@
 """`python -m pydynamo.demo`: capture the embedded transformer with pydynamo.optimize and show
 what happened — graphs and ops, guards, a recompile when the input dtype changes (with the
-recompile explanation), outputs checked against eager, and per-call timings.
+recompile explanation), one dynamic recompile when the sequence length changes, outputs checked against eager, and per-call timings.
 
 The demo is a table of steps; each prints its findings. A step whose feature is not built yet
 prints "unavailable: <why>" and the demo goes on, but an output that differs from eager is never
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import dataclasses
 import json
 import logging
@@ -120,9 +121,9 @@ class _Capture(logging.Handler):
         self.lines.append(record.getMessage())
 
 
-def step_recompile(d: Demo) -> None:
-    if not hasattr(d, "compiled"):
-        raise Unavailable("the run step did not complete")
+@contextlib.contextmanager
+def _recompile_log():
+    """The lines pydynamo logs on its `recompiles` channel while the block runs (not printed)."""
     log = logging.getLogger("pydynamo.recompiles")
     cap = _Capture()
     old_level = log.level
@@ -137,27 +138,65 @@ def step_recompile(d: Demo) -> None:
     log.setLevel(logging.DEBUG)  # after logs.get, which sets INFO
     log.addHandler(cap)
     try:
+        yield cap.lines
+    finally:
+        log.removeHandler(cap)
+        log.setLevel(old_level)
+
+
+def _print_why(lines: list) -> None:
+    if not lines:
+        print("  why: unavailable (no recompile explanation was logged on pydynamo.recompiles)")
+        return
+    print("  why:")
+    for line in lines:
+        for part in line.splitlines():
+            print(f"    {_short_origin(part.strip())}")
+
+
+def step_recompile(d: Demo) -> None:
+    if not hasattr(d, "compiled"):
+        raise Unavailable("the run step did not complete")
+    with _recompile_log() as lines:
         x = example_inputs(d.cfg, d.args.batch, d.args.seq, seed=20, dtype=torch.int32)
         before = len(d.graphs)
         with torch.no_grad():
             got, want = d.compiled(x), d.model(x)
         print(f"  input ids int64 -> int32: compiled {len(d.graphs) - before} new graph(s)")
-        if cap.lines:
-            print("  why:")
-            for line in cap.lines:
-                for part in line.splitlines():
-                    print(f"    {_short_origin(part.strip())}")
-        else:
-            print("  why: unavailable (no recompile explanation was logged on pydynamo.recompiles)")
+        _print_why(lines)
         d.check("int32 call", got, want)
         x64 = example_inputs(d.cfg, d.args.batch, d.args.seq, seed=21)
         before = len(d.graphs)
         with torch.no_grad():
             got, want = d.compiled(x64), d.model(x64)
         d.check(f"back to int64 ({'cache hit' if len(d.graphs) == before else 'recompiled'})", got, want)
+
+
+def step_dynamic(d: Demo) -> None:
+    """Automatic dynamic: a new sequence length recompiles once into a graph whose length is a
+    symbol (guarded by relations), and further lengths hit that entry."""
+    if not hasattr(d, "compiled"):
+        raise Unavailable("the run step did not complete")
+    from pydynamo import convert_frame
+    frames: list = []
+    convert_frame.RECORDERS.append(frames.append)
+    try:
+        with _recompile_log() as lines:
+            for seq in (d.args.seq + 1, min(d.cfg.max_seq, 2 * d.args.seq + 3)):
+                x = example_inputs(d.cfg, d.args.batch, seq, seed=40 + seq)
+                before = len(d.graphs)
+                with torch.no_grad():
+                    got, want = d.compiled(x), d.model(x)
+                new = len(d.graphs) - before
+                d.check(f"seq {d.args.seq} -> {seq} ({'compiled ' + str(new) + ' graph(s)' if new else 'cache hit'})",
+                        got, want)
     finally:
-        log.removeHandler(cap)
-        log.setLevel(old_level)
+        convert_frame.RECORDERS.remove(frames.append)
+    _print_why(lines[:1])
+    for f in frames:
+        for g in getattr(f, "guards", ()):
+            if g.kind.value == "SHAPE_ENV":
+                print(f"  the new entry's shape guards: {_short_origin(g.describe())}")
 
 
 def _codegen_available() -> str | None:
@@ -231,6 +270,7 @@ STEPS = [
     ("capture: pydynamo.explain(model)(ids)", step_capture),
     ("run: pydynamo.optimize(model), 3 calls with fresh inputs", step_run),
     ("recompile: the input dtype changes", step_recompile),
+    ("dynamic shapes: the sequence length changes", step_dynamic),
     ("timings", step_timings),
 ]
 

@@ -13,9 +13,13 @@ each successor. A break inside an inlined call becomes a break at the root's CAL
 then runs as its own frame, which the hook traces (its graph up to its own break is kept), and
 the caller's rest resumes after the call.
 
-Invariants: the break function receives contexts (with-blocks) as context-manager objects and
-re-enters them; the graph ends with the grad mode as it was outside those blocks. Anything the
-output code cannot rebuild is `Unsupported` here, and the frame then runs eagerly as a whole.
+Contexts (with-blocks open at the break): the global-state contexts the executor models
+(no_grad, enable_grad, set_grad_enabled, inference_mode) are exited by the graph and passed as
+context-manager objects that the break function re-enters (their state lives in the graph, not
+in a Python object). Every other context (a user's class, a @contextmanager generator, an
+object from a library) was entered once, as in eager: its bound `__exit__` is passed through,
+never entered again, and runs once, in the resumed code. Anything the output code cannot
+rebuild is `Unsupported` here, and the frame then runs eagerly as a whole.
 """
 from __future__ import annotations
 
@@ -68,7 +72,7 @@ def reconstruct(cg, var) -> str:
     from pydynamo.executor.variables.functions import (NestedUserFunctionVariable, UserFunctionVariable,
                                                        UserMethodVariable)
     from pydynamo.executor.variables.iterators import ListIteratorVariable
-    from pydynamo.executor.variables.misc import GradModeVariable
+    from pydynamo.executor.variables.misc import GradModeVariable, InferenceModeVariable
     from pydynamo.executor.variables.tensor import TensorMethodVariable
     if var.source is not None:
         return cg.reconstruct(var)
@@ -77,9 +81,13 @@ def reconstruct(cg, var) -> str:
         var.it = iter(items)  # reading the rest must not consume the tracker
         return f"iter([{''.join(reconstruct(cg, i) + ', ' for i in items)}])"
     if isinstance(var, WithExitVariable):
-        return reconstruct(cg, var.ctx)
+        if reentered(var):
+            return reconstruct(cg, var.ctx)
+        return f"{reconstruct(cg, var.ctx)}.__exit__"
     if isinstance(var, GradModeVariable):
         return f"{cg.load_const(_grad_ctx)}({var.mode!r})"
+    if isinstance(var, InferenceModeVariable):
+        return f"{cg.load_const(torch.inference_mode)}({var.mode!r})"
     if isinstance(var, TensorMethodVariable):
         return f"{reconstruct(cg, var.tensor)}.{var.name}"
     if isinstance(var, MethodProxyVariable):
@@ -136,8 +144,10 @@ def take_break(tx, inst) -> None:
     start = tx.instructions[break_start(tx, index)].offset
     stack = list(tx.stack)
     nulls = [i for i, v in enumerate(stack) if v is NULL]
+    reenter = [i for i, v in enumerate(stack) if isinstance(v, WithExitVariable) and reentered(v)]
     try:
-        bf = make_break_function(tx.code, start, inst.offset, nstack=len(stack), null_slots=nulls)
+        bf = make_break_function(tx.code, start, inst.offset, nstack=len(stack), null_slots=nulls,
+                                 reenter_with=reenter)
     except ValueError as e:
         raise Unsupported("unbreakable", f"cannot resume after {inst.opname}: {e}") from None
     _C.set_code_state(bf.code, "skip")
@@ -145,7 +155,7 @@ def take_break(tx, inst) -> None:
         import dis
         logs.log("bytecode", "graph break in %s at %s:%d: runs in CPython, then resumes:\n%s",
                  tx.code.co_name, tx.code.co_filename, tx.lineno, dis.Bytecode(bf.code).dis())
-    _restore_grad_mode(tx, [v for v in stack if isinstance(v, WithExitVariable)])
+    _leave_contexts(tx, [stack[i] for i in reenter])
 
     cg = OutputCodegen(tx.code, tx.f_globals)
     args = []
@@ -177,20 +187,49 @@ def take_break(tx, inst) -> None:
     raise ReturnValue()
 
 
-def _restore_grad_mode(tx, contexts: list) -> None:
-    """The graph must leave grad mode as it was outside the with-blocks the break function
-    re-enters (it re-applies them itself)."""
+def reentered(w) -> bool:
+    """Is this with-block re-entered by the break function (a modelled global-state context),
+    rather than passed through as its bound __exit__?"""
+    from pydynamo.executor.variables.misc import GradModeVariable, InferenceModeVariable
+    return isinstance(w.ctx, (GradModeVariable, InferenceModeVariable))
+
+
+def _leave_contexts(tx, contexts: list) -> None:
+    """The graph exits the contexts the break function re-enters (innermost first); re-entering
+    them must give back the grad mode the break happened under. A grad mode set by a bare
+    torch.set_grad_enabled() call is left as the graph set it: the break function and the resumed
+    frame (guarded on grad mode) run under it, as in eager."""
     from pydynamo.executor.variables.misc import GradModeVariable
-    for w in contexts:
-        if not isinstance(w.ctx, GradModeVariable):
-            raise Unsupported("break_in_context", f"graph break inside `with {w.ctx}` "
-                              "(only grad-mode contexts can be re-entered)")
-    want = contexts[0].ctx.prior if contexts else tx.initial_grad_enabled
-    if tx.grad_enabled != want:
-        if not contexts:
-            raise Unsupported("grad_mode_leak", "graph break after a grad-mode change outside a with-block")
-        tx.output.add_node("call_function", torch._C._set_grad_enabled, [want])
-        tx.grad_enabled = want
+    at_break = tx.grad_enabled
+    for w in reversed(contexts):
+        w.ctx.call_method(tx, "__exit__", [], {})
+    mode = tx.grad_enabled
+    for w in contexts:  # what the break function's re-entry will set
+        mode = w.ctx.mode if isinstance(w.ctx, GradModeVariable) else (mode and not w.ctx.mode)
+    if mode != at_break:
+        raise Unsupported("grad_mode_leak", "graph break after torch.set_grad_enabled() inside a with-block")
+    if tx.root.inference_mode_ != torch.is_inference_mode_enabled():
+        raise Unsupported("grad_mode_leak", "graph break with inference mode changed outside a with-block")
+
+
+def _untraced_codes() -> dict:
+    """Code that must run in CPython, never inlined: calling it is a graph break (reason, message).
+    A @contextlib.contextmanager generator runs its body up to `yield` on __enter__ and the rest
+    on __exit__; the executor runs generators to completion, so it would run both at once.
+    torch.autocast changes the dtypes ops produce, which the metadata rules do not model."""
+    import contextlib
+    gen_cm = contextlib._GeneratorContextManager
+    why = "a @contextlib.contextmanager context is not traced: it runs in Python, outside the graph"
+    out = {contextlib.contextmanager(lambda: (yield)).__code__: ("context_generator", why)}
+    for fn in (gen_cm.__enter__, gen_cm.__exit__):
+        out[fn.__code__] = ("context_generator", why)
+    amp = torch.amp.autocast_mode.autocast
+    for fn in (amp.__init__, amp.__enter__, amp.__exit__):
+        out[fn.__code__] = ("autocast_context", "torch.autocast is not traced: code under it runs in Python")
+    return out
+
+
+UNTRACED_CODES = _untraced_codes()
 
 
 def breakpoint_of(e: Unsupported) -> Optional[BreakPoint]:
@@ -206,9 +245,10 @@ class OpaqueVariable(VariableTracker):
     def __init__(self, value, source):
         super().__init__(source)
         self.type_name = type(value).__qualname__
+        self.what = _describe(value)
 
     def _fail(self, what: str):
-        raise Unsupported("unknown_value", f"{what} a value of type {self.type_name} (not traceable)")
+        raise Unsupported("unknown_value", f"{what} {self.what}, which pydynamo cannot trace")
 
     def python_type(self):
         self._fail("using")
@@ -221,6 +261,26 @@ class OpaqueVariable(VariableTracker):
 
     def __repr__(self):
         return f"OpaqueVariable({self.type_name})"
+
+
+def _describe(value) -> str:
+    """A value of another library, as its user would name it (`zlib.crc32`, `a numpy.ndarray`)."""
+    name = getattr(value, "__qualname__", None) or getattr(value, "__name__", None)
+    if callable(value) and isinstance(name, str):
+        module = getattr(value, "__module__", None) or getattr(getattr(value, "__self__", None), "__name__", None)
+        kind = "the C function" if isinstance(value, types.BuiltinFunctionType) else "the function"
+        return f"{kind} {module + '.' if module else ''}{name}"
+    cls = type(value)
+    return f"a {cls.__module__ + '.' if cls.__module__ != 'builtins' else ''}{cls.__qualname__} object"
+
+
+def user_frame_name(code: types.CodeType) -> str:
+    """A frame's name for messages: resume and break code are the rest of the user's function."""
+    from pydynamo.bytecode import origin_of
+    origin = origin_of(code)
+    if origin is None:
+        return code.co_name
+    return f"the rest of {origin[0].co_name} (resumed after a graph break)"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -246,6 +306,35 @@ def wrap_iterator(builder, tx, value, source):
     tx.add_guard(source, GuardKind.TYPE_MATCH, type(value))
     seq = builder.wrap(tx, list(copy.copy(value)), RemainingSource(source))
     return ListIteratorVariable(seq.items)
+
+
+def is_c_exit(value) -> bool:
+    """The bound __exit__ of a C context manager (a lock, a file) passed through a break."""
+    return isinstance(value, types.BuiltinMethodType) and value.__name__ == "__exit__" \
+        and not isinstance(value.__self__, types.ModuleType)
+
+
+def wrap_c_exit(builder, tx, value, source):
+    """Guarded by its object's identity: each `lock.__exit__` read makes a new bound method,
+    so guarding the method's own identity would recompile on every call."""
+    from pydynamo.guards import GuardKind
+    from pydynamo.sources import AttrSource
+    if source is not None:
+        owner = value.__self__
+        tx.add_guard(AttrSource(source, "__self__"), GuardKind.ID_MATCH, (id(owner), type(owner).__qualname__))
+        tx.add_guard(AttrSource(source, "__name__"), GuardKind.EQUALS_MATCH, "__exit__")
+    return OpaqueVariable(value, source)
+
+
+def wrap_inference_ctx(builder, tx, value, source):
+    """torch.inference_mode(mode) objects (a with-block re-entered by a resume function)."""
+    from pydynamo.executor.variables.misc import InferenceModeVariable
+    from pydynamo.guards import GuardKind
+    from pydynamo.sources import AttrSource
+    if source is not None:
+        tx.add_guard(source, GuardKind.TYPE_MATCH, type(value))
+        tx.add_guard(AttrSource(source, "mode"), GuardKind.EQUALS_MATCH, value.mode)
+    return InferenceModeVariable(bool(value.mode))
 
 
 def wrap_grad_ctx(builder, tx, value, source):

@@ -35,7 +35,7 @@ from pydynamo.executor.variables.nn_module import NNModuleVariable
 from pydynamo.executor.variables.torch_fns import ALLOWED_IN_GRAPH, TorchFunctionVariable, is_torch_callable
 from pydynamo.executor.variables.user_objects import UserDefinedClassVariable, UserDefinedObjectVariable
 from pydynamo.guards import GuardKind
-from pydynamo.sources import AttrSource, GetItemSource
+from pydynamo.sources import AttrSource, GetItemSource, LocalSource
 from pydynamo.executor import breaks as _breaks
 
 _BUILTIN_FUNCS = set(vars(vbuiltins).get("HANDLERS", {})) | vbuiltins.PURE | vbuiltins.TENSOR_OPS
@@ -93,6 +93,13 @@ class VariableBuilder:
         return tx.output.add_input(value, source, sym_meta)
 
     def literal(self, tx, value, source):
+        if source is not None and type(value) is int and _dynamic_int(tx.root, value, source):
+            # an int argument that is dynamic (dynamic=True, or it changed between calls): a
+            # symbol of any sign, no duck sharing and no 0/1 pinning, as torch.compile does
+            from pydynamo.executor.variables.symbolic import SymNodeVariable
+            tx.add_guard(source, GuardKind.TYPE_MATCH, int)
+            sym = tx.root.shape_env.create_symint(value, source, positive=False, duck=False)
+            return SymNodeVariable.wrap(sym, source)
         if source is not None:
             if value is None or isinstance(value, bool):
                 tx.add_guard(source, GuardKind.ID_MATCH, (id(value), repr(value)))
@@ -234,10 +241,22 @@ def _symbolic_meta(root, value: torch.Tensor, source):
     if not dims:
         return None
     env = root.shape_env
+    # automatic dynamic gives each changed dim a symbol of its own; dynamic=True duck-shapes
     shape, stride, offset = env.create_tensor_sizes(value, source, dims,
-                                                    marked_dims=shapes.marked_dynamic_dims(value) & dims)
+                                                    marked_dims=shapes.marked_dynamic_dims(value) & dims,
+                                                    duck=None if dynamic is True else False)
     meta = TensorMeta.from_tensor(value, shape=shape, stride=stride, storage_offset=offset)
     return meta if meta.is_symbolic else None
+
+
+def _dynamic_int(root, value: int, source) -> bool:
+    """Whether a frame argument's int is symbolic: under dynamic=True always; under automatic
+    dynamic once it has changed between calls of this code."""
+    if not isinstance(source, LocalSource) or root.dynamic is False:
+        return False
+    if root.dynamic is True:
+        return True
+    return root.auto is not None and bool(root.auto.observe("int " + source.name(), (value,)))
 
 
 def _module_state(value, source) -> bool:
@@ -299,6 +318,9 @@ WRAPPERS: list[tuple[Callable, Callable]] = [
     (lambda v: isinstance(v, torch.Tensor), _B.tensor),
     # at graph breaks (executor/breaks.py): contexts re-entered, locals passed as unbound
     (lambda v: type(v) in (torch.no_grad, torch.enable_grad), _breaks.wrap_grad_ctx),
+    (lambda v: type(v) is torch.inference_mode, _breaks.wrap_inference_ctx),
+    (lambda v: isinstance(v, torch.amp.autocast_mode.autocast), _B.user_object),  # not traced: breaks.py
+    (_breaks.is_c_exit, _breaks.wrap_c_exit),
     (lambda v: v is _breaks.UNBOUND, by_identity(ObjectVariable)),
     (lambda v: type(v) in CONSTANT_TYPES, _B.literal),
     (lambda v: type(v) is torch.Size, _B.size),

@@ -66,6 +66,12 @@ def to_meta_tensor(t: torch.Tensor) -> torch.Tensor:
     return m
 
 
+def _meta_failed(target, e: Exception) -> Unsupported:
+    from pydynamo.hints import meta_failure
+    name = target if isinstance(target, str) else getattr(target, "__name__", repr(target))
+    return Unsupported(*meta_failure(name, e))
+
+
 def _is_impure(node: torch.fx.Node) -> bool:
     if node.op == "call_method":
         return node.target.endswith("_") and not node.target.endswith("__")
@@ -216,6 +222,8 @@ class OutputGraph:
             items = [self.to_fx(x, meta) for x in v.items]
             if meta == "sym" and v.python_type() is torch.Size:
                 return tuple(items)  # a Size cannot hold symbolic sizes
+            if v.python_type() is torch.Size and not all(type(x) is int for x in items):
+                return tuple(items)  # symbolic sizes are FX nodes, which a Size cannot hold
             return v.python_type()(items) if v.python_type() in (list, tuple, torch.Size) else tuple(items)
         if isinstance(v, ConstDictVariable):
             return {k: self.to_fx(x, meta) for k, x in v.items.items()}
@@ -270,9 +278,7 @@ class OutputGraph:
         except (Unsupported, ConstraintViolation):
             raise
         except Exception as e:
-            name = target if isinstance(target, str) else getattr(target, "__name__", repr(target))
-            raise Unsupported("meta_failed", f"{name}: cannot compute output metadata "
-                              f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})") from e
+            raise _meta_failed(target, e) from e
         if out is not None and not _meta.leaves(out):
             return self.wrap_sym_value(tx, out)
         fx_args = tuple(self.to_fx(a, False) for a in args)
@@ -295,7 +301,6 @@ class OutputGraph:
         return tx.wrap_constant_result(out)
 
     def wrap_sym_node(self, tx, node, out) -> VariableTracker:
-        from pydynamo.executor.variables.containers import ListVariable, TupleVariable
         env = self.shape_env
         if isinstance(out, TensorMeta):
             example = out.to_meta_tensor(env.size_hint)
@@ -317,7 +322,7 @@ class OutputGraph:
                 else:
                     items.append(self.wrap_sym_value(tx, o))
             _meta.set_node_meta(node, tuple(out))
-            return ListVariable(items) if isinstance(out, list) else TupleVariable(items)
+            return _sequence_variable(out, items)
         return self.wrap_sym_value(tx, out)
 
     def _run_meta(self, tx, kind, target, m_args, m_kwargs, args, kwargs):
@@ -332,12 +337,9 @@ class OutputGraph:
         except Unsupported:
             raise
         except Exception as e:
-            name = target if isinstance(target, str) else getattr(target, "__name__", repr(target))
-            raise Unsupported("meta_failed", f"{name}: cannot compute output metadata "
-                              f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})") from e
+            raise _meta_failed(target, e) from e
 
     def wrap_node(self, tx, node, out, device) -> VariableTracker:
-        from pydynamo.executor.variables.containers import ListVariable, NamedTupleVariable, TupleVariable
         if isinstance(out, torch.Tensor):
             if out.device.type != "meta":
                 raise Unsupported("meta_failed", f"{node.target} produced a real tensor while tracing")
@@ -359,11 +361,7 @@ class OutputGraph:
                 else:
                     items.append(tx.wrap_constant_result(o))
             node.meta["val"] = tuple(out)
-            if isinstance(out, list):
-                return ListVariable(items)
-            if type(out) is tuple:
-                return TupleVariable(items)
-            return NamedTupleVariable(items, type(out))
+            return _sequence_variable(out, items)
         return tx.wrap_constant_result(out)
 
     def add_node(self, kind, target, args, kwargs=None):
@@ -379,6 +377,8 @@ class OutputGraph:
         frame's globals. Returns that global's name and the input sources (None: empty graph)."""
         self.graph.output(tuple(t.node for t in outputs))
         self._dce()
+        if not outputs:
+            self._drop_state_only()
         used = [i for i in self.inputs if i.node.users]
         for i in self.inputs:
             if not i.node.users:
@@ -401,6 +401,23 @@ class OutputGraph:
         self.frame_globals[name] = compiled_fn
         self.compiled.append(CompiledGraph(name, gm, example_inputs, compiled_fn, self.op_count()))
         return name
+
+    def _drop_state_only(self) -> None:
+        """A graph that only switches grad/inference mode and ends in the mode it started in
+        (the real mode now: translation runs under the frame's own, which a guard pins) does
+        nothing: e.g. a resumed `with torch.no_grad():` block with no tensor work left."""
+        from torch.autograd import grad_mode as gm
+        calls = [n for n in self.graph.nodes if n.op in ("call_function", "call_method")]
+        state = (torch._C._set_grad_enabled, gm._enter_inference_mode, gm._exit_inference_mode)
+        if not calls or any(n.op != "call_function" or n.target not in state for n in calls):
+            return
+        modes = [n.args[0] for n in calls if n.target is torch._C._set_grad_enabled]
+        entered = sum(n.target is gm._enter_inference_mode for n in calls)
+        if entered != sum(n.target is gm._exit_inference_mode for n in calls) or \
+                (modes and modes[-1] != torch.is_grad_enabled()):
+            return
+        for n in reversed(calls):
+            self.graph.erase_node(n)
 
     def _dce(self) -> None:
         for node in reversed(list(self.graph.nodes)):
@@ -427,6 +444,16 @@ def _without_interception(gm, fn):
     return run_without_hook
 
 
+def _sequence_variable(out, items) -> VariableTracker:
+    """The tracker of an op's sequence result: list, tuple, or its named tuple (x.max(dim))."""
+    from pydynamo.executor.variables.containers import ListVariable, NamedTupleVariable, TupleVariable
+    if isinstance(out, list):
+        return ListVariable(items)
+    if type(out) is tuple:
+        return TupleVariable(items)
+    return NamedTupleVariable(items, type(out))
+
+
 def _fold(fn):
     def build(og, expr):
         nodes = [og.sym_node(a) for a in expr.args]
@@ -439,6 +466,8 @@ def _fold(fn):
 
 def _build_mul(og, expr):
     coeff, rest = expr.as_coeff_Mul()
+    if coeff == 1:  # a product of symbolic factors (s0*s1): no coefficient to split off
+        return _fold(operator.mul)(og, expr)
     acc = og.sym_node(rest)
     if coeff.is_Integer:
         return acc if coeff == 1 else og._sym_call(operator.mul, int(coeff), acc)
@@ -455,6 +484,8 @@ def _build_pow(og, expr):
         return og._sym_call(operator.pow, og.sym_node(base), int(exp))
     if exp.is_Integer and exp < 0:
         return og._sym_call(operator.truediv, 1, og._sym_call(operator.pow, og.sym_node(base), int(-exp)))
+    if exp.is_integer and exp.is_nonnegative is not False:  # a symbolic exponent, >= 0 as guarded
+        return og._sym_call(operator.pow, og.sym_node(base), og.sym_node(exp))
     return og.shape_env.specialize(expr, reason="symbolic power")
 
 
@@ -471,8 +502,13 @@ _SYM_BUILDERS = {
 
 
 def _is_inplace(kind, target) -> bool:
+    if target in _OPERATOR_NAMED_:  # operator.and_ & co are named so to avoid keywords
+        return False
     name = target if isinstance(target, str) else getattr(target, "__name__", "")
     return (name.endswith("_") and not name.endswith("__")) or target in _IMPURE_FUNCTIONS
+
+
+_OPERATOR_NAMED_ = {operator.and_, operator.or_, operator.not_, operator.is_, operator.is_not}
 
 
 def _has_tensor(out) -> bool:

@@ -12,9 +12,11 @@ an earlier read meant).
 """
 from __future__ import annotations
 
+import collections
 import inspect
 import itertools
 import keyword
+import linecache
 import math
 import types
 
@@ -30,16 +32,34 @@ _const_ids = itertools.count()
 OUT = "__pydynamo_out"
 
 
-def _new_object(cls, attrs):
-    obj = object.__new__(cls)
+def _new_object(cls, attrs, items=None):
+    """An instance of a user class made in the frame, without running its __init__ again; a dict
+    subclass gets its items through the dict's own __setitem__ (not an override)."""
+    if items is None:
+        obj = object.__new__(cls)
+    else:
+        obj = dict.__new__(cls)
+        put = collections.OrderedDict.__setitem__ if isinstance(obj, collections.OrderedDict) else dict.__setitem__
+        for k, v in items.items():
+            put(obj, k, v)
     obj.__dict__.update(attrs)
     return obj
 
 
+def _make_function(code, globals_, defaults, kwdefaults, closure):
+    fn = types.FunctionType(code, globals_, code.co_name, defaults or None, closure or None)
+    if kwdefaults:
+        fn.__kwdefaults__ = kwdefaults
+    return fn
+
+
 class OutputCodegen:
-    def __init__(self, code: types.CodeType, frame_globals: dict):
+    def __init__(self, code: types.CodeType, frame_globals: dict, frame_cells: dict | None = None):
         self.code = code
         self.frame_globals = frame_globals
+        # the root frame's cell trackers by name (None: unknown, its cells cannot be shared)
+        self.frame_cells = frame_cells
+        self.cell_writes: list[str] = []  # `name = value` for frame cells, after every read
         self.lines: list[str] = []
         self.graph_outputs: list[TensorVariable] = []
         self._out_index: dict[int, int] = {}
@@ -93,14 +113,48 @@ class OutputCodegen:
 
     def new_object(self, var: UserDefinedObjectVariable) -> str:
         attrs = ", ".join(f"{k!r}: {self.reconstruct(v)}" for k, v in var.attrs.items())
-        return f"{self.load_const(_new_object)}({self.load_const(var.cls)}, {{{attrs}}})"
+        view = getattr(var, "_dict_view", None)
+        items = ""
+        if view is not None:
+            items = ", {" + ", ".join(f"{self.load_const(k)}: {self.reconstruct(v)}" for k, v in view.items.items()) + "}"
+        return f"{self.load_const(_new_object)}({self.load_const(var.cls)}, {{{attrs}}}{items})"
 
     def make_function(self, var) -> str:
-        if var.closure:
-            raise Unsupported("closure_escape", "returning a closure made inside the compiled region")
+        """A function made in the frame (lambda, nested def, a closure returned by an inlined
+        helper) that outlives the graph: rebuilt from its code with its defaults and closure. A
+        cell of the frame itself is the frame's real cell (its final value written back); a cell
+        of an inlined call, which has no frame at run time, becomes a new cell holding its final
+        value, shared by every function that closed over it."""
         defaults = "(" + "".join(self.reconstruct(d) + ", " for d in var.defaults) + ")"
-        fn = self.load_const(types.FunctionType)
-        return f"{fn}({self.load_const(var.code)}, globals(), {var.code.co_name!r}, {defaults} or None)"
+        kw = "{" + ", ".join(f"{k!r}: {self.reconstruct(v)}" for k, v in var.kwdefaults.items()) + "}"
+        globals_ = "globals()" if var.f_globals is self.frame_globals else self.load_const(var.f_globals)
+        closure = "(" + "".join(self.cell(c) + ", " for c in var.closure) + ")"
+        return self.temp(f"{self.load_const(_make_function)}({self.load_const(var.code)}, {globals_}, "
+                         f"{defaults}, {kw}, {closure})")
+
+    def cell(self, cell) -> str:
+        if id(cell) in self._memo:
+            return self._memo[id(cell)]
+        mine = self.frame_cells is not None and self.frame_cells.get(cell.name) is cell
+        if mine:
+            if cell.name not in self.code.co_cellvars + self.code.co_freevars:
+                raise Unsupported("closure_escape", f"cell {cell.name!r} is not a cell of the frame")
+            if not cell.external and cell.contents is not None:
+                # the frame's own cell: written last, so no earlier read sees the new value
+                self.cell_writes.append(f"{cell.name} = {self.temp(self.reconstruct(cell.contents))}")
+            from pydynamo.executor.breaks import _cells_of
+            expr = self.temp(f"{self.load_const(_cells_of)}(lambda: ({cell.name},), ({cell.name!r},))[0]")
+        elif self.frame_cells is None and cell.name in self.code.co_cellvars + self.code.co_freevars:
+            raise Unsupported("closure_escape", f"cannot tell whether cell {cell.name!r} is the frame's")
+        elif cell.external or (cell.contents is None and cell.lazy is not None):
+            # a real cell of a function made outside the frame: reachable only through that function
+            raise Unsupported("closure_escape", f"a function made in the frame closes over {cell.name!r}, "
+                              "a cell of a function defined outside it")
+        else:
+            contents = "" if cell.contents is None else self.reconstruct(cell.contents)
+            expr = self.temp(f"{self.load_const(types.CellType)}({contents})")
+        self._memo[id(cell)] = expr
+        return expr
 
     def declare_global(self, name: str) -> str:
         if name in self.frame_names:
@@ -153,7 +207,7 @@ def build_code(code: types.CodeType, cg: OutputCodegen, graph_call: str | None,
         body.append("nonlocal " + ", ".join(sorted(cg.nonlocals_declared)))
     if graph_call is not None:
         body.append(f"{OUT} = {graph_call}")
-    body += cg.lines
+    body += cg.lines + cg.cell_writes
     body.append(f"return {ret_expr}")
     # keep the original cell and free variables (the hook checks the layout): dead code that makes
     # the compiler allocate the same cells; non-argument cell variables need a (dead) binding
@@ -172,9 +226,11 @@ def build_code(code: types.CodeType, cg: OutputCodegen, graph_call: str | None,
         text = outer
     else:
         text = inner + "\n"
-    filename = f"<pydynamo transformed {code.co_name} from {code.co_filename}:{code.co_firstlineno}>"
+    filename = f"<pydynamo transformed {code.co_name} from {code.co_filename}:{code.co_firstlineno} " \
+               f"#{next(_builds)}>"
     module = compile(text, filename, "exec")
     new = _find_code(module, _fn_name(code))
+    _register_source(filename, text, code.co_firstlineno - new.co_firstlineno)
     new = new.replace(co_name=code.co_name, co_qualname=code.co_qualname, co_firstlineno=code.co_firstlineno)
     if renamed:
         new = new.replace(co_varnames=tuple(renamed.get(n, n) for n in new.co_varnames))
@@ -184,6 +240,18 @@ def build_code(code: types.CodeType, cg: OutputCodegen, graph_call: str | None,
             or (new.co_flags ^ code.co_flags) & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS):
         raise Unsupported("layout", "could not reproduce the frame layout for the output code")
     return new, text
+
+
+_builds = itertools.count()
+
+
+def _register_source(filename: str, text: str, shift: int) -> None:
+    """Make the generated source visible to tracebacks, pdb and inspect through linecache. The
+    code object keeps the original co_firstlineno, which moves its line numbers by `shift`; the
+    cached text is moved the same way so every line number points at its statement."""
+    lines = text.splitlines(True)
+    lines = ["\n"] * shift + lines if shift >= 0 else lines[-shift:]
+    linecache.cache[filename] = (sum(map(len, lines)), None, lines, filename)
 
 
 def _nargs(code) -> int:

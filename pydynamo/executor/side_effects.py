@@ -8,6 +8,7 @@ Objects created during tracing need no replay: they are rebuilt if they escape.
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
 
 from pydynamo.exc import Unsupported
@@ -19,6 +20,15 @@ from pydynamo.executor.variables.containers import ConstDictVariable, ListVariab
 class AttrStore:
     obj: VariableTracker
     name: str
+
+
+def _set_dict_items(target: dict, items: dict) -> None:
+    """Give a dict (or an instance of a dict subclass) exactly `items`, in order, through the C
+    dict's own methods: a subclass's overrides (ModelOutput forbids update()) ran while tracing."""
+    base = collections.OrderedDict if isinstance(target, collections.OrderedDict) else dict
+    base.clear(target)
+    for k, v in items.items():
+        base.__setitem__(target, k, v)
 
 
 class SideEffects:
@@ -64,7 +74,7 @@ class SideEffects:
             elif isinstance(var, ConstDictVariable):
                 body = ", ".join(f"{cg.load_const(k)}: {cg.reconstruct(v)}" for k, v in var.items.items())
                 items = cg.temp("{" + body + "}")
-                writes += [f"{target}.clear()", f"{target}.update({items})"]
+                writes.append(f"{cg.load_const(_set_dict_items)}({target}, {items})")
             elif isinstance(var, SetVariable):
                 items = cg.temp("[" + ", ".join(cg.reconstruct(v) for v in var.items.values()) + "]")
                 writes += [f"{target}.clear()", f"{target}.update({items})"]

@@ -23,6 +23,7 @@ from typing import Callable, Optional
 import torch
 
 from pydynamo.exc import GraphBreak, Unsupported
+from pydynamo.executor import breaks as _breaks
 from pydynamo.executor.builder import VariableBuilder
 from pydynamo.executor.output_graph import OutputGraph
 from pydynamo.executor.side_effects import SideEffects
@@ -276,6 +277,8 @@ class InstructionTranslatorBase:
             raise Unsupported("generator", f"calling coroutine function {code.co_name}")
         if self.depth() >= MAX_INLINE_DEPTH:
             raise Unsupported("recursion", "inlining depth limit reached (recursive function?)")
+        if code in _breaks.UNTRACED_CODES:
+            raise Unsupported(*_breaks.UNTRACED_CODES[code])
         local_vars, cells = fn.bind(self, args, kwargs)
         sub = InliningTranslator(code, fn.get_globals(), self, local_vars, cells)
         if code.co_flags & 0x20:
@@ -327,7 +330,8 @@ class InstructionTranslatorBase:
         h = HANDLERS.get(inst.opname)
         if h is None or PY not in h.versions:
             reason = UNSUPPORTED.get(inst.opname, "no handler")
-            raise Unsupported("unsupported_opcode", f"opcode {inst.opname} ({reason})")
+            from pydynamo.hints import opcode_message
+            raise Unsupported("unsupported_opcode", opcode_message(inst.opname, reason))
         h.fn(self, inst)
 
     @graph_break_handler
@@ -447,7 +451,7 @@ class InstructionTranslator(InstructionTranslatorBase):
         from pydynamo.executor.reconstruct import OutputCodegen, build_code
         if self.grad_enabled != torch.is_grad_enabled() or self.inference_mode_ != torch.is_inference_mode_enabled():
             raise Unsupported("grad_mode_leak", "the frame returns with a different grad/inference mode")
-        cg = OutputCodegen(self.code, self.f_globals)
+        cg = OutputCodegen(self.code, self.f_globals, self.cells)
         ret = cg.reconstruct(value)
         ret = cg.temp(ret) if cg.lines or not self.side_effects.is_empty() else ret
         self.side_effects.codegen(cg)

@@ -3,8 +3,9 @@
     python tests/breaks/breaks_runner.py --engine {eager,torch,pydynamo} --out DIR [--cases a,b]
 
 Everything is tests/compat/compat_runner.py's, with the corpus swapped for breaks_corpus and two
-more fields per case record: `explain` ((graph_count, graph_break_count) from the engine's
-explain() on the first call's inputs) and `eager_frames` (pydynamo: frames that ran eagerly as a
+more fields per case record: `explain` ((graph_count, graph_break_count, number of break
+reasons) from the engine's explain() on the first call's inputs), `reasons` (pydynamo: those
+break reasons as plain dicts) and `eager_frames` (pydynamo: frames that ran eagerly as a
 whole because no graph break was possible there). Under torch.compile, `pydynamo.graph_break` is pointed at
 `torch._dynamo.graph_break` so an explicit break means the same to both engines.
 """
@@ -27,17 +28,21 @@ cr.compat_corpus = breaks_corpus  # the frame counter walks these modules' code
 def _torch_explain(fn, args, kwargs):
     import torch._dynamo
     e = torch._dynamo.explain(fn)(*args, **kwargs)
-    return e.graph_count, e.graph_break_count
+    return e.graph_count, e.graph_break_count, len(e.break_reasons)
 
 
 def _pydynamo_explain(fn, args, kwargs):
     import pydynamo
     e = pydynamo.explain(fn, backend="eager")(*args, **kwargs)
-    return e.graph_count, e.graph_break_count
+    _REASONS[:] = [dict(code=b.reason_code, message=b.message, filename=b.filename, lineno=b.lineno,
+                        col=b.col, user_stack=[tuple(f) for f in b.user_stack], hint=b.hint, text=str(b))
+                   for b in e.break_reasons]
+    return e.graph_count, e.graph_break_count, len(e.break_reasons)
 
 
 _EXPLAIN = {"torch": _torch_explain, "pydynamo": _pydynamo_explain}
 _EAGER_FRAMES = [0]
+_REASONS: list = []
 
 
 def _install(engine: str):
@@ -62,6 +67,7 @@ def _install(engine: str):
         rec = run_case(c, reset, wrap, counter)
         rec["eager_frames"] = _EAGER_FRAMES[0]
         rec["explain"] = None
+        _REASONS.clear()
         if engine in _EXPLAIN:
             import torch
             reset()
@@ -74,6 +80,7 @@ def _install(engine: str):
             except Exception as e:
                 rec["explain"] = f"{type(e).__name__}: {e}"
             reset()
+        rec["reasons"] = list(_REASONS)
         return rec
     cr.run_case = counted
 

@@ -21,7 +21,10 @@ import codegen
 NONDETERMINISTIC = ("rand", "normal", "bernoulli", "dropout", "multinomial", "uniform",
                     "exponential", "geometric", "cauchy", "log_normal", "poisson", "empty",
                     "randn", "randint", "randperm", "rrelu", "fractional_max_pool", "lowrank",
-                    "scaled_dot_product_attention", "multi_head_attention")  # dropout samples
+                    # dropout samples; the fused attention kernels' rng-state output is left
+                    # uninitialized without dropout
+                    "scaled_dot_product_attention", "multi_head_attention",
+                    "_flash_attention_forward", "_efficient_attention_forward")
 
 
 @dataclass
@@ -61,8 +64,9 @@ def _target(op):
     mv = op.method_variant
     if mv is not None and getattr(mv, "__name__", None) and hasattr(torch.Tensor, mv.__name__):
         return "call_method", mv.__name__
-    if getattr(op.op, "__name__", "") == "<lambda>":
-        # FX cannot print a reference to a lambda; call it through a named module-level shim
+    if getattr(op.op, "__name__", "<lambda>") == "<lambda>":
+        # FX cannot print a reference to a lambda (or to a callable without a __name__, the
+        # jiterator ops); call it through a named module-level shim
         return "call_function", _Shim(op.op, op.name)
     return "call_function", op.op
 

@@ -6,7 +6,8 @@ Both compiling engines install a PEP 523 frame hook, so each runs in its own pro
 and per call the record holds: the normalized output, the inputs after the call (in-place ops),
 the case's observed side-effect state, the graphs the counting backend received during the call
 (with their op counts), and `body_frames`: how many frames of the corpus's ORIGINAL code objects
-CPython started during the call.
+CPython started during the call, and `graph_breaks`: how many graph breaks the engine took
+during the call (torch.compile's `counters["graph_break"]`, pydynamo's translation records).
 
 How "did the Python body run" is measured, guard-free: sys.setprofile is active only around the
 call and counts 'call' events whose f_code is one of the corpus's own code objects (collected by
@@ -68,6 +69,29 @@ def _pydynamo_engine():
 
 
 ENGINES = {"eager": _eager_engine, "torch": _torch_engine, "pydynamo": _pydynamo_engine}
+
+
+# Graph breaks taken so far (cumulative), per engine: a break is legitimate only where
+# torch.compile breaks too (e.g. a data-dependent op), so the test needs both engines' counts.
+def _torch_breaks():
+    from torch._dynamo.utils import counters
+    return lambda: sum(counters["graph_break"].values())
+
+
+def _pydynamo_breaks():
+    from pydynamo import convert_frame
+    from pydynamo.exc import GraphBreak
+    n = [0]
+
+    def record(item):
+        if isinstance(item, GraphBreak) or getattr(item, "graph_break", None) is not None:
+            n[0] += 1
+    convert_frame.RECORDERS.append(record)
+    return lambda: n[0]
+
+
+BREAK_COUNTERS = {"torch": _torch_breaks, "pydynamo": _pydynamo_breaks}
+_count_breaks = [lambda: 0]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -181,6 +205,7 @@ def _one_call(c: cc.Case, compiled, spec: cc.Inputs, i: int, graphs: list, count
     if c.before is not None:
         c.before()
     n_graphs = len(graphs)
+    n_breaks = _count_breaks[0]()
     rec = {"exc": None}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -198,6 +223,7 @@ def _one_call(c: cc.Case, compiled, spec: cc.Inputs, i: int, graphs: list, count
     rec["args_after"] = cc.normalize((args, kwargs))
     rec["state"] = cc.normalize(c.observe()) if c.observe is not None else None
     rec["new_graphs"] = graphs[n_graphs:]
+    rec["graph_breaks"] = _count_breaks[0]() - n_breaks
     rec["body_frames"] = counter.body
     rec["unknown_frames"] = counter.unknown
     rec["warnings"] = [f"{w.category.__name__}: {str(w.message)[:500]}" for w in caught
@@ -242,6 +268,8 @@ def main(argv=None) -> int:
     progress = os.path.join(ns.out, "_progress")
     try:
         reset, wrap = ENGINES[ns.engine]()
+        if ns.engine in BREAK_COUNTERS:
+            _count_breaks[0] = BREAK_COUNTERS[ns.engine]()
     except Exception as e:  # engine missing entirely: every case records why
         err = f"engine {ns.engine} unavailable: {type(e).__name__}: {e}"
         for name in names:

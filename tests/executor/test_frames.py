@@ -64,3 +64,37 @@ def test_returned_inputs_keep_identity(cnt):
     ra, rb = pydynamo.optimize(f, backend=cnt)(a, b)
     assert ra is a and rb is b
     torch.testing.assert_close(b, b2 * 2)
+
+
+def test_break_inside_star_call_of_a_method(cnt):
+    """A graph break at `obj.method(*args, **kwargs)` (CALL_FUNCTION_EX over a NULL slot) runs
+    the call in CPython; its result then replaces the NULL slot. The continuation used to treat
+    that slot as still NULL and called the result (transformers' logger.warning_once)."""
+    class Log:
+        def __init__(self):
+            self.seen = []
+
+        def warning(self, *a, **k):
+            try:
+                return {}[a[0]]  # raises inside the traced call: a graph break here
+            except KeyError:
+                self.seen.append((a, k))
+                return torch.ones(1)  # a non-None result: calling it would fail differently
+
+    def warn(log, *args, **kwargs):
+        log.warning(*args, **kwargs)
+        return log.warning(*args)
+
+    def f(x, log):
+        y = x + 1
+        r = warn(log, "msg", 3, level=2)
+        return y * 2 + r
+
+    log, ref_log = Log(), Log()
+    x = torch.randn(4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = pydynamo.optimize(f, backend=cnt)(x, log)
+    torch.testing.assert_close(out, f(x, ref_log))
+    assert log.seen == ref_log.seen == [(("msg", 3), {"level": 2}), (("msg", 3), {})]
+    assert cnt.count >= 1

@@ -171,6 +171,12 @@ def _inplace_local(x):
     return y
 
 
+def _getattr_defaults(x, cache=None):
+    # transformers: getattr(past_key_values, "is_compileable", False) with past_key_values None
+    n = int(getattr(cache, "is_compileable", False)) + int(hasattr(None, "zz")) + int(hasattr(3, "real"))
+    return x * getattr(2, "real", 0) + n + getattr(x, "no_such_attr", 5)
+
+
 def _no_tensor_work(x):
     return 3, "s", None
 
@@ -179,6 +185,7 @@ CASES = [(f, n) for f, n in [
     (_closures, 1), (_loops, 1), (_iterators, 1), (_strings, 1), (_dicts_sets, 1), (_slices_ranges, 1),
     (_math_operator, 1), (_user_objects, 1), (_tensor_attrs, 1), (_functional, 1), (_try_finally, 1),
     (_global_read, 1), (_unpack_forms, 1), (_partial_and_builtins, 1), (_comprehensions, 1), (_inplace_local, 1),
+    (_getattr_defaults, 1),
     (_no_tensor_work, 0)]]
 
 

@@ -36,3 +36,9 @@ def test_demo_dtype_change_recompiles_once(demo_output):
     _, out = demo_output
     assert "input ids int64 -> int32: compiled 1 new graph(s)" in out, out[-4000:]
     assert "back to int64 (cache hit)" in out, out[-4000:]
+
+
+def test_demo_sequence_change_recompiles_once_into_a_dynamic_entry(demo_output):
+    _, out = demo_output
+    assert "seq 16 -> 17 (compiled 1 graph(s))" in out and "seq 16 -> 35 (cache hit)" in out, out[-4000:]
+    assert "the new entry's shape guards: SHAPE_ENV: " in out and "2 <= L['ids'].size()[1] <= 64" in out, out[-4000:]

@@ -13,13 +13,7 @@ pytest.importorskip("transformers", reason="transformers is not installed in thi
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
-# GPT2LMHeadModel does not yet capture as one graph: transformers' masking utilities return
-# closures made inside the traced region and ModelOutput.__setattr__ goes through
-# super().__setitem__, both of which graph-break today (GPT2Model alone is one graph:
-# tests/executor/test_hf_models.py). Strict, so the day it passes the marker must go.
-MODELS = [pytest.param("gpt2", marks=pytest.mark.xfail(strict=True, reason="known gap: GPT2LMHeadModel breaks "
-                                                        "on escaping closures in transformers.masking_utils")),
-          "bert"]
+# GPT2LMHeadModel (use_cache=False) and BertModel: one graph each under both engines.
 MODEL_NAMES = ["gpt2", "bert"]
 TOL = 1e-5
 
@@ -48,7 +42,7 @@ def _check(rec, engine):
     assert max(rec["max_diff"]) <= TOL, f"{engine}: outputs differ from eager by {rec['max_diff']}"
 
 
-@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize("model", MODEL_NAMES)
 def test_model_one_graph(records, model):
     ref, rec = records[("torch", model)], records[("pydynamo", model)]
     _check(ref, "torch.compile (reference)")

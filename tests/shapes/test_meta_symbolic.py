@@ -69,11 +69,20 @@ def test_view_needs_divisibility_guard():
     assert texts, texts
 
 
-@pytest.mark.parametrize("target", [torch.unbind, "chunk"])
-def test_split_on_a_dynamic_dim_specializes(target):
+def test_unbind_on_a_dynamic_dim_specializes():
     # the number of outputs would depend on a symbolic size: specialized (guarded), counted
-    env = check_op(target, lambda n, m: ((r(n, m), 2) if target == "chunk" else (r(n, m),), {}),
+    env = check_op(torch.unbind, lambda n, m: ((r(n, m),), {}),
                    [dict(n=4, m=5), dict(n=4, m=9), dict(n=6, m=5)], expect_rule=False)
     assert env.stats["specialized_ops"] == 1
     check = env.make_check_fn()
     assert check({"a0": r(4, 5)}) and not check({"a0": r(6, 5)})
+
+
+@pytest.mark.parametrize("target, arg", [("chunk", 2), ("split", 3)])
+def test_split_on_a_dynamic_dim_guards_the_piece_count(target, arg):
+    # chunk(2) / split(3) of a symbolic dim: as many pieces as on the hint, guarded
+    env = check_op(target, lambda n, m: ((r(n, m), arg), {}), [dict(n=5, m=3), dict(n=6, m=9), dict(n=4, m=5)])
+    assert env.stats["specialized_ops"] == 0
+    check = env.make_check_fn()
+    assert check({"a0": r(6, 5)})
+    assert check({"a0": r(7, 5)}) == (target == "chunk")  # split(3) of 7 gives 3 pieces

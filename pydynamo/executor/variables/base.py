@@ -70,7 +70,17 @@ class VariableTracker:
 
     def call_method(self, tx: "Tx", name: str, args: list, kwargs: dict) -> "VariableTracker":
         attr = self.var_getattr(tx, name)
+        if isinstance(attr, MethodProxyVariable) and attr.obj is self:
+            # the proxy would call back here: no subclass implements this method
+            raise Unsupported("call", f"calling the method {name}() of a {self.type_name()} object")
         return attr.call_function(tx, args, kwargs)
+
+    def type_name(self) -> str:
+        """The traced value's type in the user's words (for messages)."""
+        try:
+            return self.python_type().__qualname__
+        except Exception:
+            return "traced"
 
     def has_unpack_var_sequence(self, tx: "Tx") -> bool:
         return False

@@ -433,7 +433,22 @@ def _iter(tx, obj):
 
 @handler(next)
 def _next(tx, it, default=None):
+    if not hasattr(it, "next_variable"):
+        raise Unsupported("unpack", f"next() of {it}")
     return it.next_variable(tx, default)
+
+
+@handler(functools.reduce)
+def _reduce(tx, fn, seq, *initial):
+    items = tx.unpack(seq)
+    if initial:
+        items = [initial[0], *items]
+    elif not items:
+        raise Unsupported("constant_raises", "reduce() of an empty sequence with no initial value")
+    acc = items[0]
+    for v in items[1:]:
+        acc = fn.call_function(tx, [acc, v], {})
+    return acc
 
 
 def _make_iter(fn):

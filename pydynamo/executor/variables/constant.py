@@ -44,7 +44,10 @@ class ConstantVariable(VariableTracker):
         return bool(self.value)
 
     def var_getattr(self, tx, name):
-        attr = getattr(self.value, name)
+        try:
+            attr = getattr(self.value, name)
+        except AttributeError as e:  # getattr(x, name, default) / hasattr turn this into a value
+            raise Unsupported("no_attribute", str(e)) from None
         if callable(attr):
             return ConstMethodVariable(self, name)
         return ConstantVariable(attr)

@@ -284,6 +284,8 @@ class ConstDictVariable(VariableTracker):
             for a in args:
                 if isinstance(a, ConstDictVariable):
                     items.update(a.items)
+                elif getattr(a, "is_dict_subclass", False):
+                    items.update(a.mapping_items(tx))
                 else:
                     for pair in tx.unpack(a):
                         k, v = tx.unpack(pair)

@@ -112,9 +112,19 @@ def _itertools(tx, fn, args, kwargs):
         return itertools.accumulate(tx.unpack(args[0]), step)
     if fn is itertools.starmap:
         return (args[0].call_function(tx, tx.unpack(t), {}) for t in _lazy(tx, args[1]))
+    if fn is getattr(itertools, "pairwise", None):
+        return (_tuple(t) for t in itertools.pairwise(_lazy(tx, args[0])))
+    if fn is itertools.compress:
+        return itertools.compress(_lazy(tx, args[0]), (s.truthy(tx) for s in _lazy(tx, args[1])))
+    if fn in (itertools.takewhile, itertools.dropwhile, itertools.filterfalse):
+        pred = args[0]
+        test = (lambda v: v.truthy(tx)) if pred.is_python_constant() and pred.as_python_constant() is None \
+            else (lambda v: pred.call_function(tx, [v], {}).truthy(tx))
+        return fn(test, _lazy(tx, args[1]))
     raise Unsupported("itertools", f"itertools.{fn.__name__}")
 
 
 ITERTOOLS = (itertools.chain, itertools.islice, itertools.repeat, itertools.count, itertools.product,
              itertools.zip_longest, itertools.combinations, itertools.permutations, itertools.accumulate,
-             itertools.starmap)
+             itertools.starmap, itertools.compress, itertools.takewhile, itertools.dropwhile,
+             itertools.filterfalse) + ((itertools.pairwise,) if hasattr(itertools, "pairwise") else ())

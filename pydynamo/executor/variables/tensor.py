@@ -33,7 +33,8 @@ _DATA_METHODS = {"item": "tensor_item", "tolist": "tensor_tolist", "numpy": "ten
                  "data_ptr": "tensor_data_ptr", "untyped_storage": "tensor_storage",
                  "register_hook": "tensor_hook", "backward": "tensor_backward",
                  "__index__": "tensor_item", "__int__": "tensor_item", "__float__": "tensor_item",
-                 "equal": "tensor_item", "is_nonzero": "tensor_item", "allclose": "tensor_item"}
+                 "equal": "data_dependent", "is_nonzero": "data_dependent",
+                 "allclose": "data_dependent"}
 
 
 class TensorVariable(VariableTracker):
@@ -115,8 +116,10 @@ class TensorMethodVariable(VariableTracker):
         name = self.name
         t = self.tensor
         if name in _DATA_METHODS:
-            raise Unsupported(_DATA_METHODS[name], f"Tensor.{name}() reads tensor data (data-dependent)",
-                              hint="keep the value as a tensor inside the compiled region")
+            from pydynamo.hints import HINTS
+            code = _DATA_METHODS[name]
+            raise Unsupported(code, f"Tensor.{name}() reads tensor data (data-dependent)",
+                              hint="" if code in HINTS else "keep the value as a tensor inside the compiled region")
         if name == "size":
             sizes = t.sizes()
             if args or kwargs:

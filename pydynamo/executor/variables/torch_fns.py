@@ -50,6 +50,10 @@ def allow_in_graph(fn):
 
 _NOT_IN_GRAPH = {torch.manual_seed, torch.seed, torch.set_default_dtype, torch.set_printoptions}
 
+# Functions whose result is a Python value computed from tensor data: a graph cannot return it,
+# so the call is a graph break (torch.compile breaks on these too: "data dependent operator").
+DATA_DEPENDENT = {torch.allclose: "bool", torch.equal: "bool", torch.is_nonzero: "bool"}
+
 
 def _has_tensor_arg(args, kwargs) -> bool:
     from pydynamo.executor.variables.containers import BaseListVariable
@@ -82,6 +86,9 @@ class TorchFunctionVariable(VariableTracker):
             return ConstantVariable(COMPILING_QUERIES[fn])
         if fn in (torch.is_grad_enabled, torch._C.is_grad_enabled):
             return ConstantVariable(tx.grad_enabled)
+        if fn in DATA_DEPENDENT:
+            raise Unsupported("data_dependent", f"torch.{fn.__name__} returns a Python "
+                              f"{DATA_DEPENDENT[fn]} computed from tensor values")
         if fn in _NOT_IN_GRAPH:
             raise Unsupported("torch_global", f"torch.{fn.__name__} changes process state")
         if fn in CONSTANT_FOLD:

@@ -10,6 +10,7 @@ Classes with a custom metaclass, `__new__`, `__getattr__` or slots-only storage 
 from __future__ import annotations
 
 import abc
+import collections
 import collections.abc
 import dataclasses
 import inspect
@@ -48,9 +49,28 @@ def class_attribute(tx, obj_var: VariableTracker, cls: type, name: str):
             value = getattr(obj_var.value, name)
             return tx.wrap(value, AttrSource(obj_var.source, name))
         if callable(raw) and type(raw).__name__ in ("method_descriptor", "wrapper_descriptor"):
+            if _dict_base(cls) is not None and isinstance(obj_var, UserDefinedObjectVariable) and \
+                    getattr(raw, "__objclass__", None) in _DICT_BASES:
+                from pydynamo.executor.variables.base import MethodProxyVariable
+                return MethodProxyVariable(obj_var.dict_view(tx), name)
             return BuiltinMethodVariable(obj_var, name)
         raise Unsupported("descriptor", f"descriptor {type(raw).__name__} for {cls.__name__}.{name}")
     return tx.wrap(raw, cls_src)
+
+
+_DICT_BASES = (dict, collections.OrderedDict)
+_DICT_ITERS = (dict.__iter__, collections.OrderedDict.__iter__)
+# slot wrappers that are all PyObject_GenericGetAttr (dict has its own entry, same behaviour)
+_GENERIC_GETATTRIBUTE = (object.__getattribute__, dict.__getattribute__,
+                         collections.OrderedDict.__getattribute__)
+
+
+def _dict_base(cls):
+    """dict or OrderedDict for a subclass of them whose instances keep items in the C dict
+    (the storage the dict view stands for); None for other classes."""
+    if not issubclass(cls, dict) or issubclass(cls, collections.defaultdict):
+        return None
+    return collections.OrderedDict if issubclass(cls, collections.OrderedDict) else dict
 
 
 def _is_torch_module_getattr(cls) -> bool:
@@ -84,6 +104,19 @@ class GenericGetattrVariable(VariableTracker):
         if isinstance(obj, UserDefinedObjectVariable):
             return obj.plain_getattr(tx, name)
         return tx.getattr(obj, name)
+
+
+class PlainSetattrVariable(VariableTracker):
+    """`super().__setattr__` reaching object's: the plain instance-dict store."""
+
+    def __init__(self, obj):
+        super().__init__()
+        self.obj = obj
+
+    def call_function(self, tx, args, kwargs):
+        name, value = args
+        self.obj.store(tx, name.as_python_constant(), value)
+        return ConstantVariable(None)
 
 
 class UserDefinedClassVariable(VariableTracker):
@@ -124,7 +157,8 @@ class UserDefinedClassVariable(VariableTracker):
             return ModelOutputVariable.construct(tx, cls, args, kwargs)
         if issubclass(cls, BaseException):
             raise Unsupported("exception", f"constructing exception {cls.__name__}")
-        if type(cls) not in (type, abc.ABCMeta) or cls.__new__ is not object.__new__:
+        base = _dict_base(cls)
+        if type(cls) not in (type, abc.ABCMeta) or cls.__new__ is not (dict.__new__ if base else object.__new__):
             raise Unsupported("user_class", f"constructing {cls.__name__} (custom metaclass or __new__)")
         import torch
         if issubclass(cls, torch.nn.Module):
@@ -132,9 +166,14 @@ class UserDefinedClassVariable(VariableTracker):
         obj = UserDefinedObjectVariable(None, cls=cls)
         tx.side_effects.track_new(obj)
         init = inspect.getattr_static(cls, "__init__")
+        if base is not None:
+            from pydynamo.executor.variables.containers import ConstDictVariable
+            obj._dict_view = ConstDictVariable({}, base)
         if isinstance(init, types.FunctionType):
             from pydynamo.executor.variables.functions import UserFunctionVariable
             UserFunctionVariable(init).call_function(tx, [obj, *args], kwargs)
+        elif base is not None and init in (dict.__init__, collections.OrderedDict.__init__):
+            obj._dict_view.call_method(tx, "update", list(args), kwargs)
         elif init is not object.__init__:
             raise Unsupported("user_class", f"{cls.__name__}.__init__ is not a Python function")
         elif args or kwargs:
@@ -187,7 +226,7 @@ class UserDefinedObjectVariable(VariableTracker):
             return self.attrs[name]
         if name == "__class__":
             return tx.wrap(self.cls, None)
-        if self.value is not None and self.cls.__getattribute__ is not object.__getattribute__ and \
+        if self.value is not None and self.cls.__getattribute__ not in _GENERIC_GETATTRIBUTE and \
                 not _is_class_level(self.cls, name):
             # a custom __getattribute__ (e.g. attribute aliases): read the real value; the guard
             # re-reads it through the same lookup, so both agree
@@ -203,7 +242,7 @@ class UserDefinedObjectVariable(VariableTracker):
     def dict_view(self, tx):
         """The dict contents of a dict-subclass instance, as a dict tracker (for dict's own
         methods reached through super()); guarded and replayed through the object's source."""
-        view = getattr(self, "_dict_view", None)
+        view = getattr(self, "_dict_view", None)  # set at construction for objects made in the frame
         if view is None:
             if self.value is None or self.source is None or not isinstance(self.value, dict):
                 raise Unsupported("dict_subclass", f"dict methods of {self.cls.__name__} made in the frame")
@@ -238,7 +277,12 @@ class UserDefinedObjectVariable(VariableTracker):
                 return
             raise Unsupported("descriptor", f"setting {name!r} through a descriptor")
         if "__setattr__" in {k for c in self.cls.__mro__ if c is not object for k in c.__dict__}:
-            raise Unsupported("custom_setattr", f"{self.cls.__name__}.__setattr__")
+            custom = inspect.getattr_static(self.cls, "__setattr__")
+            if not isinstance(custom, types.FunctionType):
+                raise Unsupported("custom_setattr", f"{self.cls.__name__}.__setattr__")
+            from pydynamo.executor.variables.functions import UserFunctionVariable
+            UserFunctionVariable(custom).call_function(tx, [self, ConstantVariable(name), value], {})
+            return
         self.store(tx, name, value)
 
     def store(self, tx, name, value):
@@ -252,14 +296,29 @@ class UserDefinedObjectVariable(VariableTracker):
     def call_method(self, tx, name, args, kwargs):
         return self.var_getattr(tx, name).call_function(tx, args, kwargs)
 
+    @property
+    def is_dict_subclass(self) -> bool:
+        return _dict_base(self.cls) is not None
+
+    def mapping_items(self, tx) -> dict:
+        """{key: value tracker} as dict(obj) / dict.update(obj) read it: the C dict directly when
+        the class keeps dict's iteration (CPython's fast path), else keys() and obj[key]."""
+        if getattr(self.cls, "__iter__", None) is dict.__iter__:
+            return dict(self.dict_view(tx).items)
+        keys = tx.unpack(self.call_method(tx, "keys", [], {}))
+        return {k.as_python_constant(): self.call_method(tx, "__getitem__", [k], {}) for k in keys}
+
     def has_unpack_var_sequence(self, tx):
         # collections.abc.Sequence's mixin __iter__ indexes until IndexError; iterating by len()
         # gives the same items for any sequence whose __len__ is truthful
-        return getattr(self.cls, "__iter__", None) is collections.abc.Sequence.__iter__
+        it = getattr(self.cls, "__iter__", None)
+        return it is collections.abc.Sequence.__iter__ or (self.is_dict_subclass and it in _DICT_ITERS)
 
     def unpack_var_sequence(self, tx):
         if not self.has_unpack_var_sequence(tx):
             return super().unpack_var_sequence(tx)
+        if self.is_dict_subclass:
+            return self.dict_view(tx).unpack_var_sequence(tx)
         n = self.call_method(tx, "__len__", [], {}).as_python_constant()
         return [self.call_method(tx, "__getitem__", [ConstantVariable(i)], {}) for i in range(n)]
 
@@ -397,7 +456,9 @@ class SuperVariable(VariableTracker):
                     return BuiltinMethodVariable(self.obj, "__init__")
                 if name == "__getattribute__" and klass is object:
                     return GenericGetattrVariable(self.obj)
-                if klass is dict and isinstance(self.obj, UserDefinedObjectVariable):
+                if name == "__setattr__" and klass is object and isinstance(self.obj, UserDefinedObjectVariable):
+                    return PlainSetattrVariable(self.obj)
+                if klass in _DICT_BASES and isinstance(self.obj, UserDefinedObjectVariable):
                     from pydynamo.executor.variables.base import MethodProxyVariable
                     return MethodProxyVariable(self.obj.dict_view(tx), name)
                 raise Unsupported("super", f"super().{name} resolves to {type(raw).__name__}")

@@ -2,6 +2,8 @@
 operator and math, f-strings / str.format, comprehensions, loops (unrolled), branches on Python
 values, slices and ranges. Each does real tensor work so every engine compiles a graph."""
 import collections
+import dataclasses
+import functools
 import itertools
 import math
 import operator
@@ -449,3 +451,81 @@ def walrus_and_conditional_expr(x):
 def is_and_in_operators(x):
     lst = [1, 2]
     return x * (1 if x is not None else 2), 2 in lst, "a" not in "bc", None is None
+
+
+@case(t(3))
+def itertools_more(x):
+    pw = list(itertools.pairwise([1, 2, 4]))
+    kept = list(itertools.compress([x, x * 2, x * 3], [1, 0, 1]))
+    tw = list(itertools.takewhile(lambda v: v < 3, [1, 2, 5, 1]))
+    dw = list(itertools.dropwhile(lambda v: v < 3, [1, 2, 5, 1]))
+    ff = list(itertools.filterfalse(None, [0, 1, 0, 2]))
+    return sum(kept) + len(pw), pw, tw, dw, ff
+
+
+@case(t(3), t(3))
+def functools_reduce_partial(x, y):
+    total = functools.reduce(operator.add, [x, y, x * y])
+    prod = functools.reduce(lambda a, b: a * b, [2, 3], 1)
+    scaled = functools.partial(torch.add, alpha=prod)
+    return scaled(total, y), prod
+
+
+@case(t(3), 4)
+def bytes_and_format(x, n):
+    tag = b"ab" + bytes(2)
+    label = "{}-{:03d}-{:.2f}".format("n", n, 1.5) + f"{n:>4}|{len(tag)!r}"
+    return x * len(label), label, tag
+
+
+class Record(collections.OrderedDict):
+    """Items are attributes too (the __setitem__ override writes both, through super())."""
+
+    def __setitem__(self, k, v):
+        super().__setitem__(k, v)
+        super().__setattr__(k, v)
+
+    def __setattr__(self, k, v):
+        if k in self.keys():
+            super().__setitem__(k, v)
+        super().__setattr__(k, v)
+
+
+@case(t(3))
+def ordered_dict_subclass_with_super(x):
+    r = Record()
+    r["a"] = x + 1
+    r.b = x * 2
+    r.a = r.a * 3
+    return r, r.b, list(r.keys()), len(r)
+
+
+@dataclasses.dataclass
+class ModelOut(collections.OrderedDict):
+    """transformers' ModelOutput pattern: dataclass fields; fields that are not None are items."""
+    logits: torch.Tensor = None
+    hidden: torch.Tensor = None
+    loss: torch.Tensor = None
+
+    def __post_init__(self):
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if v is not None:
+                self[f.name] = v
+
+    def __setitem__(self, k, v):
+        super().__setitem__(k, v)
+        super().__setattr__(k, v)
+
+    def update(self, *args, **kwargs):
+        raise RuntimeError("ModelOutput forbids update()")
+
+    def to_tuple(self):
+        return tuple(self[k] for k in self.keys())
+
+
+@case(t(3, 4))
+def model_output_dataclass(x):
+    out = ModelOut(logits=x @ x.t(), hidden=x.relu())
+    first, *rest = out.to_tuple()
+    return out, dict(out), first.sum() + len(rest), "loss" in out

@@ -1,0 +1,90 @@
+"""Where GPT-2 small's time goes on the GPU: per-kernel CUDA time for eager, pydynamo codegen
+and torch.compile (torch.profiler), to find what separates us from torch.compile.
+
+    python benchmarks/gpu/profile_gpt2.py [--layers 12] [--top 12]
+
+Prints, per engine, the time of one forward (do_bench), its GPU time (sum of kernel times),
+the kernel-launch count, the host time to enqueue it, and the kernels that take the most time
+(grouped by name). Wall time above the GPU time is the GPU waiting for the host.
+"""
+import argparse
+import collections
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+import torch  # noqa: E402
+from torch.profiler import ProfilerActivity, profile  # noqa: E402
+
+
+def kernel_table(fn, reps=5):
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(reps):
+            fn()
+        torch.cuda.synchronize()
+    by_name, launches, total = collections.Counter(), 0, 0.0
+    for e in prof.events():
+        if e.device_type == torch.autograd.DeviceType.CUDA:
+            t = e.device_time_total if hasattr(e, "device_time_total") else e.cuda_time_total
+            by_name[e.name[:90]] += t / reps
+            launches += 1
+            total += t / reps
+    return total, launches / reps, by_name
+
+
+def host_ms(fn, reps=10):
+    """Host time to enqueue one call, from an idle GPU (the median of `reps`)."""
+    times = []
+    for _ in range(reps):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+    torch.cuda.synchronize()
+    return statistics.median(times)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--layers", type=int, default=12)
+    ap.add_argument("--top", type=int, default=12)
+    ap.add_argument("--engines", default="eager,ours,ours_cudagraphs,torch_compile")
+    a = ap.parse_args()
+    from transformers import GPT2Config, GPT2Model
+    import pydynamo
+    cfg = GPT2Config(n_layer=a.layers)
+    torch.manual_seed(0)
+    model = GPT2Model(cfg).cuda().eval()
+    ids = torch.randint(0, cfg.vocab_size, (8, 256), device="cuda")
+    engines = {"eager": lambda: model,
+               "ours": lambda: pydynamo.optimize(model, backend="codegen"),
+               "ours_cudagraphs": lambda: pydynamo.optimize(model, backend="codegen",
+                                                            options={"cudagraphs": True}),
+               "torch_compile": lambda: torch.compile(model)}
+    with torch.no_grad():
+        ref = model(input_ids=ids).last_hidden_state
+        for name in a.engines.split(","):
+            pydynamo.reset()              # each engine compiles afresh
+            m = engines[name]()
+
+            def fwd():
+                return m(input_ids=ids).last_hidden_state
+            err = ((fwd() - ref).norm() / ref.norm()).item()
+            total, n, by_name = kernel_table(fwd)
+            from triton.testing import do_bench
+            ms = do_bench(fwd, warmup=50, rep=300, return_mode="median")
+            print(f"== {name}: {ms:.3f} ms per forward (do_bench median), {total / 1000:.3f} "
+                  f"ms GPU kernel time, {n:.0f} kernels, host {host_ms(fwd):.3f} ms to enqueue "
+                  f"one forward, rel. error {err:.1e}", flush=True)
+            for k, t in by_name.most_common(a.top):
+                print(f"   {t:9.1f} us  {k}")
+
+
+if __name__ == "__main__":
+    main()
