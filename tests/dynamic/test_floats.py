@@ -137,3 +137,13 @@ def test_float_returned_as_a_python_value(rec):
         torch.testing.assert_close(got[0], want[0])
         assert got[1:] == pytest.approx(want[1:], rel=1e-15)
     assert rec.count == 2
+
+
+def test_float_of_a_dynamic_float_stays_symbolic(rec):
+    def fn(x, f, n):
+        return x + float(f) + float(n)
+    opt = pydynamo.optimize(fn, backend=rec, dynamic=True)
+    for f, n in ((1.5, 2), (2.25, 3), (-0.5, 7)):
+        x = torch.randn(3)
+        torch.testing.assert_close(opt(x, f, n), fn(x, f, n))
+    assert rec.count == 1   # torch.compile: 1
