@@ -324,13 +324,26 @@ class ShapeEnv:
         """Like create_symbol, wrapped as an executor value (SymInt, or int when specialized)."""
         return self.symint(self.create_symbol(hint, source, **kw))
 
+    def create_symfloat(self, hint: float, source):
+        """A real symbol for a dynamic Python float argument (automatic dynamic or dynamic=True),
+        wrapped as a SymFloat. Its hint is the float's exact binary fraction; it has no range
+        (integer range reasoning never applies to it)."""
+        sym = sympy.Symbol(f"s{len(self.var_to_hint)}", real=True)
+        self.var_to_hint[sym] = sympy.Rational(hint)
+        self.var_to_source[sym] = source
+        return SymFloat(sym, self)
+
     def symint(self, expr):
         expr = self.simplify(_sym(expr))
         return int(expr) if expr.is_Integer else SymInt(expr, self)
 
-    def symfloat(self, expr):
+    def symfloat(self, expr, py: Optional[float] = None):
+        """`py`: the value Python computes for it (rounded op by op), when it differs from the
+        exact hint: a float argument's arithmetic."""
         expr = self.simplify(_sym(expr))
-        return float(expr) if expr.is_number else SymFloat(expr, self)
+        if expr.is_number:
+            return py if py is not None else float(expr)
+        return SymFloat(expr, self, py)
 
     def create_tensor_sizes(self, tensor, source, dynamic_dims: Iterable[int],
                             marked_dims: Iterable[int] = (), size_source_fn=None, duck: Optional[bool] = None):
@@ -674,6 +687,8 @@ def _single_symbol_bound(rel):
     if len(syms) != 1:
         return None
     (sym,) = syms
+    if not sym.is_integer:  # a float symbol: integer bounds would be wrong, the guard stays
+        return None
     a = diff.coeff(sym)
     b = diff - a * sym
     if not (a.is_Integer and b.is_number and b.is_Integer) or a == 0:
@@ -762,6 +777,11 @@ class _SymNumber:
             if isinstance(other, float):  # inf / nan: decided by the value alone
                 return rel(sympy.Float(float(self.hint)), sympy.Float(other)) == sympy.true
             return NotImplemented
+        if _rounded(self.expr) or _rounded(o):
+            # float arithmetic rounds op by op; the exact expression could decide otherwise
+            # near the boundary: pin the symbols and decide as Python does
+            _pin(self.env, self.expr, o)
+            return _PY_REL[rel](_py_value(self), _py_value(other))
         return self.env.evaluate(rel(self.expr, o))
 
     def __lt__(self, o):
@@ -783,7 +803,7 @@ class _SymNumber:
         return self._cmp(o, sympy.Ne)
 
     def __bool__(self):
-        return self.env.evaluate(sympy.Ne(self.expr, 0))
+        return self._cmp(0, sympy.Ne)
 
     # -- arithmetic shared by both (result type follows Python's) ------------------------------
     def _arith(self, other, fn, reflected=False):
@@ -792,7 +812,10 @@ class _SymNumber:
             return NotImplemented
         is_float = isinstance(self, SymFloat) or isinstance(other, (float, SymFloat))
         expr = fn(o, self.expr) if reflected else fn(self.expr, o)
-        return self.env.symfloat(expr) if is_float else self.env.symint(expr)
+        if not is_float:
+            return self.env.symint(expr)
+        a, b = _py_value(self), _py_value(other)
+        return self.env.symfloat(expr, fn(b, a) if reflected else fn(a, b))
 
     def __add__(self, o):
         return self._arith(o, operator.add)
@@ -825,16 +848,19 @@ class _SymNumber:
         num, den = (o, self.expr) if reflected else (self.expr, o)
         if self.env.value_hint(den) == 0:
             raise ZeroDivisionError("division by zero")
-        return self.env.symfloat(num / den)
+        a, b = _py_value(self), _py_value(other)
+        return self.env.symfloat(num / den, b / a if reflected else a / b)
 
     def __neg__(self):
-        return self.env.symfloat(-self.expr) if isinstance(self, SymFloat) else self.env.symint(-self.expr)
+        if isinstance(self, SymFloat):
+            return self.env.symfloat(-self.expr, -_py_value(self))
+        return self.env.symint(-self.expr)
 
     def __pos__(self):
         return self
 
     def __abs__(self):
-        if self.env.evaluate(sympy.Ge(self.expr, 0)):
+        if self >= 0:
             return self
         return -self
 
@@ -906,16 +932,25 @@ class SymInt(_SymNumber):
 
 
 class SymFloat(_SymNumber):
-    """A symbolic float from sizes (`x.shape[0] / 2`): exact rational expression; float()
-    specializes (guarded)."""
+    """A symbolic float: from sizes (`x.shape[0] / 2`, exact rational expression), or a dynamic
+    float argument (a real symbol) and arithmetic on it. float() specializes (guarded).
+    `py` is the value Python computes (rounded op by op) where that may differ from the exact
+    hint; decisions on such values pin the symbols and use it."""
 
-    __slots__ = ()
+    __slots__ = ("py",)
+
+    def __init__(self, expr, env: ShapeEnv, py: Optional[float] = None):
+        super().__init__(expr, env)
+        self.py = py
 
     @property
     def hint(self) -> float:
         return float(self.env.value_hint(self.expr))
 
     def __float__(self):
+        if _rounded(self.expr):
+            _pin(self.env, self.expr)
+            return _py_value(self)
         return float(self.env.specialize(self.expr, reason="float()"))
 
     def __int__(self):
@@ -935,11 +970,36 @@ class SymFloat(_SymNumber):
 
     def __pow__(self, o):
         if isinstance(o, int) and o >= 0:
-            return self.env.symfloat(self.expr ** o)
+            return self.env.symfloat(self.expr ** o, _py_value(self) ** o)
         return float(self) ** (float(o) if isinstance(o, _SymNumber) else o)
 
     def __rpow__(self, o):
         return o ** float(self)
+
+
+_PY_REL = {sympy.Lt: operator.lt, sympy.Le: operator.le, sympy.Gt: operator.gt, sympy.Ge: operator.ge,
+           sympy.Eq: operator.eq, sympy.Ne: operator.ne}
+
+
+def _py_value(x):
+    """The value Python computes for x: a float argument's arithmetic rounds op by op."""
+    if isinstance(x, SymFloat):
+        return x.py if x.py is not None else x.hint
+    if isinstance(x, SymInt):
+        return x.hint
+    return x
+
+
+def _rounded(expr) -> bool:
+    """Whether an expression over float symbols is more than one symbol: its exact value may
+    differ from what Python's float arithmetic gives (a lone symbol or constant never does)."""
+    return not (expr.is_Symbol or expr.is_number) and any(not s.is_integer for s in expr.free_symbols)
+
+
+def _pin(env, *exprs) -> None:
+    """Specialize every symbol of `exprs` (guarded): the decision made on them is then exact."""
+    for sym in sorted(set().union(*(e.free_symbols for e in exprs)), key=str):
+        env.specialize(sym, reason="float arithmetic decided")
 
 
 def sym_int(x):
@@ -1098,7 +1158,7 @@ class AutomaticDynamic:
 
     def observe(self, name: str, sizes: tuple) -> set:
         """Record this call's sizes; return the dims that have changed at some point."""
-        sizes = tuple(int(s) for s in sizes)
+        sizes = tuple(s if type(s) is float else int(s) for s in sizes)  # a float argument: as is
         old = self.seen.get(name)
         if old is None:
             self.seen[name] = sizes

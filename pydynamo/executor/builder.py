@@ -14,10 +14,13 @@ import collections
 import inspect
 import enum
 import functools
+import math
 import operator
 import os
 import types
 from typing import Callable
+
+import math
 
 import torch
 
@@ -100,6 +103,12 @@ class VariableBuilder:
             tx.add_guard(source, GuardKind.TYPE_MATCH, int)
             sym = tx.root.shape_env.create_symint(value, source, positive=False, duck=False)
             return SymNodeVariable.wrap(sym, source)
+        if source is not None and type(value) is float and _dynamic_float(tx.root, value, source):
+            # likewise a float argument (torch.compile's specialize_float=False): a real symbol,
+            # a graph input where the graph uses it; decisions on it are guarded
+            from pydynamo.executor.variables.symbolic import SymNodeVariable
+            tx.add_guard(source, GuardKind.TYPE_MATCH, float)
+            return SymNodeVariable(tx.root.shape_env.create_symfloat(value, source), source)
         if source is not None:
             if value is None or isinstance(value, bool):
                 tx.add_guard(source, GuardKind.ID_MATCH, (id(value), repr(value)))
@@ -257,6 +266,20 @@ def _dynamic_int(root, value: int, source) -> bool:
     if root.dynamic is True:
         return True
     return root.auto is not None and bool(root.auto.observe("int " + source.name(), (value,)))
+
+
+def _dynamic_float(root, value: float, source) -> bool:
+    """Whether a frame argument's float is symbolic: as for ints (dynamic=True: always;
+    automatic: once it changed). An item of an argument's list/tuple counts too (`x.tolist()`
+    passed to a resume function). inf and nan stay constants (no exact symbol value)."""
+    base = source
+    while isinstance(base, GetItemSource):
+        base = base.base
+    if not math.isfinite(value) or not isinstance(base, LocalSource) or root.dynamic is False:
+        return False
+    if root.dynamic is True:
+        return True
+    return root.auto is not None and bool(root.auto.observe("float " + source.name(), (value,)))
 
 
 def _module_state(value, source) -> bool:

@@ -153,7 +153,7 @@ class OutputGraph:
         if node is None:
             env = self.shape_env
             node = self._placeholder(env.var_to_source[sym])
-            hint = env.size_hint(sym)
+            hint = env.size_hint(sym) if sym.is_integer else float(env.value_hint(sym))
             node.meta["val"] = sym
             node.meta["example_value"] = hint
             self.inputs.append(GraphInput(env.var_to_source[sym], hint, node))

@@ -274,6 +274,14 @@ def _int(tx, *args, **kwargs):
     return _scalar_ctor(tx, *args, **kwargs)
 
 
+@handler(float)
+def _float(tx, *args, **kwargs):
+    if len(args) == 1 and not kwargs and isinstance(args[0], SymNodeVariable):
+        v = args[0].value  # stays symbolic, as in torch: a SymFloat as is, a SymInt as a float
+        return SymNodeVariable.wrap(v if isinstance(v, shapes.SymFloat) else v.env.symfloat(v.expr, float(v.hint)))
+    return _scalar_ctor(tx, *args, **kwargs)
+
+
 def _sym_unary(fn):
     def h(tx, *args, **kwargs):
         if len(args) == 1 and not kwargs and isinstance(args[0], SymNodeVariable):
