@@ -38,4 +38,6 @@ def test_gpt2_sequence_lengths(rec, dynamic, use_cache):
     assert new == TORCH_COMPILES[dynamic]
     # the dynamic graph reads the sequence length (and, under dynamic=True, the batch) as ints
     assert rec.int_inputs(-1) == ([16, 2] if dynamic else [17])   # hints: the first symbolic call
-    assert not any(f.graph_break for f in rec.frames)
+    # frames of the model only: a gc callback another test's library left behind (hypothesis'
+    # timing hook) can run, and be translated, in the middle of a call
+    assert not any(f.graph_break for f in rec.frames if "transformers" in f.code.co_filename)
