@@ -32,7 +32,8 @@ class Mode:
 
 
 MODES = {"auto": Mode(None, "eager"), "dynamic": Mode(True, "eager"), "codegen": Mode(None, "codegen")}
-DEFAULT_MODES = ("auto", "dynamic")
+# codegen: pydynamo's own backend behind the counting one, so CI runs every case through symbolic kernels too
+DEFAULT_MODES = ("auto", "dynamic", "codegen")
 
 # The engine's mark_dynamic(t, dim); None under eager (marking means nothing there).
 MARK: list = [None]
