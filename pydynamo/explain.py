@@ -4,7 +4,7 @@ Returns ExplainOutput: the FX graphs, graph_count, ops_per_graph, guards (as tex
 file:line that created each), compile_times, graph_break_count and break_reasons (GraphBreak
 records: reason code, file:line:col, user stack through inlined calls, hint), recompile_reasons
 (RecompileExplanation: every failing guard of every entry, expected vs actual, user line) and
-the call's output. graph_break_count is torch._dynamo.explain's number, graph_count - 1 (a
+the call's output. graph_break_count is torch.compile's explain() number, graph_count - 1 (a
 split of the work into n graphs is n - 1 breaks; a break with no graph on one side, e.g. a print
 on the first line, splits nothing), never below 0 (torch reports -1 when nothing compiled); the
 breaks themselves, one per frame cut, are in break_reasons. Caches are reset before the run so every frame is traced again (explain is a
