@@ -317,9 +317,18 @@ def test_automatic_dynamic_compiles_one_dynamic_graph():
     def f(x, y):
         n = x.shape[0]
         return torch.softmax(x * 2 + y, -1).sum(0) + x[1:].mean() * w, x.view(n * 6)[: n // 2]
-    compiled, mism = _through_pydynamo(f, lambda n: (torch.randn(n, 6), torch.randn(6)),
-                                       (8, 9, 10, 33))
+    make = lambda n: (torch.randn(n, 6), torch.randn(6))  # noqa: E731
+    compiled, mism = _through_pydynamo(f, make, (8, 9, 10, 33))
     assert compiled == [1, 2, 2, 2] and mism == 0    # static, then one dynamic graph
+    import torch._dynamo as dynamo     # the reference: torch.compile's graph count per call
+    dynamo.reset()
+    graphs = []
+    ref = torch.compile(f, backend=lambda gm, ex: graphs.append(gm) or gm.forward)
+    counts = []
+    for n in (8, 9, 10, 33):
+        ref(*make(n))
+        counts.append(len(graphs))
+    assert counts == compiled
 
 
 def test_tiny_gpt2_block_over_sequence_lengths():
