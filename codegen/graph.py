@@ -332,14 +332,9 @@ class GraphLowering:
 
     def call(self, node):
         args, kwargs = self._eval_args(node.args), self._eval_args(node.kwargs)
-        if node.op == "call_function" and not _has_tensor((args, kwargs)) and (
-                as_sympy(node.meta.get("val")) is not None or _tensor_meta(node) is None and
-                any(isinstance(x, sympy.Expr) and not x.is_number for x in _flat((args, kwargs)))):
-            return self._eval_size(node, args, kwargs)     # size arithmetic
-        if _tensor_meta(node) is None and (self._concrete_meta or not _has_tensor((args, kwargs))
-                                            or _is_size_query(node)):
-            # no tensor in the result: sizes, dtypes, numbers (a tracer that gives metadata
-            # but left this node without it: a tensor op, lowered with unchecked metadata)
+        if self._is_size_arithmetic(node, args, kwargs):
+            return self._eval_size(node, args, kwargs)
+        if self._is_non_tensor(node, args, kwargs):    # sizes, dtypes, numbers
             return self._eval_static(node.target if node.op == "call_function" else
                                      _MethodCaller(node.target), args, kwargs, node)
         canon = None
@@ -367,6 +362,20 @@ class GraphLowering:
         self.stats.extern_reasons[node.name] = f"{_target_name(node)}: {reason}"
         result = self._extern_node(node, args, kwargs)
         return result
+
+    def _is_size_arithmetic(self, node, args, kwargs) -> bool:
+        """A call over size symbols and ints: the executor's (meta["val"] is a sympy
+        expression) or, in a graph without metadata for it, any with a symbolic argument."""
+        if node.op != "call_function" or _has_tensor((args, kwargs)):
+            return False
+        return as_sympy(node.meta.get("val")) is not None or _tensor_meta(node) is None and \
+            any(isinstance(x, sympy.Expr) and not x.is_number for x in _flat((args, kwargs)))
+
+    def _is_non_tensor(self, node, args, kwargs) -> bool:
+        """No tensor metadata: a non-tensor result, except in a graph whose tracer gives
+        metadata but left a tensor op without it (lowered then, with unchecked metadata)."""
+        return _tensor_meta(node) is None and (
+            self._concrete_meta or not _has_tensor((args, kwargs)) or _is_size_query(node))
 
     def _lower(self, canon: Canonical, node):
         fn = LOWERINGS[canon.name]

@@ -3,7 +3,8 @@ wrapper reads each one at call time, and what it must re-check before running th
 
 Symbols come from two places and share one namespace (sympy `s0`, `s1`, ... integer, positive):
 the executor (pydynamo.shapes: tensor placeholders whose metadata has sympy sizes/strides, int
-placeholders whose meta["val"] is the symbol) and codegen's own `dynamic={input: [dims]}` option.
+placeholders whose meta["val"] is the symbol) and codegen's own `dynamic={input: [dims]}` option
+(duck-shaped: equal example sizes share one symbol, as torch.compile(dynamic=True) does).
 
 Invariants:
 - Every symbol that any size, stride or index mentions has a hint (its value in the example
@@ -13,11 +14,15 @@ Invariants:
 - The wrapper checks static sizes/strides exactly and symbolic ones by evaluating their
   expressions from the bound symbols (`arg0.shape != (s0, 16)`); relations between symbols are
   the executor's guards' business, except the `assumptions` lowerings made here (a slice end
-  within its dim, ...), which the wrapper checks too. Any failure runs the graph eagerly.
+  within its dim, a broadcast between two symbols, ...: `same_size`, `size_is_one` below),
+  which the wrapper checks too unless they hold for every admitted size. Any failure runs the
+  graph eagerly (counted; the warning names the relation).
 - An extern op's output sizes are symbolic: from the node's symbolic metadata when the
-  executor gave it, else matched against the argument sizes on the hints and confirmed on a
-  second set of sizes. The wrapper still compares the real result's shape (`_ensure`) and
-  re-runs the graph eagerly if it differs, so a wrong guess costs time, never correctness.
+  executor gave it, else matched against the argument sizes on the hints and confirmed by
+  re-running the op on meta tensors with one symbol, then each group of equal-hint symbols,
+  set to other values (a group the op refuses is pinned to its hint by an assumption). The
+  wrapper still compares the real result's shape (`_ensure`) and re-runs the graph eagerly
+  if it differs, so a wrong guess costs time, never correctness.
 """
 from __future__ import annotations
 
