@@ -170,12 +170,12 @@ def part_tiny(smoke):
             record(**row)
 
 
-def part_gpt2(smoke):
+def part_gpt2(smoke, dtype=torch.float32):
     from transformers import GPT2Config, GPT2Model
     import pydynamo
     cfg = GPT2Config(n_layer=2 if smoke else 12)
     torch.manual_seed(0)
-    model = GPT2Model(cfg).cuda().eval()
+    model = GPT2Model(cfg).cuda().eval().to(dtype)
     batch, seq = (2, 64) if smoke else (8, 256)
     ids = torch.randint(0, cfg.vocab_size, (batch, seq), device="cuda")
 
@@ -184,8 +184,9 @@ def part_gpt2(smoke):
 
     with torch.no_grad():
         ref = run(model)
-        row = dict(part="gpt2", batch=batch, seq=seq, layers=cfg.n_layer,
-                   eager_ms=gpu_ms(run, model))
+        row = dict(part="gpt2", dtype=str(dtype).replace("torch.", ""), batch=batch, seq=seq,
+                   layers=cfg.n_layer, eager_ms=gpu_ms(run, model),
+                   eager_wall_ms=wall_us(run, model, n=100) / 1e3)
         engines = [
             ("ours_default", lambda: pydynamo.optimize(model, backend="codegen")),
             ("ours_cudagraphs", lambda: pydynamo.optimize(model, backend="codegen",
@@ -206,6 +207,8 @@ def part_gpt2(smoke):
                 err = ((out.float() - ref.float()).norm() / ref.float().norm()).item()
                 row[name + "_relerr"] = err
                 row[name + "_ms"] = gpu_ms(run, m)
+                # synchronized host loop: what a caller waits when the host is the bottleneck
+                row[name + "_wall_ms"] = wall_us(run, m, n=100) / 1e3
             except Exception as e:  # report, keep going
                 row[name + "_error"] = f"{type(e).__name__}: {str(e)[:300]}"
             if name.startswith("ours"):
@@ -220,13 +223,18 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--part", action="append", choices=["kernels", "tiny", "gpt2"])
     ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
+                    help="GPT-2's parameter dtype (the gpt2 part)")
     ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results", "gpu.jsonl"))
     a = ap.parse_args()
     record(part="env", device=torch.cuda.get_device_name(), torch=torch.__version__,
            triton=__import__("triton").__version__, python=sys.version.split()[0])
     for p in a.part or ["kernels", "tiny", "gpt2"]:
         try:
-            {"kernels": part_kernels, "tiny": part_tiny, "gpt2": part_gpt2}[p](a.smoke)
+            if p == "gpt2":
+                part_gpt2(a.smoke, getattr(torch, a.dtype))
+            else:
+                {"kernels": part_kernels, "tiny": part_tiny}[p](a.smoke)
         except Exception as e:
             record(part=p, error=f"{type(e).__name__}: {str(e)[:500]}")
     os.makedirs(os.path.dirname(a.out), exist_ok=True)

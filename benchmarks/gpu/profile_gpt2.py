@@ -1,7 +1,7 @@
 """Where GPT-2 small's time goes on the GPU: per-kernel CUDA time for eager, pydynamo codegen
 and torch.compile (torch.profiler), to find what separates us from torch.compile.
 
-    python benchmarks/gpu/profile_gpt2.py [--layers 12] [--top 12]
+    python benchmarks/gpu/profile_gpt2.py [--layers 12] [--top 12] [--dtype bfloat16]
 
 Prints, per engine, the time of one forward (do_bench), its GPU time (sum of kernel times),
 the kernel-launch count, the host time to enqueue it, and the kernels that take the most time
@@ -55,18 +55,20 @@ def main():
     ap.add_argument("--layers", type=int, default=12)
     ap.add_argument("--top", type=int, default=12)
     ap.add_argument("--engines", default="eager,ours,ours_cudagraphs,torch_compile")
+    ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     a = ap.parse_args()
     from transformers import GPT2Config, GPT2Model
     import pydynamo
     cfg = GPT2Config(n_layer=a.layers)
     torch.manual_seed(0)
-    model = GPT2Model(cfg).cuda().eval()
+    model = GPT2Model(cfg).cuda().eval().to(getattr(torch, a.dtype))
     ids = torch.randint(0, cfg.vocab_size, (8, 256), device="cuda")
     engines = {"eager": lambda: model,
                "ours": lambda: pydynamo.optimize(model, backend="codegen"),
                "ours_cudagraphs": lambda: pydynamo.optimize(model, backend="codegen",
                                                             options={"cudagraphs": True}),
-               "torch_compile": lambda: torch.compile(model)}
+               "torch_compile": lambda: torch.compile(model),
+               "torch_compile_reduce_overhead": lambda: torch.compile(model, mode="reduce-overhead")}
     with torch.no_grad():
         ref = model(input_ids=ids).last_hidden_state
         for name in a.engines.split(","):
@@ -75,7 +77,7 @@ def main():
 
             def fwd():
                 return m(input_ids=ids).last_hidden_state
-            err = ((fwd() - ref).norm() / ref.norm()).item()
+            err = ((fwd().float() - ref.float()).norm() / ref.float().norm()).item()
             total, n, by_name = kernel_table(fwd)
             from triton.testing import do_bench
             ms = do_bench(fwd, warmup=50, rep=300, return_mode="median")
