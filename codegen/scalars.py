@@ -105,7 +105,11 @@ class RuntimeScalars:
             raise SpecializeFloats(f"operand {type(a).__name__} of a float expression")
         if kwargs:
             raise SpecializeFloats("keyword arguments in a float expression")
-        value = target(*[hint(a) for a in args])
+        try:
+            value = target(*[hint(a) for a in args])
+        except Exception as e:       # (f / 0.0 ...): leave the decision to the constant path
+            raise SpecializeFloats(f"{getattr(target, '__name__', target)} fails on the "
+                                   f"example floats: {e}")
         if type(value) is not float:
             # an int or bool from floats (round, comparisons) may steer sizes or control flow
             raise SpecializeFloats(f"{getattr(target, '__name__', target)} of a float gives "

@@ -20,6 +20,7 @@ import sympy
 import torch
 
 from codegen.ir import ArgRef, ExternCall, InputBuffer
+from codegen.scalars import is_scalar_symbol
 from codegen.scheduler import FusedKernel, _argrefs, lifetimes
 from codegen.sizevars import pyexpr, static_int
 
@@ -282,8 +283,8 @@ class WrapperPrinter:
     def _out(self, outs) -> str:
         if isinstance(outs, ArgRef):
             return self.ref(outs)
-        if isinstance(outs, sympy.Expr) and not outs.is_number:
-            return _py(outs)       # a size or runtime float the graph returns: this call's
+        if is_scalar_symbol(outs):
+            return outs.name       # a runtime float the graph returns: this call's value
         if isinstance(outs, list):
             return "[" + ", ".join(self._out(o) for o in outs) + "]"
         if isinstance(outs, tuple):
