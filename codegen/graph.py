@@ -352,7 +352,8 @@ class GraphLowering:
 
     def call(self, node):
         args, kwargs = self._eval_args(node.args), self._eval_args(node.kwargs)
-        if not _has_tensor((args, kwargs)) and any(has_scalar(x) for x in _flat((args, kwargs))):
+        if not _all_tensor_meta(_tensor_meta(node)) and not _has_tensor((args, kwargs)) and \
+                any(has_scalar(x) for x in _flat((args, kwargs))):
             # Python arithmetic on runtime floats: the wrapper computes it, as Python does
             return self.scalars.computed(node.target if node.op == "call_function" else
                                          _MethodCaller(node.target), args, kwargs,

@@ -92,12 +92,18 @@ class RuntimeScalars:
         `size_hint(e)` gives a size expression's example value, `py(e)` its wrapper source."""
         def hint(a):
             if isinstance(a, sympy.Basic) and not a.is_number:
-                return self.hints[a] if a in self.hints else int(size_hint(a))
+                if a in self.hints:
+                    return self.hints[a]
+                v = size_hint(a)      # a size, or a true division of sizes (a float)
+                return int(v) if v.is_Integer else float(v)
             return a
 
         def src(a):
             if isinstance(a, sympy.Basic) and not a.is_number:
-                return a.name if a in self.hints else py(a)
+                if a in self.hints:
+                    return a.name
+                num, den = sympy.fraction(sympy.together(a))
+                return py(a) if den == 1 else f"{py(num)} / {py(den)}"
             if isinstance(a, float) and not math.isfinite(a):
                 return f"float({str(a)!r})"
             if isinstance(a, (bool, int, float)):

@@ -44,7 +44,7 @@ def counts():
 def serves_all_values(fn, make, kernels, values=VALUES, exact=False, tol=1e-5):
     """compile_fx on fn's FX graph with the first value, then every value: eager's results and
     dtypes, one compile, no eager run, no warning. Returns the compiled callable."""
-    gm = torch.fx.symbolic_trace(fn)
+    gm = fn if isinstance(fn, torch.fx.GraphModule) else torch.fx.symbolic_trace(fn)
     before = counts()
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -122,6 +122,12 @@ def test_extern_ops_receive_the_runtime_float(kernels):
     c = serves_all_values(lambda m, f: torch.baddbmm(m, m, m, alpha=f, beta=f * f) * f,
                           lambda v: (m, v), kernels, tol=1e-4)
     assert c.stats.extern_nodes >= 1
+    # a tensor factory (symbolic_trace cannot trace torch.tensor(proxy): a graph by hand)
+    g = torch.fx.Graph()
+    xn, fn_ = g.placeholder("x"), g.placeholder("f")
+    g.output(g.call_function(torch.add, (xn, g.call_function(torch.tensor, (fn_,)))))
+    gm = torch.fx.GraphModule(torch.nn.Module(), g)
+    serves_all_values(gm, lambda v: (x, v), kernels, exact=True)
 
 
 def test_python_arithmetic_on_floats_is_computed_as_python_does(kernels):
@@ -202,3 +208,21 @@ def test_dynamic_true_float_compiles_once(kernels):
     after = counts()
     assert after["graphs_compiled"] == before["graphs_compiled"] + 1
     assert after["input_mismatch_calls"] == before["input_mismatch_calls"]
+
+
+def test_floats_mixed_with_symbolic_sizes_and_tensor_factories(kernels):
+    # size * float is a float the wrapper computes from the call's size and value; factories
+    # (full_like) take the call's value; one graph for every size and value
+    def fn(x, f):
+        return x * (x.shape[0] * f) - torch.full_like(x, f / x.shape[1]), x > f
+    opt = pydynamo.optimize(fn, backend=_codegen_backend(kernels), dynamic=True)
+    before = counts()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for n, v in zip((3, 5, 8, 13), VALUES):
+            x = torch.randn(n, 6)
+            torch.testing.assert_close(opt(x, v), fn(x, v))
+    after = counts()
+    assert after["graphs_compiled"] == before["graphs_compiled"] + 1
+    for k in ("input_mismatch_calls", "eager_fallback_graphs", "float_specialized_graphs"):
+        assert after[k] == before[k], k
