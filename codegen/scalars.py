@@ -32,7 +32,8 @@ class SpecializeFloats(Exception):
 
 
 def is_scalar_symbol(s) -> bool:
-    return isinstance(s, sympy.Symbol) and s.is_integer is not True
+    """A real symbol not known to be an integer (sizes, loop and index variables are)."""
+    return isinstance(s, sympy.Symbol) and s.is_real is True and s.is_integer is not True
 
 
 def has_scalar(x) -> bool:
