@@ -24,3 +24,21 @@ def test_kernel_parameter_is_an_fp64_scalar():
     c = codegen.compile_fx(gm, [torch.randn(8), 0.5], strict=True, backend_kernels="triton")
     assert ": tl.float64" in c.kernel_source
     assert "tl.full([], in_ptr" in c.kernel_source or "tl.full([], f0" in c.kernel_source
+
+
+def test_cuda_graph_capture_is_skipped_for_float_inputs():
+    # a capture would freeze the float's value into the recorded launches; one kernel serves
+    # every value instead (counted as a plain launch)
+    import torch
+    import torch.fx
+
+    import codegen
+    from codegen.cudagraphs import maybe_wrap
+    from codegen.graph import GraphLowering
+    gm = torch.fx.symbolic_trace(lambda x, f: x * f)
+    g = GraphLowering(gm, [torch.randn(4), 0.5]).run()
+    assert [a.source for a in g.scalars.args] == ["arg1"]
+    call = object()
+    before = codegen.counters["cudagraph_plain_launch"]
+    assert maybe_wrap(call, gm, g, {"cudagraphs": True}, None) is call
+    assert codegen.counters["cudagraph_plain_launch"] == before + 1
