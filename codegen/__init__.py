@@ -17,6 +17,7 @@ internal errors raise instead of falling back to eager, for tests).
 from __future__ import annotations
 
 import collections
+import ctypes
 import logging
 import os
 import sys
@@ -76,8 +77,8 @@ def compile_fx(gm: torch.fx.GraphModule, example_inputs: List[Any], **options):
     if wants_triton(example_inputs, options, gm):   # CUDA inputs, or backend_kernels="triton"
         return compile_fx_triton(gm, example_inputs, **options)
     stats = CompileStats()
-    def lower():
-        g = GraphLowering(gm, example_inputs, options.get("dynamic"))
+    def lower(specialize_floats):
+        g = GraphLowering(gm, example_inputs, options.get("dynamic"), specialize_floats)
         g.cpp_kernels = True     # decompositions may pick C++-specific forms
         return g.run()
     return lower_and_build(gm, stats, options, lower,
@@ -85,12 +86,32 @@ def compile_fx(gm: torch.fx.GraphModule, example_inputs: List[Any], **options):
 
 
 def lower_and_build(gm, stats, options, lower, build, what):
-    """Run `lower()` then `build(lowered)`. A declared fallback, or any internal error, runs the
-    graph eagerly with one warning: a compiler bug must not become the user's crash or wrong
-    answer (options["strict"] re-raises, for tests)."""
+    """Run `lower(specialize_floats)` then `build(lowered)`. Float inputs are kernel arguments;
+    where one cannot be (codegen/scalars.py), the graph is lowered and built again with floats
+    as checked constants. A declared fallback, or any internal error, runs the graph eagerly
+    with one warning: a compiler bug must not become the user's crash or wrong answer
+    (options["strict"] re-raises, for tests)."""
+    from codegen.scalars import SpecializeFloats
+    try:
+        return _lower_and_build(gm, stats, options, lambda: lower(False), build, what)
+    except SpecializeFloats as e:
+        counters["float_specialized_graphs"] += 1
+        log.info("codegen: float inputs are compile-time constants in this graph: %s", e)
+    try:
+        return _lower_and_build(gm, stats, options, lambda: lower(True), build, what)
+    except SpecializeFloats as e:       # (no float symbol exists then: a compiler bug)
+        if options.get("strict"):
+            raise
+        return _eager(gm, f"internal error: {e}", stats)
+
+
+def _lower_and_build(gm, stats, options, lower, build, what):
     from codegen.graph import EagerFallback
+    from codegen.scalars import SpecializeFloats
     try:
         g = lower()
+    except SpecializeFloats:
+        raise
     except EagerFallback as e:
         return _eager(gm, str(e), stats)
     except Exception as e:
@@ -100,6 +121,8 @@ def lower_and_build(gm, stats, options, lower, build, what):
         return _eager(gm, f"internal lowering error: {type(e).__name__}: {e}", stats)
     try:
         return build(g)
+    except SpecializeFloats:
+        raise
     except Exception as e:
         if options.get("strict"):
             raise
@@ -137,17 +160,16 @@ def _compile_lowered(gm, g, stats, options):
     if _logs_enabled("output_code"):
         _emit_output_code(f"wrapper {path}\n{wsrc}")
 
-    import ctypes
     ns: Dict[str, Any] = {"torch": torch, "_consts": wp.consts, "_externs": wp.externs,
                           "_empty": torch.empty_strided, "_ensure": ensure_layout,
                           "_grad_enabled": torch.is_grad_enabled, "_kernel_error": kernel_error,
-                          "_ShapeMismatch": ShapeMismatch}
+                          "_ShapeMismatch": ShapeMismatch, "_scalar_fns": g.scalars.callables}
     for b in g.constants:           # module parameters / traced constants, held by reference
         ns[b.name] = b.tensor
     for k in kernels:
         fn = getattr(lib, k.name)
         names = arg_names[k.name]
-        fn.argtypes = [ctypes.c_int64 if a.startswith("s") else ctypes.c_void_p for a in names]
+        fn.argtypes = [_CTYPES_BY_KIND[wp.arg_kind(a)] for a in names]
         fn.restype = ctypes.c_int
         ns[k.name] = fn
 
@@ -164,6 +186,8 @@ def _compile_lowered(gm, g, stats, options):
     counters["kernels"] += stats.kernels
     return call
 
+
+_CTYPES_BY_KIND = {"ptr": ctypes.c_void_p, "size": ctypes.c_int64, "scalar": ctypes.c_double}
 
 __all__ = ["compile_fx", "counters", "CompileStats"]
 

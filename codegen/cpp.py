@@ -23,6 +23,7 @@ import torch
 
 from codegen.ir import Reduction
 from codegen.ops import HandlerBase, set_handler
+from codegen.scalars import SpecializeFloats, has_scalar, is_scalar_symbol, scalar_name
 from codegen.scheduler import FusedKernel, _same
 from codegen.sizevars import (cexpr, contiguous_strides, flat_index, loop_vars, product,
                               simplify_index, static_int, sym)
@@ -277,6 +278,7 @@ class CppKernelPrinter(HandlerBase):
         self.n_ind = 0
         self.forward: List[Dict[str, CppValue]] = [{}]
         self.size_syms = set()
+        self.scalar_args: List[str] = []     # runtime float inputs read (double parameters)
         self.indent = 1
 
     # ------------------------------------------------------------ emission helpers
@@ -325,6 +327,8 @@ class CppKernelPrinter(HandlerBase):
     def idx(self, expr) -> str:
         expr = simplify_index(expr, self.ranges)
         for s in sympy.sympify(expr).free_symbols:
+            if is_scalar_symbol(s):
+                raise SpecializeFloats(f"float input {s} in an index")
             if s.name.startswith("s"):
                 self.size_syms.add(s)
         return cexpr(expr)
@@ -363,10 +367,18 @@ class CppKernelPrinter(HandlerBase):
         self.line(f"{key} = {value};")
 
     def constant(self, value, dtype):
+        if has_scalar(value):          # a lowering used a runtime float as a literal
+            return self.scalar(scalar_name(value), dtype)
         return self.tmp(constant_literal(value, dtype), dtype)
 
     def index_expr(self, expr, dtype):
         return self.tmp(f"static_cast<{CTYPES[dtype]}>({self.idx(expr)})", dtype)
+
+    def scalar(self, name, dtype):
+        if name not in self.scalar_args:
+            self.scalar_args.append(name)
+        return self.tmp(name if dtype == torch.float64 else
+                        f"static_cast<{CTYPES[dtype]}>({name})", dtype)
 
     def to_dtype(self, x, dtype):
         if x.dtype == dtype:
@@ -434,8 +446,10 @@ class CppKernelPrinter(HandlerBase):
             params.append(f"{'' if written else 'const '}{ct}* __restrict__ {name}")
         for s in sorted(self.size_syms, key=lambda s: s.name):
             params.append(f"int64_t {s.name}")
+        params += [f"double {name}" for name in self.scalar_args]
         self.arg_names = list(self.params) + [s.name for s in sorted(self.size_syms,
                                                                         key=lambda s: s.name)]
+        self.arg_names += self.scalar_args
         return ", ".join(params)
 
     def _if(self, work):

@@ -43,10 +43,13 @@ def enabled(options) -> bool:
 def maybe_wrap(call, gm, g, options, stats):
     if not enabled(options):
         return call
-    if getattr(g, "size_bindings", None):   # one kernel serves all sizes: no per-shape captures
+    scalars = getattr(g, "scalars", None)
+    if getattr(g, "size_bindings", None) or (scalars is not None and scalars.args):
+        # one kernel serves all sizes and float values: no capture per shape or per value
         from codegen import counters
         counters["cudagraph_plain_launch"] += 1
-        perf_log.warning("pydynamo cudagraphs: graph has symbolic sizes; launching plainly")
+        perf_log.warning("pydynamo cudagraphs: graph has symbolic sizes or float inputs; "
+                         "launching plainly")
         return call
     mutated = sorted(m.position for m in g.mutations.values())
     return CudaGraphRunner(call, mutated)

@@ -17,6 +17,7 @@ from codegen.lowering import (LOWERINGS, amax, cast, clamp, div, float_dtype_for
                               is_tensor, make_reduction, mean, norm_dim, norm_dims, pointwise,
                               register, reshape, sum_, var_mean_impl, where)
 from codegen.ops import ops
+from codegen.scalars import has_scalar
 from codegen.sizevars import product
 
 L = LOWERINGS
@@ -407,7 +408,7 @@ def masked_fill(input, mask, value):
         if value.ndim != 0:
             raise NotLowered("masked_fill tensor value")
         value = cast(value, input.dtype)
-    elif isinstance(value, float) and not is_float(input.dtype):
+    elif (isinstance(value, float) or has_scalar(value)) and not is_float(input.dtype):
         raise NotLowered("masked_fill float into int")
     if mask.dtype != torch.bool:
         raise NotLowered("mask dtype")
@@ -854,7 +855,8 @@ def constant_pad_nd(input, pad, value=0):
         if size[d] < 0:
             raise NotLowered("negative padded size")
     dt = input.dtype
-    if isinstance(value, float) and not is_float(dt) and value != int(value):
+    if has_scalar(value) and not is_float(dt) or \
+            isinstance(value, float) and not is_float(dt) and value != int(value):
         raise NotLowered("fractional fill of an int tensor")
 
     def loader(idx):

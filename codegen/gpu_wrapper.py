@@ -128,8 +128,8 @@ class GpuWrapperPrinter(WrapperPrinter):
             self.emit(f"# {k.name}: empty iteration space, nothing to launch")
             return
         for a in info.arg_names:
-            if a.startswith("s") and a not in self.size_names:
-                raise NotImplementedError(f"size {a} has no binding in the wrapper")
+            if a != "pd_err":
+                self.arg_kind(a)      # every parameter has a binding in the wrapper
         n = str(xnumel) if xnumel is not None else f"({_py(info.xnumel)})"
         indent = 1
         if xnumel is None:
@@ -253,9 +253,10 @@ def compile_fx_triton(gm: torch.fx.GraphModule, example_inputs: List[Any], **opt
     if moved:
         return _eager(gm, f"{moved} moves a tensor off the graph's device ({device})", stats)
 
-    def lower():
+    def lower(specialize_floats):
         with half_dtypes():
-            return DeviceLowering(gm, example_inputs, options.get("dynamic")).run()
+            return DeviceLowering(gm, example_inputs, options.get("dynamic"),
+                                  specialize_floats).run()
 
     return _codegen.lower_and_build(gm, stats, options, lower,
                                     lambda g: _compile_lowered_triton(gm, g, stats, options, device),
@@ -293,7 +294,8 @@ def _compile_lowered_triton(gm, g, stats, options, device):
         "_empty": functools.partial(torch.empty_strided, device=device),
         "_ensure": _ensure_on(device), "_grad_enabled": torch.is_grad_enabled,
         "_kernel_error": kernel_error, "_ShapeMismatch": ShapeMismatch,
-        "_new_err": functools.partial(torch.zeros, 1, dtype=torch.int32, device=device)}
+        "_new_err": functools.partial(torch.zeros, 1, dtype=torch.int32, device=device),
+        "_scalar_fns": g.scalars.callables}
     for b in g.constants:
         ns[b.name] = b.tensor
     for k in kernels:

@@ -24,7 +24,8 @@ from codegen.canonical import Canonical, canonicalize
 from codegen.ir import (ArgRef, ComputedBuffer, ExternBuffer, ExternCall, InputBuffer, Layout,
                         NotLowered, TensorValue, current, realize, strided_view_of)
 from codegen.lowering import LOWERINGS, SUPPORTED_DTYPES
-from codegen.sizevars import FloorDiv, canonical_size
+from codegen.scalars import RuntimeScalars, SpecializeFloats, has_scalar, scalar_symbols
+from codegen.sizevars import FloorDiv, canonical_size, pyexpr
 from codegen.symbolic import SymbolicSizes, as_sympy, symbolic_extern_layouts
 
 log = logging.getLogger("pydynamo.codegen")
@@ -67,8 +68,13 @@ class GraphLowering:
     devices = ("cpu",)      # device types whose tensors lower natively (the GPU path adds cuda)
     gpu_extern_choices = False  # GPU graphs: bias epilogues in matmul externs, SDPA float masks
 
-    def __init__(self, gm: torch.fx.GraphModule, example_inputs: List[Any], dynamic=None):
+    def __init__(self, gm: torch.fx.GraphModule, example_inputs: List[Any], dynamic=None,
+                 specialize_floats=False):
         self.gm = gm
+        # float inputs: kernel arguments (codegen/scalars.py), or, when a float reached a size
+        # or index on the first attempt, compile-time constants checked at each call
+        self.specialize_floats = specialize_floats
+        self.scalars = RuntimeScalars()
         # {placeholder index: [dims]} whose sizes are symbols s0, s1, ... in the IR (kernels
         # take them as arguments); placeholder meta["val"] with sympy sizes does the same.
         self.dynamic = dict(dynamic or {})
@@ -157,6 +163,10 @@ class GraphLowering:
         if isinstance(v, slice):
             return slice(self.to_arg(v.start), self.to_arg(v.stop), self.to_arg(v.step))
         if isinstance(v, sympy.Expr):
+            if has_scalar(v):
+                if not isinstance(v, sympy.Symbol):
+                    raise NotLowered(f"expression {v} of a runtime float")
+                return v                  # the wrapper's local: this call's value
             if v.is_Integer:
                 return int(v)
             if v.is_Float:
@@ -209,6 +219,8 @@ class GraphLowering:
         subs = {s: sympy.Integer(v) for s, v in assign.items()}
 
         def num(e):
+            if has_scalar(e):
+                return self.scalars.hint_of(e)
             return int(sympy.sympify(e).xreplace(subs))
 
         def to_meta(a):
@@ -230,7 +242,8 @@ class GraphLowering:
         """{output path: (size, stride)} in size symbols when the arguments have symbolic
         sizes (codegen/symbolic.py); the wrapper re-checks the real result's shape."""
         refs = _refs((args, kwargs))
-        scalars = [x for x in _flat((args, kwargs)) if isinstance(x, sympy.Expr) and not x.is_number]
+        scalars = [x for x in _flat((args, kwargs)) if isinstance(x, sympy.Expr) and not x.is_number
+                   and not has_scalar(x)]
         if not scalars and all(sympy.sympify(x).is_number for r in refs
                                for x in r.size + r.stride + (r.offset,)):
             return {}
@@ -259,6 +272,11 @@ class GraphLowering:
         finally:
             current.graph = prev
             self.current_node = None
+        floats = scalar_symbols(x for b in self.buffers_by_name.values()
+                                for x in list(b.layout.size) + list(b.layout.stride) +
+                                [b.layout.offset])
+        if floats:
+            raise SpecializeFloats(f"float inputs {sorted(s.name for s in floats)} in a tensor size")
         loose = self.sizes.unbound(x for b in self.buffers_by_name.values()
                                    for x in list(b.layout.size) + list(b.layout.stride))
         if loose:
@@ -300,6 +318,8 @@ class GraphLowering:
         ex = self.example_inputs[pos]
         if not isinstance(ex, torch.Tensor):
             self.scalar_inputs[pos] = ex
+            if type(ex) is float and not self.specialize_floats:
+                return self.scalars.input(pos, ex)
             symbol = self.sizes.int_input(pos, ex, node.meta.get("val"))
             if symbol is not None:        # an int placeholder the executor made for a size
                 self.size_args[pos] = symbol
@@ -332,6 +352,12 @@ class GraphLowering:
 
     def call(self, node):
         args, kwargs = self._eval_args(node.args), self._eval_args(node.kwargs)
+        if not _all_tensor_meta(_tensor_meta(node)) and not _has_tensor((args, kwargs)) and \
+                any(has_scalar(x) for x in _flat((args, kwargs))):
+            # Python arithmetic on runtime floats: the wrapper computes it, as Python does
+            return self.scalars.computed(node.target if node.op == "call_function" else
+                                         _MethodCaller(node.target), args, kwargs,
+                                         self.hint, pyexpr)
         if self._is_size_arithmetic(node, args, kwargs):
             return self._eval_size(node, args, kwargs)
         if self._is_non_tensor(node, args, kwargs):    # sizes, dtypes, numbers

@@ -24,6 +24,7 @@ from codegen.ops import ops
 from codegen.sizevars import (FloorDiv, ModIdx, _is_int_poly, contiguous_strides, equals,
                               flat_index, product)
 from codegen.symbolic import same_size, size_hint, size_is_one
+from codegen.scalars import has_scalar
 
 LOWERINGS: Dict[str, Callable] = {}
 
@@ -137,6 +138,12 @@ def value_loader(x, dtype):
             return x.loader
         return lambda idx: ops.to_dtype(x.loader(idx), dtype)
     if isinstance(x, sympy.Expr) and not x.is_number:
+        if has_scalar(x):
+            if not isinstance(x, sympy.Symbol):
+                # a lowering's own arithmetic on a runtime float (exact in sympy, not as
+                # eager rounds it): the eager op gets the wrapper's value instead
+                raise NotLowered(f"expression {x} of a runtime float")
+            return lambda idx: ops.scalar(x.name, dtype)
         if _is_int_poly(x):
             return lambda idx: ops.index_expr(x, dtype)
         # a true division of sizes (Python's `x.shape[0] / 2`): a double, as in Python

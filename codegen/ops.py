@@ -9,6 +9,8 @@ values it itself returned.
 Vocabulary (the contract a printer implements):
   load(name, index) / store(name, index, value)   index: sympy expr in loop/size variables
   constant(value, dtype)  index_expr(expr, dtype)  to_dtype(x, dtype)
+  scalar(name, dtype)   a runtime float input (codegen/scalars.py, a kernel argument) as
+                        `dtype`, converted the way eager converts a Python scalar operand
   indirect_indexing(value, size) -> sympy symbol usable inside later indices
   every name in POINTWISE_OPS below, with the arity given there.
 Operands of binary ops always share one dtype (lowering inserts casts); comparison and logical
@@ -137,6 +139,9 @@ class DepsHandler(HandlerBase):
     def index_expr(self, expr, dtype):
         return None
 
+    def scalar(self, name, dtype):
+        return None
+
     def to_dtype(self, x, dtype):
         return None
 
@@ -179,6 +184,9 @@ class _SingleLoadProbe(HandlerBase):
         self.other = True
 
     def index_expr(self, expr, dtype):
+        self.other = True
+
+    def scalar(self, name, dtype):
         self.other = True
 
     def to_dtype(self, x, dtype):

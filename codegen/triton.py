@@ -34,6 +34,7 @@ import torch
 
 from codegen.ir import Reduction
 from codegen.ops import HandlerBase, set_handler
+from codegen.scalars import SpecializeFloats, has_scalar, is_scalar_symbol, scalar_name
 from codegen.scheduler import FusedKernel
 from codegen.sizevars import (FloorDiv, ModIdx, contiguous_strides, flat_index, product,
                               simplify_index, static_int, sym)
@@ -164,6 +165,7 @@ class TritonKernelPrinter(HandlerBase):
         self.buffers = buffers
         self.params: Dict[str, bool] = {}        # buffer name -> written?
         self.size_syms = set()
+        self.scalar_args: List[str] = []     # runtime float inputs read (fp64 parameters)
         self.scopes: List[Scope] = [Scope()]
         self.indent = 1
         self.n_tmp = 0
@@ -208,6 +210,8 @@ class TritonKernelPrinter(HandlerBase):
         e = sympy.sympify(expr).xreplace(self.var_map)
         e = simplify_index(e, self.ranges)
         for s in e.free_symbols:
+            if is_scalar_symbol(s):
+                raise SpecializeFloats(f"float input {s} in an index")
             if s.name.startswith("s"):
                 self.size_syms.add(s)
         return texpr(e)
@@ -272,6 +276,8 @@ class TritonKernelPrinter(HandlerBase):
         return "xmask"
 
     def constant(self, value, dtype):
+        if has_scalar(value):          # a lowering used a runtime float as a literal
+            return self.scalar(scalar_name(value), dtype)
         if isinstance(value, sympy.Basic):
             value = float(value) if not value.is_Integer else int(value)
         cd = compute_dtype(dtype)
@@ -290,6 +296,15 @@ class TritonKernelPrinter(HandlerBase):
         if not any(c.isalpha() for c in i):
             return self.tmp(f"tl.full([], {i}, {TL_DTYPES[cd]})", dtype)
         return self.tmp(f"({i}).to({TL_DTYPES[cd]})", dtype)
+
+    def scalar(self, name, dtype):
+        # the parameter is an fp64 scalar on GPU (annotated) and a Python float under the
+        # interpreter; tl.full converts either to the compute dtype (round to nearest)
+        if name not in self.scalar_args:
+            self.scalar_args.append(name)
+        if dtype == torch.bool:
+            return self.tmp(f"(tl.full([], {name}, tl.float64) != 0)", dtype)
+        return self.tmp(f"tl.full([], {name}, {TL_DTYPES[compute_dtype(dtype)]})", dtype)
 
     def to_dtype(self, x, dtype):
         if x.dtype == dtype:
@@ -514,7 +529,9 @@ class TritonKernelPrinter(HandlerBase):
         params = list(self.params)
         sizes = sorted(self.size_syms, key=lambda s: s.name)
         self.arg_names = params + (["pd_err"] if self.uses_err else []) + [s.name for s in sizes]
-        sig = ", ".join(self.arg_names + ["XBLOCK: tl.constexpr"])
+        self.arg_names += self.scalar_args
+        sig = ", ".join([a if a not in self.scalar_args else f"{a}: tl.float64"
+                         for a in self.arg_names] + ["XBLOCK: tl.constexpr"])
         head = []
         if self.max_autotune and self.config.autotune:
             cfgs = ", ".join(f"triton.Config({{'XBLOCK': {x}}}, num_warps={w})"

@@ -20,6 +20,7 @@ import sympy
 import torch
 
 from codegen.ir import ArgRef, ExternCall, InputBuffer
+from codegen.scalars import is_scalar_symbol
 from codegen.scheduler import FusedKernel, _argrefs, lifetimes
 from codegen.sizevars import pyexpr, static_int
 
@@ -151,6 +152,8 @@ class WrapperPrinter:
         for pos, v in g.scalar_inputs.items():
             if pos in g.size_args:
                 conds.append(f"type(arg{pos}) is not int")
+            elif pos in g.scalars.inputs:     # a kernel argument: any float value
+                conds.append(f"type(arg{pos}) is not float")
             else:
                 conds.append(f"arg{pos} != {self.const(v)}")
         if g.mutations and len(g.inputs) > 1:
@@ -174,6 +177,8 @@ class WrapperPrinter:
         # view's divisibility): a call that breaks one runs eagerly, counted with the relation
         for r in sizes.assumptions:
             self._mismatch_checks([f"not ({_py_rel(r)})"], why=_py_rel(r))
+        for a in g.scalars.args:      # runtime floats, and Python arithmetic on them
+            self.emit(f"{a.symbol.name} = {a.source}")
 
     def _mismatch_checks(self, conds, why=None):
         params = ", ".join(f"arg{i}" for i in range(len(self.g.inputs) + len(self.g.scalar_inputs)))
@@ -185,6 +190,7 @@ class WrapperPrinter:
     def _body(self):
         g = self.g
         self.size_names = {s.name for s in g.size_bindings}
+        self.scalar_names = {a.symbol.name for a in g.scalars.args}
         life = self.life = lifetimes(self.steps, g.outputs, list(g.mutations.values()))
         typed = {r.buffer.name for s in self.steps if isinstance(s, ExternCall)
                  for r in _argrefs(s.args) + _argrefs(s.kwargs)}
@@ -240,7 +246,7 @@ class WrapperPrinter:
         """The call of one kernel (the GPU wrapper overrides this with a Triton launch)."""
         args = []
         for a in self.kernel_args[k.name]:
-            args.append(a if a in self.size_names else f"{a}.data_ptr()")
+            args.append(f"{a}.data_ptr()" if self.arg_kind(a) == "ptr" else a)
         call = f"{k.name}({', '.join(args)})"
         if self.may_err.get(k.name):
             self.emit(f"_err = {call}")
@@ -249,6 +255,17 @@ class WrapperPrinter:
                       2)
         else:
             self.emit(call)
+
+    def arg_kind(self, name: str) -> str:
+        """What a kernel parameter is: "size" (int64), "scalar" (a runtime float: double) or
+        "ptr" (a buffer's data)."""
+        if name in self.size_names:
+            return "size"
+        if name in self.scalar_names:
+            return "scalar"
+        if name in self.g.buffers_by_name:
+            return "ptr"
+        raise NotImplementedError(f"kernel argument {name} has no binding in the wrapper")
 
     def _extern(self, call: ExternCall):
         self.externs.append(call.target)
@@ -266,6 +283,8 @@ class WrapperPrinter:
     def _out(self, outs) -> str:
         if isinstance(outs, ArgRef):
             return self.ref(outs)
+        if is_scalar_symbol(outs):
+            return outs.name       # a runtime float the graph returns: this call's value
         if isinstance(outs, list):
             return "[" + ", ".join(self._out(o) for o in outs) + "]"
         if isinstance(outs, tuple):
