@@ -459,6 +459,11 @@ class GraphLowering:
     def _eval_size(self, node, args, kwargs):
         """operator.mul/floordiv/... and min/max over size symbols -> a sympy size."""
         fn = SIZE_FUNCTIONS.get(node.target, node.target)
+        if node.target in _SIZE_COMPARISONS and any(isinstance(x, sympy.Expr) and not x.is_number
+                                                    for x in _flat((args, kwargs))):
+            # a truth value of sizes (the executor's `bool(n - 2)` used as a value): sympy would
+            # answer structurally, and kernels take no per-call booleans; the graph runs eagerly
+            raise EagerFallback(f"symbolic truth value {_target_name(node)} of sizes in the graph")
         try:
             out = fn(*args, **kwargs)
         except TypeError as e:
@@ -704,6 +709,9 @@ def _size_mod(a, b):
 # // would ask sympy for a truth value or give floor(a/b))
 SIZE_FUNCTIONS = {operator.floordiv: _size_floordiv, operator.mod: _size_mod,
                   min: lambda *a: sympy.Min(*a), max: lambda *a: sympy.Max(*a)}
+
+
+_SIZE_COMPARISONS = {operator.eq, operator.ne, operator.lt, operator.le, operator.gt, operator.ge}
 
 
 def _all_tensor_meta(m):

@@ -37,6 +37,7 @@ import sympy
 import torch
 
 from pydynamo.exc import Unsupported
+from pydynamo.shapes import is_truth_expr
 
 Dim = Any  # int or sympy.Expr
 
@@ -200,6 +201,9 @@ def _simplify_dim(d) -> Dim:
         return d
     if hasattr(d, "__pydynamo_symint__"):  # a shapes.SymInt
         d = d.expr
+    if is_truth_expr(d):
+        # a symbolic truth value used as a size: no rule spells that; the driver specializes
+        raise NoRule()
     if isinstance(d, sympy.Basic):
         if d.is_Integer:
             return int(d)
@@ -403,6 +407,8 @@ def _has_symbolic(value) -> bool:
 def unwrap_symbolic(value):
     """SymInt → sympy expression (or int when constant), recursively; everything else kept."""
     if hasattr(value, "__pydynamo_symint__"):
+        if is_truth_expr(value.expr):
+            return value.expr   # a SymBool: a truth value, not a size
         return _simplify_dim(value.expr)
     if isinstance(value, sympy.Basic) and value.is_Integer:
         return int(value)

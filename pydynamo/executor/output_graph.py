@@ -26,13 +26,14 @@ import operator
 import re
 from typing import Any, Optional
 
+import sympy
 import torch
 import torch.fx
 
 from pydynamo import meta as _meta
 from pydynamo.exc import Unsupported
 from pydynamo.meta import TensorMeta
-from pydynamo.shapes import ConstraintViolation, FloorDiv
+from pydynamo.shapes import ConstraintViolation, FloorDiv, is_truth_expr
 from pydynamo.executor.variables.base import VariableTracker
 from pydynamo.executor.variables.constant import ConstantVariable, ObjectVariable
 from pydynamo.executor.variables.symbolic import SymNodeVariable
@@ -163,6 +164,8 @@ class OutputGraph:
     def sym_node(self, expr):
         """An FX argument computing a size expression from the int placeholders."""
         expr = self.shape_env.simplify(expr)
+        if expr is sympy.true or expr is sympy.false:
+            return bool(expr)
         if expr.is_Integer:
             return int(expr)
         if expr.is_number:
@@ -174,11 +177,15 @@ class OutputGraph:
             return self.sym_input(expr)
         build = _SYM_BUILDERS.get(type(expr).__name__)
         if build is None:  # a form we do not spell in FX: pinned (guarded)
+            if is_truth_expr(expr):
+                return self.shape_env.evaluate(expr)
             return self.shape_env.specialize(expr, reason=f"size expression {type(expr).__name__}")
         node = build(self, expr)
         if isinstance(node, torch.fx.Node):
             node.meta["val"] = expr
-            node.meta["example_value"] = self.shape_env.value_hint(expr)
+            node.meta["example_value"] = (bool(expr.xreplace(self.shape_env.var_to_hint))
+                                          if is_truth_expr(expr)
+                                          else self.shape_env.value_hint(expr))
             self._sym_nodes[expr] = node
         return node
 
@@ -498,6 +505,10 @@ _SYM_BUILDERS = {
     "Add": _fold(operator.add), "Mul": _build_mul, "Pow": _build_pow,
     FloorDiv.__name__: _binary(operator.floordiv), "Mod": _binary(operator.mod),
     "Min": _fold(min), "Max": _fold(max),
+    # a SymBool used as a value (x + bool(n - 2)): the comparison, computed per call
+    "Equality": _binary(operator.eq), "Unequality": _binary(operator.ne),
+    "StrictLessThan": _binary(operator.lt), "LessThan": _binary(operator.le),
+    "StrictGreaterThan": _binary(operator.gt), "GreaterThan": _binary(operator.ge),
 }
 
 
