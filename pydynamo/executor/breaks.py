@@ -30,6 +30,7 @@ from typing import Optional
 
 import torch
 
+from pydynamo import autocast as _autocast
 from pydynamo import logs
 from pydynamo.bytecode import UNBOUND
 from pydynamo.exc import Unsupported
@@ -214,6 +215,8 @@ def _leave_contexts(tx, contexts: list) -> None:
         raise Unsupported("grad_mode_leak", "graph break after torch.set_grad_enabled() inside a with-block")
     if tx.root.inference_mode_ != torch.is_inference_mode_enabled():
         raise Unsupported("grad_mode_leak", "graph break with inference mode changed outside a with-block")
+    if tx.root.autocast_ != _autocast.current():
+        raise Unsupported("autocast_leak", "graph break inside a torch.autocast region entered without a with-block")
 
 
 def _untraced_codes() -> dict:

@@ -193,3 +193,22 @@ def test_the_default_dtype_is_not_guarded_when_no_region_reads_it(cnt):
     finally:
         torch.set_autocast_dtype("cpu", prior)
     assert cnt.count == 1
+
+
+def test_break_inside_a_region_entered_by_hand_runs_eagerly_and_right(cnt):
+    """`ctx.__enter__()` without a with-block: no re-entry exists for a break there, so the
+    frame runs eagerly (one warning), never with autocast leaked or lost."""
+    def f(x, w):
+        ctx = torch.autocast("cpu", dtype=torch.bfloat16)
+        ctx.__enter__()
+        y = x @ w
+        pydynamo.graph_break()
+        z = y @ w
+        ctx.__exit__(None, None, None)
+        return y, z
+    opt = pydynamo.optimize(f, backend=cnt)
+    x, w = autocast_cases.inputs()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert autocast_cases.same(opt(x, w), f(x, w))
+    assert not torch.is_autocast_enabled("cpu") and pd_autocast.open_regions() == 0
