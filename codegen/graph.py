@@ -257,6 +257,7 @@ class GraphLowering:
 
     # ------------------------------------------------------------ driver
     def run(self):
+        self._check_global_state()
         self._check_mutations()
         if not any("val" in n.meta or "tensor_meta" in n.meta for n in self.gm.graph.nodes
                    if n.op.startswith("call")):
@@ -283,6 +284,17 @@ class GraphLowering:
             raise EagerFallback(f"size symbols {sorted(s.name for s in loose)} cannot be read "
                                 f"from the inputs")
         return self
+
+    def _check_global_state(self):
+        """Kernels are lowered with the dtypes of a graph without autocast; a graph that enters
+        an autocast region (torch.autocast traced: its ops' casts happen in the dispatcher, not
+        in the graph) runs eagerly, which reproduces eager's dtypes exactly."""
+        for n in self.gm.graph.nodes:
+            if n.op == "call_function" and getattr(n.target, "__name__", "") in _AUTOCAST_NODES:
+                raise EagerFallback("the graph enters a torch.autocast region")
+        if torch._C._is_any_autocast_enabled():
+            # traced (and, by the tracer's guards, always called) under an ambient autocast
+            raise EagerFallback("the graph is compiled under torch.autocast")
 
     def _check_mutations(self):
         """Refuse graphs whose mutations we cannot functionalize exactly."""
@@ -485,6 +497,11 @@ class GraphLowering:
     def _eval_size(self, node, args, kwargs):
         """operator.mul/floordiv/... and min/max over size symbols -> a sympy size."""
         fn = SIZE_FUNCTIONS.get(node.target, node.target)
+        if node.target in _SIZE_COMPARISONS and any(isinstance(x, sympy.Expr) and not x.is_number
+                                                    for x in _flat((args, kwargs))):
+            # a truth value of sizes (the executor's `bool(n - 2)` used as a value): sympy would
+            # answer structurally, and kernels take no per-call booleans; the graph runs eagerly
+            raise EagerFallback(f"symbolic truth value {_target_name(node)} of sizes in the graph")
         try:
             out = fn(*args, **kwargs)
         except TypeError as e:
@@ -730,6 +747,12 @@ def _size_mod(a, b):
 # // would ask sympy for a truth value or give floor(a/b))
 SIZE_FUNCTIONS = {operator.floordiv: _size_floordiv, operator.mod: _size_mod,
                   min: lambda *a: sympy.Min(*a), max: lambda *a: sympy.Max(*a)}
+
+
+# graph nodes that switch autocast (pydynamo's, and torch.amp's spelling in other tracers' graphs)
+_AUTOCAST_NODES = {"enter_autocast", "exit_autocast", "_enter_autocast", "_exit_autocast"}
+
+_SIZE_COMPARISONS = {operator.eq, operator.ne, operator.lt, operator.le, operator.gt, operator.ge}
 
 
 def _all_tensor_meta(m):

@@ -25,6 +25,8 @@ from typing import Any, Callable, Optional
 
 import torch
 
+from pydynamo import autocast as _autocast
+
 from pydynamo import config, logs
 from pydynamo.backends import lookup_backend
 from pydynamo.exc import BackendCompilerFailed, FullGraphError, GraphBreak, Unsupported
@@ -85,9 +87,9 @@ def translate(code: types.CodeType, frame_locals: dict, frame_globals: dict, bui
     t0 = time.perf_counter()
     if sys.version_info[:2] not in ((3, 11), (3, 12)):
         raise Unsupported("python_version", f"CPython {sys.version_info[:2]} is not supported")
-    if torch._C._is_any_autocast_enabled():
-        # output dtypes under autocast differ from what the meta runs compute: not traced yet
-        raise Unsupported("autocast", "called with autocast enabled")
+    if not _autocast.modelled():
+        # autocast on a device whose state the executor does not model (xpu, mps, ...)
+        raise Unsupported("autocast", "called with autocast enabled on a device other than cpu/cuda")
     if torch._C._are_functorch_transforms_active():
         # inputs are functorch wrappers (no storage of their own): run eagerly, as torch.compile does
         raise Unsupported("functorch", "called inside a torch.func transform (vmap, grad, ...)")
@@ -115,7 +117,7 @@ def translate(code: types.CodeType, frame_locals: dict, frame_globals: dict, bui
         if tx.result is None:
             raise
     new_code, text = tx.result
-    guards = list(tx.guards) + [Guard(None, GuardKind.GLOBAL_STATE, current_global_state(),
+    guards = list(tx.guards) + [Guard(None, GuardKind.GLOBAL_STATE, current_global_state(tx.state_read),
                                       f"{code.co_filename}:{code.co_firstlineno}")]
     env = tx.shape_env if tx.shape_env.var_to_hint else None
     if env is not None:

@@ -16,6 +16,8 @@ from typing import Any, Optional
 
 import torch
 
+from pydynamo import autocast as _autocast
+
 from pydynamo.sources import Source
 
 
@@ -138,14 +140,27 @@ GLOBAL_STATE_CHECKS = (
     ("default_dtype", torch.get_default_dtype),
     ("inference_mode", torch.is_inference_mode_enabled),
     ("deterministic", torch.are_deterministic_algorithms_enabled),
-    ("autocast", torch._C._is_any_autocast_enabled),
+    # None when off; else per device (cpu, cuda): enabled and dtype, so an entry traced outside
+    # a region is not reused inside one, nor one traced under bfloat16 under float16
+    ("autocast", _autocast.guard_state),
     # functorch-wrapped tensors (vmap/grad) look like plain tensors of the per-example shape
     ("functorch", torch._C._are_functorch_transforms_active),
 )
 
 
-def current_global_state() -> dict:
-    return {name: get() for name, get in GLOBAL_STATE_CHECKS}
+# Global state a graph depends on only when its trace read it (named by the translator).
+OPTIONAL_STATE_CHECKS = (
+    # the default autocast dtypes: a region entered without dtype= takes them at trace time
+    ("autocast_dtypes", _autocast.default_dtypes),
+)
+
+
+def current_global_state(optional=None) -> dict:
+    """Every check's value now; `optional`: the names of OPTIONAL_STATE_CHECKS to include
+    (None: all of them, for explanations)."""
+    out = {name: get() for name, get in GLOBAL_STATE_CHECKS}
+    out.update({name: get() for name, get in OPTIONAL_STATE_CHECKS if optional is None or name in optional})
+    return out
 
 
 class _Emitter:
@@ -185,8 +200,9 @@ class _Emitter:
 def _emit_guard(em: _Emitter, g: Guard) -> None:
     k = g.kind
     if k is GuardKind.GLOBAL_STATE:
-        for name, get in GLOBAL_STATE_CHECKS:
-            em.check(f"{em.const(get)}() == {em.const(g.expected[name])}")
+        for name, get in GLOBAL_STATE_CHECKS + OPTIONAL_STATE_CHECKS:
+            if name in g.expected:
+                em.check(f"{em.const(get)}() == {em.const(g.expected[name])}")
         return
     if k is GuardKind.SHAPE_ENV:
         em.check(f"{em.const(g.expected.check)}(L, G)")

@@ -30,7 +30,8 @@ HINTS: dict[str, str] = {
     "meta_failed": "the op failed on the given shapes/dtypes; check that it runs eagerly",
     "internal_error": "a pydynamo bug: please report it (set PYDYNAMO_VERBOSE=1 for the traceback)",
     "context_generator": "write the context manager as a class with __enter__/__exit__ to compile the code inside it",
-    "autocast_context": "cast explicitly (x.to(torch.bfloat16)) instead of using torch.autocast in compiled code",
+    "autocast_context": "use `with torch.autocast(...)` or the decorator form; torch.autocast's own methods "
+                        "are not traced line by line",
     "not_constant": "a tensor's value was needed as a Python value: keep it a tensor (torch.where, torch.sort)",
     "data_dependent": "the result depends on tensor values (torch.compile breaks here too): keep it a tensor "
                       "(torch.where, torch.isclose(a, b).all())",
@@ -113,7 +114,9 @@ HINTS: dict[str, str] = {
     "inference_mode": "use torch.inference_mode() as a with-block",
     "grad_mode_leak": "change grad mode with a with-block (with torch.no_grad():), not a bare call",
     "context_decorator": "use the context manager as a with-block, not as a decorator",
-    "autocast": "call the compiled function outside torch.autocast (autocast is not traced yet)",
+    "autocast": "use torch.autocast with constant arguments on cpu or cuda, and call modules' forward "
+                "inside it (other forms of autocast are not traced)",
+    "autocast_leak": "leave every torch.autocast region the function enters before it returns",
     "functorch": "under torch.func transforms (vmap, grad) the function runs eagerly: compile outside them",
     "torch_global": "change this torch setting outside the compiled function",
     "meta_error": "the op failed on the given shapes/dtypes; check that it runs eagerly",

@@ -27,6 +27,7 @@ node.meta["val"] (and "tensor_meta", "example_value").
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import operator
@@ -36,7 +37,9 @@ from typing import Any, Callable, Optional
 import sympy
 import torch
 
+from pydynamo import autocast as _autocast
 from pydynamo.exc import Unsupported
+from pydynamo.shapes import is_truth_expr
 
 Dim = Any  # int or sympy.Expr
 
@@ -200,6 +203,9 @@ def _simplify_dim(d) -> Dim:
         return d
     if hasattr(d, "__pydynamo_symint__"):  # a shapes.SymInt
         d = d.expr
+    if is_truth_expr(d):
+        # a symbolic truth value used as a size: no rule spells that; the driver specializes
+        raise NoRule()
     if isinstance(d, sympy.Basic):
         if d.is_Integer:
             return int(d)
@@ -403,6 +409,8 @@ def _has_symbolic(value) -> bool:
 def unwrap_symbolic(value):
     """SymInt → sympy expression (or int when constant), recursively; everything else kept."""
     if hasattr(value, "__pydynamo_symint__"):
+        if is_truth_expr(value.expr):
+            return value.expr   # a SymBool: a truth value, not a size
         return _simplify_dim(value.expr)
     if isinstance(value, sympy.Basic) and value.is_Integer:
         return int(value)
@@ -428,10 +436,17 @@ class _MetaArgs:
         self.env = env
         self.devices: list = []           # devices of tensor inputs, in order
         self.explicit_device = None       # a device= the call asked for
+        self.real_devices: dict = {}      # id(meta tensor) -> the device it stands for
 
     def tensor(self, m: TensorMeta) -> torch.Tensor:
         self.devices.append((m.device, m.ndim))
-        return m.to_meta_tensor(lambda d: _hint(self.env, d))
+        t = m.to_meta_tensor(lambda d: _hint(self.env, d))
+        self.real_devices[id(t)] = m.device
+        return t
+
+    def device_of(self, t: torch.Tensor) -> torch.device:
+        """The real device of a meta tensor this converter made (autocast runs need it)."""
+        return self.real_devices.get(id(t), _default_device())
 
     def convert(self, v):
         if isinstance(v, TensorMeta):
@@ -442,7 +457,9 @@ class _MetaArgs:
             return _hint(self.env, v)
         if isinstance(v, torch.Tensor):  # a real constant tensor (e.g. a captured buffer)
             self.devices.append((v.device, v.dim()))
-            return v.to("meta") if v.device.type != "meta" else v
+            t = v.to("meta") if v.device.type != "meta" else v
+            self.real_devices[id(t)] = v.device
+            return t
         if isinstance(v, (list, tuple)) and not isinstance(v, torch.Size):
             items = [self.convert(x) for x in v]
             return items if isinstance(v, list) else tuple(items)
@@ -536,9 +553,22 @@ def _module_device(module: torch.nn.Module) -> Optional[torch.device]:
 
 # Meta runs are pure functions of (op, concrete argument metadata, grad/inference mode, default
 # dtype); models repeat the same ops on the same shapes layer after layer, so results are
-# memoized. (Autocast is not modelled: meta tensors have no autocast, cached or not.)
+# memoized. Autocast (the trace's state in AUTOCAST) is part of the key.
 _META_CACHE: dict = {}
 _META_CACHE_LIMIT = 8192
+
+# The trace's autocast state (pydynamo.autocast tuple), set by the executor around the metadata
+# calls of a region under torch.autocast: meta runs then see eager's autocast dtypes.
+AUTOCAST: list = [None]
+
+
+@contextlib.contextmanager
+def autocast_state(state):
+    prior, AUTOCAST[0] = AUTOCAST[0], (state if _autocast.any_enabled(state) else None)
+    try:
+        yield
+    finally:
+        AUTOCAST[0] = prior
 
 
 def _cache_key(target, args, kwargs, env):
@@ -546,7 +576,7 @@ def _cache_key(target, args, kwargs, env):
         return None
     try:
         key = (target, _key_of(args, env), _key_of(kwargs, env), torch.is_grad_enabled(),
-               torch.is_inference_mode_enabled(), torch.get_default_dtype())
+               torch.is_inference_mode_enabled(), torch.get_default_dtype(), AUTOCAST[0])
         hash(key)
         return key
     except _Uncacheable:
@@ -617,8 +647,13 @@ def _run_on_meta(target, args: tuple, kwargs: dict, env=None):
     if isinstance(target, str) and target in _DEVICE_METHODS:
         margs, mkwargs = _strip_device_move(target, margs, mkwargs, conv)
         target = "to" if (margs[1:] or mkwargs) else "detach_alias"
+    state = AUTOCAST[0]
     try:
-        if isinstance(target, torch.nn.Module):
+        if state is not None and _autocast.any_enabled(state):
+            if isinstance(target, torch.nn.Module):
+                raise MetaUnsupported("autocast", "a module call under torch.autocast")
+            out = _autocast.run_meta(state, _call_target(target), margs, mkwargs, conv.device_of)
+        elif isinstance(target, torch.nn.Module):
             dev = _module_device(target)
             if dev is not None:
                 conv.devices.insert(0, (dev, 1))
@@ -641,6 +676,17 @@ def _run_on_meta(target, args: tuple, kwargs: dict, env=None):
                               f"{target_name(target)} failed on metadata: {type(e).__name__}: {_first_line(e)}") from e
     device = conv.output_device()
     return _from_meta_output(out, device)
+
+
+def _call_target(target):
+    """target as a plain function of (self, *args) for methods and properties too."""
+    if not isinstance(target, str):
+        return target
+
+    def call(self_arg, *args, **kwargs):
+        fn, _ = _resolve_callable(target, self_arg)
+        return fn(*args, **kwargs)
+    return call
 
 
 def _hashable(x) -> bool:

@@ -736,13 +736,12 @@ def dense_strides_like(sym_shape: tuple, shape: tuple, stride: tuple) -> Optiona
 # SymInt: what the executor holds for a symbolic Python int
 
 
-class _SymNumber:
-    """Shared behaviour of SymInt and SymFloat: arithmetic builds sympy expressions (no guards);
-    comparisons and bool() decide on hints and record guards. Unhashable, like torch.SymInt,
-    because equality is a guarded decision."""
+class _SymValue:
+    """A sympy expression of the ShapeEnv's symbols held as a Python value. Unhashable, like
+    torch.SymInt, because equality is a guarded decision."""
 
     __slots__ = ("expr", "env")
-    __pydynamo_symint__ = True
+    __pydynamo_symint__ = True   # metadata code treats it as a symbolic scalar argument
 
     def __init__(self, expr, env: ShapeEnv):
         self.expr = expr
@@ -759,6 +758,13 @@ class _SymNumber:
         return str(self.expr)
 
     __hash__ = None  # type: ignore[assignment]
+
+
+class _SymNumber(_SymValue):
+    """Shared behaviour of SymInt and SymFloat: arithmetic builds sympy expressions (no guards);
+    comparisons and bool() decide on hints and record guards."""
+
+    __slots__ = ()
 
     def _operand(self, other):
         """sympy form of an operand, or None if it is not a number we can combine."""
@@ -977,6 +983,46 @@ class SymFloat(_SymNumber):
         return o ** float(self)
 
 
+class SymBool(_SymValue):
+    """A symbolic truth value: `bool()` of a symbolic number that the program uses as a value
+    (`x + bool(n - 2)`), kept as the sympy relation so one graph serves both outcomes.
+    Branching on it (`__bool__`, what CPython's jumps call) decides on the hints and records
+    the guard, exactly as a comparison does. No arithmetic: a caller that needs a number
+    decides it first (guarded)."""
+
+    __slots__ = ()
+
+    @property
+    def hint(self) -> bool:
+        """The value on the hints (a Python bool: type promotion sees a bool scalar)."""
+        return bool(self.expr.xreplace(self.env.var_to_hint))
+
+    def __bool__(self):
+        return self.env.evaluate(self.expr)
+
+
+def is_truth_expr(e) -> bool:
+    """A sympy truth value (a relation, And/Or/Not, true/false), not a number: a SymBool's
+    expression. (sympy Symbols are Booleans too, hence the Expr test.)"""
+    return isinstance(e, sympy.logic.boolalg.Boolean) and not isinstance(e, sympy.Expr)
+
+
+def sym_bool(x):
+    """bool() of a number that may be symbolic, without deciding it: a SymBool of `x != 0`, or
+    a plain bool when the ranges already decide it (`bool(n)` of a size, n >= 2)."""
+    if isinstance(x, SymBool):
+        return x
+    if not isinstance(x, _SymNumber) or _rounded(x.expr):
+        return bool(x)   # plain, or float arithmetic (decided as Python rounds it)
+    rel = _constant_right(_integral(x.env.simplify(sympy.Ne(x.expr, 0))))
+    if rel is sympy.true or rel is sympy.false:
+        return bool(rel)
+    static = x.env._static_eval(rel)
+    if static is not None:
+        return static
+    return SymBool(rel, x.env)
+
+
 _PY_REL = {sympy.Lt: operator.lt, sympy.Le: operator.le, sympy.Gt: operator.gt, sympy.Ge: operator.ge,
            sympy.Eq: operator.eq, sympy.Ne: operator.ne}
 
@@ -1065,7 +1111,7 @@ def graph_symbols(*values) -> list:
     found: set = set()
 
     def visit(v):
-        if isinstance(v, _SymNumber):
+        if isinstance(v, _SymValue):
             found.update(v.expr.free_symbols)
         elif isinstance(v, sympy.Basic):
             found.update(v.free_symbols)
@@ -1082,7 +1128,7 @@ def graph_symbols(*values) -> list:
 
 
 def is_symbolic(x) -> bool:
-    return isinstance(x, _SymNumber) or (isinstance(x, sympy.Basic) and not x.is_number)
+    return isinstance(x, _SymValue) or (isinstance(x, sympy.Basic) and not x.is_number)
 
 
 def hint_int(x) -> int:

@@ -30,6 +30,7 @@ from typing import Optional
 
 import torch
 
+from pydynamo import autocast as _autocast
 from pydynamo import logs
 from pydynamo.bytecode import UNBOUND
 from pydynamo.exc import Unsupported
@@ -190,8 +191,9 @@ def take_break(tx, inst) -> None:
 def reentered(w) -> bool:
     """Is this with-block re-entered by the break function (a modelled global-state context),
     rather than passed through as its bound __exit__?"""
+    from pydynamo.executor.variables.amp import AutocastVariable
     from pydynamo.executor.variables.misc import GradModeVariable, InferenceModeVariable
-    return isinstance(w.ctx, (GradModeVariable, InferenceModeVariable))
+    return isinstance(w.ctx, (GradModeVariable, InferenceModeVariable, AutocastVariable))
 
 
 def _leave_contexts(tx, contexts: list) -> None:
@@ -199,24 +201,30 @@ def _leave_contexts(tx, contexts: list) -> None:
     them must give back the grad mode the break happened under. A grad mode set by a bare
     torch.set_grad_enabled() call is left as the graph set it: the break function and the resumed
     frame (guarded on grad mode) run under it, as in eager."""
+    from pydynamo.executor.variables.amp import AutocastVariable
     from pydynamo.executor.variables.misc import GradModeVariable
     at_break = tx.grad_enabled
     for w in reversed(contexts):
         w.ctx.call_method(tx, "__exit__", [], {})
     mode = tx.grad_enabled
     for w in contexts:  # what the break function's re-entry will set
+        if isinstance(w.ctx, AutocastVariable):
+            continue   # no grad-mode effect; its own state is re-entered as it was
         mode = w.ctx.mode if isinstance(w.ctx, GradModeVariable) else (mode and not w.ctx.mode)
     if mode != at_break:
         raise Unsupported("grad_mode_leak", "graph break after torch.set_grad_enabled() inside a with-block")
     if tx.root.inference_mode_ != torch.is_inference_mode_enabled():
         raise Unsupported("grad_mode_leak", "graph break with inference mode changed outside a with-block")
+    if tx.root.autocast_ != _autocast.current():
+        raise Unsupported("autocast_leak", "graph break inside a torch.autocast region entered without a with-block")
 
 
 def _untraced_codes() -> dict:
     """Code that must run in CPython, never inlined: calling it is a graph break (reason, message).
     A @contextlib.contextmanager generator runs its body up to `yield` on __enter__ and the rest
     on __exit__; the executor runs generators to completion, so it would run both at once.
-    torch.autocast changes the dtypes ops produce, which the metadata rules do not model."""
+    torch.autocast objects are modelled as a whole (variables/amp.py); their methods' bodies
+    (dispatcher state switches) are never inlined line by line."""
     import contextlib
     gen_cm = contextlib._GeneratorContextManager
     why = "a @contextlib.contextmanager context is not traced: it runs in Python, outside the graph"
@@ -225,7 +233,7 @@ def _untraced_codes() -> dict:
         out[fn.__code__] = ("context_generator", why)
     amp = torch.amp.autocast_mode.autocast
     for fn in (amp.__init__, amp.__enter__, amp.__exit__):
-        out[fn.__code__] = ("autocast_context", "torch.autocast is not traced: code under it runs in Python")
+        out[fn.__code__] = ("autocast_context", "the body of a torch.autocast method is not traced")
     return out
 
 

@@ -26,6 +26,7 @@ import torch
 
 from pydynamo.exc import Unsupported
 from pydynamo.executor.variables import builtins as vbuiltins
+from pydynamo.executor.variables import amp
 from pydynamo.executor.variables.base import VariableTracker
 from pydynamo.executor.variables.constant import (CONSTANT_TYPES, OPAQUE_TYPES, ConstantVariable,
                                                   ObjectVariable)
@@ -229,6 +230,20 @@ class VariableBuilder:
             tx.add_guard(source, GuardKind.ID_MATCH, (id(value), getattr(value, "__name__", "")))
         return vbuiltins.BuiltinVariable(value, source)
 
+    def autocast_cls(self, tx, value, source):
+        if source is not None:
+            tx.add_guard(source, GuardKind.ID_MATCH, (id(value), value.__name__))
+        return amp.AutocastClassVariable(value, source)
+
+    def autocast_ctx(self, tx, value, source):
+        """An autocast object (a with-block re-entered by a resume function, a decorator's
+        closure): guarded on what it enters."""
+        if source is not None:
+            tx.add_guard(source, GuardKind.TYPE_MATCH, type(value))
+            for attr in amp.SETTINGS_ATTRS:
+                tx.add_guard(AttrSource(source, attr), GuardKind.EQUALS_MATCH, getattr(value, attr, None))
+        return amp.AutocastVariable(amp.settings_of(value), source)
+
     def grad_cls(self, tx, value, source):
         if source is not None:
             tx.add_guard(source, GuardKind.ID_MATCH, (id(value), value.__name__))
@@ -342,7 +357,8 @@ WRAPPERS: list[tuple[Callable, Callable]] = [
     # at graph breaks (executor/breaks.py): contexts re-entered, locals passed as unbound
     (lambda v: type(v) in (torch.no_grad, torch.enable_grad), _breaks.wrap_grad_ctx),
     (lambda v: type(v) is torch.inference_mode, _breaks.wrap_inference_ctx),
-    (lambda v: isinstance(v, torch.amp.autocast_mode.autocast), _B.user_object),  # not traced: breaks.py
+    (lambda v: isinstance(v, torch.amp.autocast_mode.autocast), _B.autocast_ctx),
+    (amp.is_autocast_class, _B.autocast_cls),
     (_breaks.is_c_exit, _breaks.wrap_c_exit),
     (lambda v: v is _breaks.UNBOUND, by_identity(ObjectVariable)),
     (lambda v: type(v) in CONSTANT_TYPES, _B.literal),

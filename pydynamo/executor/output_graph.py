@@ -26,13 +26,15 @@ import operator
 import re
 from typing import Any, Optional
 
+import sympy
 import torch
 import torch.fx
 
+from pydynamo import autocast as _autocast
 from pydynamo import meta as _meta
 from pydynamo.exc import Unsupported
 from pydynamo.meta import TensorMeta
-from pydynamo.shapes import ConstraintViolation, FloorDiv
+from pydynamo.shapes import ConstraintViolation, FloorDiv, is_truth_expr
 from pydynamo.executor.variables.base import VariableTracker
 from pydynamo.executor.variables.constant import ConstantVariable, ObjectVariable
 from pydynamo.executor.variables.symbolic import SymNodeVariable
@@ -83,7 +85,7 @@ def _is_impure(node: torch.fx.Node) -> bool:
     return False
 
 
-_IMPURE_FUNCTIONS = {operator.setitem, torch._C._set_grad_enabled, torch.autograd.grad_mode._enter_inference_mode,
+_IMPURE_FUNCTIONS = {operator.setitem, *_autocast.GRAPH_NODES, torch._C._set_grad_enabled, torch.autograd.grad_mode._enter_inference_mode,
                      torch.autograd.grad_mode._exit_inference_mode, operator.iadd, operator.isub, operator.imul,
                      operator.itruediv, operator.ifloordiv, operator.imod, operator.ipow, operator.imatmul,
                      operator.iand, operator.ior, operator.ixor, operator.ilshift, operator.irshift}
@@ -163,6 +165,8 @@ class OutputGraph:
     def sym_node(self, expr):
         """An FX argument computing a size expression from the int placeholders."""
         expr = self.shape_env.simplify(expr)
+        if expr is sympy.true or expr is sympy.false:
+            return bool(expr)
         if expr.is_Integer:
             return int(expr)
         if expr.is_number:
@@ -174,11 +178,15 @@ class OutputGraph:
             return self.sym_input(expr)
         build = _SYM_BUILDERS.get(type(expr).__name__)
         if build is None:  # a form we do not spell in FX: pinned (guarded)
+            if is_truth_expr(expr):
+                return self.shape_env.evaluate(expr)
             return self.shape_env.specialize(expr, reason=f"size expression {type(expr).__name__}")
         node = build(self, expr)
         if isinstance(node, torch.fx.Node):
             node.meta["val"] = expr
-            node.meta["example_value"] = self.shape_env.value_hint(expr)
+            node.meta["example_value"] = (bool(expr.xreplace(self.shape_env.var_to_hint))
+                                          if is_truth_expr(expr)
+                                          else self.shape_env.value_hint(expr))
             self._sym_nodes[expr] = node
         return node
 
@@ -273,7 +281,8 @@ class OutputGraph:
         s_args = tuple(self.to_fx(a, "sym") for a in args)
         s_kwargs = {k: self.to_fx(v, "sym") for k, v in kwargs.items()}
         try:
-            with torch.inference_mode(tx.root.inference_mode_), torch.set_grad_enabled(tx.grad_enabled):
+            with torch.inference_mode(tx.root.inference_mode_), torch.set_grad_enabled(tx.grad_enabled), \
+                    _meta.autocast_state(tx.root.autocast_):
                 out = _meta.propagate(target, s_args, s_kwargs, self.shape_env)
         except (Unsupported, ConstraintViolation):
             raise
@@ -331,6 +340,8 @@ class OutputGraph:
             m_kwargs = dict(m_kwargs, device="meta")  # a factory: build it on meta
         try:
             with torch.inference_mode(tx.root.inference_mode_), torch.set_grad_enabled(tx.grad_enabled):
+                if _autocast.any_enabled(tx.root.autocast_):
+                    return self._run_meta_autocast(tx, kind, target, m_args, m_kwargs)
                 if kind == "call_method":
                     return getattr(m_args[0], target)(*m_args[1:], **m_kwargs)
                 return target(*m_args, **m_kwargs)
@@ -338,6 +349,17 @@ class OutputGraph:
             raise
         except Exception as e:
             raise _meta_failed(target, e) from e
+
+    def _run_meta_autocast(self, tx, kind, target, m_args, m_kwargs):
+        """The meta run under the region's autocast state: eager's autocast dtypes."""
+        if kind == "call_module":
+            raise Unsupported("autocast", "a module call under torch.autocast")
+
+        def device_of(t):
+            var = self.by_example.get(id(t))
+            return var.device if var is not None else _default_device()
+        fn = (lambda self_arg, *a, **k: getattr(self_arg, target)(*a, **k)) if kind == "call_method" else target
+        return _autocast.run_meta(tx.root.autocast_, fn, m_args, m_kwargs, device_of)
 
     def wrap_node(self, tx, node, out, device) -> VariableTracker:
         if isinstance(out, torch.Tensor):
@@ -397,19 +419,26 @@ class OutputGraph:
             raise BackendCompilerFailed(f"backend {getattr(self.backend, '__name__', self.backend)!r} "
                                         f"failed: {type(e).__name__}: {e}") from e
         compiled_fn = _without_interception(gm, compiled_fn)
+        if any(n.target is _autocast.enter_autocast for n in self.graph.nodes):
+            compiled_fn = _closing_autocast(compiled_fn)
         name = f"__pydynamo_compiled_fn_{gid}"
         self.frame_globals[name] = compiled_fn
         self.compiled.append(CompiledGraph(name, gm, example_inputs, compiled_fn, self.op_count()))
         return name
 
     def _drop_state_only(self) -> None:
-        """A graph that only switches grad/inference mode and ends in the mode it started in
+        """A graph that only switches grad/inference mode (or enters and leaves autocast regions)
+        and ends in the mode it started in
         (the real mode now: translation runs under the frame's own, which a guard pins) does
         nothing: e.g. a resumed `with torch.no_grad():` block with no tensor work left."""
         from torch.autograd import grad_mode as gm
         calls = [n for n in self.graph.nodes if n.op in ("call_function", "call_method")]
-        state = (torch._C._set_grad_enabled, gm._enter_inference_mode, gm._exit_inference_mode)
+        state = (torch._C._set_grad_enabled, gm._enter_inference_mode, gm._exit_inference_mode,
+                 *_autocast.GRAPH_NODES)
         if not calls or any(n.op != "call_function" or n.target not in state for n in calls):
+            return
+        if sum(n.target is _autocast.enter_autocast for n in calls) != \
+                sum(n.target is _autocast.exit_autocast for n in calls):
             return
         modes = [n.args[0] for n in calls if n.target is torch._C._set_grad_enabled]
         entered = sum(n.target is gm._enter_inference_mode for n in calls)
@@ -423,6 +452,21 @@ class OutputGraph:
         for node in reversed(list(self.graph.nodes)):
             if node.op in ("call_function", "call_method") and not node.users and not _is_impure(node):
                 self.graph.erase_node(node)
+
+
+def _closing_autocast(fn):
+    """A graph that enters autocast regions: if it raises inside one, leave it (as `with` does)."""
+    from pydynamo import _C
+
+    def run_closing_autocast(*args):
+        mark = _autocast.open_regions()
+        try:
+            return fn(*args)
+        except BaseException:
+            _autocast.close_regions(mark)
+            raise
+    _C.set_code_state(run_closing_autocast.__code__, "skip")
+    return run_closing_autocast
 
 
 def _without_interception(gm, fn):
@@ -498,6 +542,10 @@ _SYM_BUILDERS = {
     "Add": _fold(operator.add), "Mul": _build_mul, "Pow": _build_pow,
     FloorDiv.__name__: _binary(operator.floordiv), "Mod": _binary(operator.mod),
     "Min": _fold(min), "Max": _fold(max),
+    # a SymBool used as a value (x + bool(n - 2)): the comparison, computed per call
+    "Equality": _binary(operator.eq), "Unequality": _binary(operator.ne),
+    "StrictLessThan": _binary(operator.lt), "LessThan": _binary(operator.le),
+    "StrictGreaterThan": _binary(operator.gt), "GreaterThan": _binary(operator.ge),
 }
 
 

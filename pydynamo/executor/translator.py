@@ -22,6 +22,8 @@ from typing import Callable, Optional
 
 import torch
 
+from pydynamo import autocast as _autocast
+
 from pydynamo.exc import GraphBreak, Unsupported
 from pydynamo.executor import breaks as _breaks
 from pydynamo.executor.builder import VariableBuilder
@@ -411,6 +413,8 @@ class InstructionTranslator(InstructionTranslatorBase):
         self.builder = VariableBuilder(self)
         self.grad_enabled_ = torch.is_grad_enabled()
         self.inference_mode_ = torch.is_inference_mode_enabled()
+        self.autocast_ = _autocast.current()    # the trace's autocast state (torch.autocast regions)
+        self.state_read: set = set()            # guards.OPTIONAL_STATE_CHECKS the trace relied on
         self.global_overrides: dict[str, VariableTracker] = {}
         self.result: Optional[tuple] = None  # (new_code, source_text)
         self.lazy_pending = set(frame_locals) - set(code.co_freevars)
@@ -451,6 +455,8 @@ class InstructionTranslator(InstructionTranslatorBase):
         from pydynamo.executor.reconstruct import OutputCodegen, build_code
         if self.grad_enabled != torch.is_grad_enabled() or self.inference_mode_ != torch.is_inference_mode_enabled():
             raise Unsupported("grad_mode_leak", "the frame returns with a different grad/inference mode")
+        if self.autocast_ != _autocast.current():
+            raise Unsupported("autocast_leak", "the frame returns inside a torch.autocast region it entered")
         cg = OutputCodegen(self.code, self.f_globals, self.cells)
         ret = cg.reconstruct(value)
         ret = cg.temp(ret) if cg.lines or not self.side_effects.is_empty() else ret

@@ -120,14 +120,91 @@ def test_int_and_bool_of_symbolic_values(rec):
     assert "floordiv" in rec.graphs[0].code
 
 
-@pytest.mark.xfail(strict=True, reason="bool() of a size used as a value: torch.compile keeps it "
-                   "symbolic (one graph for sizes 4, 5, 6, 2); pydynamo decides it on the hint with a "
-                   "guard, so size 2 recompiles (correct, less general)")
 def test_bool_of_a_size_as_a_value_stays_symbolic(rec):
     def fn(x):
         return x + bool(x.shape[0] - 2)
     run_sizes(rec, fn, [((4,),), ((5,),), ((6,),), ((2,),)])
     assert len(rec.frames) == 1
+    # the truth value is computed in the graph from the size placeholder; nothing was decided
+    assert "!= 2" in rec.graphs[0].code, rec.graphs[0].code
+    assert rec.shape_guards(0) == ["2 <= L['x'].size()[0]"]
+
+
+def _torch_compile_count(fn, sizes, dynamic):
+    """Graphs torch.compile (the reference) compiles for fn over inputs of these sizes."""
+    import torch._dynamo
+    torch._dynamo.reset()
+    graphs = []
+
+    def counting(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+    opt = torch.compile(fn, backend=counting, dynamic=dynamic)
+    for n in sizes:
+        opt(torch.randn(n))
+    torch._dynamo.reset()
+    return len(graphs)
+
+
+def _bool_added(x):
+    return x + bool(x.shape[0] - 2)
+
+
+def _bool_returned(x):
+    b = bool(x.shape[0] - 2)
+    return x * b, b
+
+
+def _bool_in_arithmetic(x):       # a number is needed: decided on the hint and guarded
+    return x * (bool(x.shape[0] - 3) + 1)
+
+
+def _bool_as_fill_value(x):
+    return torch.full((2,), bool(x.shape[0] - 2)) + x.sum()
+
+
+@pytest.mark.parametrize("dynamic", [True, None], ids=["dynamic", "automatic"])
+@pytest.mark.parametrize("fn", [_bool_added, _bool_returned, _bool_in_arithmetic, _bool_as_fill_value])
+@pytest.mark.parametrize("sizes", [(4, 5, 6, 2), (4, 5, 6, 3)], ids=["to2", "to3"])
+def test_bool_of_a_size_compiles_as_often_as_torch_compile(rec, fn, dynamic, sizes):
+    run_sizes(rec, fn, [((n,),) for n in sizes], dynamic=dynamic)
+    assert rec.count == _torch_compile_count(fn, sizes, dynamic)
+
+
+def test_branching_on_a_stored_bool_of_a_size_still_decides_and_guards(rec):
+    def fn(x):
+        b = bool(x.shape[0] - 2)      # symbolic value...
+        y = x * b
+        if b:                         # ...decided here, on the hint, with a guard
+            return y + 1
+        return y - 1
+    run_sizes(rec, fn, [((4,),), ((5,),), ((2,),)])
+    assert len(rec.frames) == 2       # torch.compile(dynamic=True): 2
+    assert "L['x'].size()[0] != 2" in rec.shape_guards(0)
+
+
+def test_bool_of_a_size_under_the_codegen_backend_is_never_wrong():
+    """codegen has no per-call booleans in kernels: the graph with the truth value runs eagerly
+    (one warning), and one compile still serves every size, the boolean flipping included."""
+    import warnings
+    pydynamo.reset()
+    frames = []
+    from pydynamo import convert_frame
+    convert_frame.RECORDERS.append(frames.append)
+    try:
+        opt = pydynamo.optimize(_bool_added, backend="codegen", dynamic=True)
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            for n in (4, 5, 2, 6, 2):
+                x = torch.randn(n)
+                got, want = opt(x), _bool_added(x)
+                torch.testing.assert_close(got, want)
+                assert got.dtype == want.dtype
+    finally:
+        convert_frame.RECORDERS.remove(frames.append)
+        pydynamo.reset()
+    assert len([f for f in frames if hasattr(f, "graphs")]) == 1
+    assert any("symbolic truth value" in str(m.message) for m in w), [str(m.message) for m in w]
 
 
 def test_symbolic_and_is_not_in_place(rec):

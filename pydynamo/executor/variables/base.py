@@ -103,6 +103,25 @@ class VariableTracker:
         return f"{type(self).__name__}()"
 
 
+class ContextVariable(VariableTracker):
+    """A context manager the executor models as a whole (grad mode, autocast): `with` calls
+    its enter(tx) / exit(tx); any other method is a graph break under `reason`."""
+    reason = "context"
+
+    def enter(self, tx) -> VariableTracker:
+        raise NotImplementedError
+
+    def exit(self, tx) -> VariableTracker:
+        raise NotImplementedError
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "__enter__":
+            return self.enter(tx)
+        if name == "__exit__":
+            return self.exit(tx)
+        raise Unsupported(self.reason, f"{type(self).__name__.replace('Variable', '')} object .{name}")
+
+
 class MethodProxyVariable(VariableTracker):
     """`obj.name` for a method the tracker implements in call_method (list.append, dict.items...)."""
 

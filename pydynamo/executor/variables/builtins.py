@@ -21,7 +21,7 @@ from pydynamo import shapes
 from pydynamo.exc import Unsupported
 from pydynamo.executor.variables.base import VariableTracker, const
 from pydynamo.executor.variables.constant import ConstantVariable, ObjectVariable
-from pydynamo.executor.variables.symbolic import SymNodeVariable, sym_binary
+from pydynamo.executor.variables.symbolic import SymNodeVariable, sym_binary, sym_number
 from pydynamo.executor.variables.tensor import TensorVariable
 
 # Pure functions safe to evaluate on constant arguments at trace time.
@@ -257,6 +257,8 @@ def _type(tx, *args, **kwargs):
 
 @handler(bool)
 def _bool(tx, obj=None):
+    if isinstance(obj, SymNodeVariable):  # a value, not a branch: stays symbolic (SymBool)
+        return SymNodeVariable.wrap(shapes.sym_bool(obj.value))
     return ConstantVariable(False if obj is None else obj.truthy(tx))
 
 
@@ -270,14 +272,16 @@ def _scalar_ctor(tx, *args, **kwargs):
 @handler(int)
 def _int(tx, *args, **kwargs):
     if len(args) == 1 and not kwargs and isinstance(args[0], SymNodeVariable):
-        return SymNodeVariable.wrap(shapes.sym_int(args[0].value))  # stays symbolic, as in torch
+        return SymNodeVariable.wrap(shapes.sym_int(sym_number(args[0])))  # stays symbolic, as in torch
     return _scalar_ctor(tx, *args, **kwargs)
 
 
 @handler(float)
 def _float(tx, *args, **kwargs):
     if len(args) == 1 and not kwargs and isinstance(args[0], SymNodeVariable):
-        v = args[0].value  # stays symbolic, as in torch: a SymFloat as is, a SymInt as a float
+        v = sym_number(args[0])  # stays symbolic, as in torch: a SymFloat as is, a SymInt as a float
+        if isinstance(v, bool):
+            return ConstantVariable(float(v))
         return SymNodeVariable.wrap(v if isinstance(v, shapes.SymFloat) else v.env.symfloat(v.expr, float(v.hint)))
     return _scalar_ctor(tx, *args, **kwargs)
 
@@ -285,7 +289,7 @@ def _float(tx, *args, **kwargs):
 def _sym_unary(fn):
     def h(tx, *args, **kwargs):
         if len(args) == 1 and not kwargs and isinstance(args[0], SymNodeVariable):
-            return SymNodeVariable.wrap(fn(args[0].value))
+            return SymNodeVariable.wrap(fn(sym_number(args[0])))
         return NotImplemented
     return h
 
@@ -341,9 +345,9 @@ def _make_minmax(fn):
             _raise_tensor_branch()
         if any(isinstance(a, SymNodeVariable) for a in items) and not kwargs:
             # min/max of sizes: a Min/Max expression, no guard (sym_min / sym_max)
-            acc = items[0].value if isinstance(items[0], SymNodeVariable) else items[0].as_python_constant()
+            acc = sym_number(items[0])
             for a in items[1:]:
-                v = a.value if isinstance(a, SymNodeVariable) else a.as_python_constant()
+                v = sym_number(a)
                 acc = (shapes.sym_max if fn is max else shapes.sym_min)(acc, v)
             return SymNodeVariable.wrap(acc)
         if kwargs.get("key") is not None:

@@ -10,11 +10,13 @@ from __future__ import annotations
 import torch
 
 from pydynamo.exc import Unsupported
-from pydynamo.executor.variables.base import VariableTracker
+from pydynamo.executor.variables.base import ContextVariable, VariableTracker
 from pydynamo.executor.variables.constant import ConstantVariable
 
 
-class GradModeVariable(VariableTracker):
+class GradModeVariable(ContextVariable):
+    reason = "grad_mode"
+
     def __init__(self, mode: bool, applied_at_init: bool, prior: bool):
         super().__init__()
         self.mode = mode
@@ -32,13 +34,6 @@ class GradModeVariable(VariableTracker):
     def exit(self, tx):
         set_grad_mode(tx, self.prior)
         return ConstantVariable(None)
-
-    def call_method(self, tx, name, args, kwargs):
-        if name == "__enter__":
-            return self.enter(tx)
-        if name == "__exit__":
-            return self.exit(tx)
-        raise Unsupported("grad_mode", f"grad mode object .{name}")
 
     def call_function(self, tx, args, kwargs):
         # used as a decorator: @torch.no_grad() def f(...)

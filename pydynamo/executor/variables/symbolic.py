@@ -1,8 +1,9 @@
 """SymNodeVariable: a symbolic Python number (a size of a dynamic dim, or arithmetic on sizes).
 
-It holds a `shapes.SymInt` / `SymFloat` of the frame's ShapeEnv. Arithmetic builds sympy
-expressions (no guard); comparisons and bool() decide on the hints and record a guard in the
-ShapeEnv; int() stays symbolic (`sym_int`, as torch.compile does); anything that needs a real
+It holds a `shapes.SymInt` / `SymFloat` / `SymBool` of the frame's ShapeEnv. Arithmetic builds
+sympy expressions (no guard); comparisons and branches decide on the hints and record a guard in
+the ShapeEnv; bool() used as a value stays a symbolic SymBool (a relation that becomes an FX
+comparison node, as torch.compile keeps a SymBool) until something branches on it; int() stays symbolic (`sym_int`, as torch.compile does); anything that needs a real
 Python value (a list index, range(), a format string) specializes it to the hint (guarded, so
 correct, only less general).
 
@@ -31,16 +32,18 @@ SYM_COMPARE = {operator.lt, operator.le, operator.gt, operator.ge, operator.eq, 
 class SymNodeVariable(VariableTracker):
     def __init__(self, value, source=None):
         super().__init__(source)
-        self.value = value   # shapes.SymInt or shapes.SymFloat
+        self.value = value   # shapes.SymInt, shapes.SymFloat or shapes.SymBool
 
     @staticmethod
     def wrap(value, source=None) -> VariableTracker:
         """A tracker for a Python number that may be symbolic."""
-        if isinstance(value, shapes._SymNumber):
+        if isinstance(value, (shapes._SymNumber, shapes.SymBool)):
             return SymNodeVariable(value, source)
         return ConstantVariable(value, source)
 
     def python_type(self):
+        if isinstance(self.value, shapes.SymBool):
+            return bool
         return int if isinstance(self.value, shapes.SymInt) else float
 
     @property
@@ -49,6 +52,8 @@ class SymNodeVariable(VariableTracker):
 
     def specialize(self):
         """The hint as a plain number, guarded (the value is pinned for this entry)."""
+        if isinstance(self.value, shapes.SymBool):
+            return bool(self.value)
         return int(self.value) if isinstance(self.value, shapes.SymInt) else float(self.value)
 
     def as_python_constant(self):
@@ -83,9 +88,12 @@ def is_sym(v) -> bool:
     return isinstance(v, SymNodeVariable)
 
 
-def _py(v):
+def sym_number(v):
+    """The number a tracker stands for: a SymInt/SymFloat as is, a SymBool decided (guarded),
+    a constant's value."""
     if isinstance(v, SymNodeVariable):
-        return v.value
+        # a SymBool has no arithmetic: a number is needed, so it is decided (guarded)
+        return v.specialize() if isinstance(v.value, shapes.SymBool) else v.value
     return v.as_python_constant()
 
 
@@ -99,7 +107,7 @@ def sym_binary(tx, fn, a, b):
     try:
         if fn not in SYM_BINARY and fn not in SYM_COMPARE:  # bit operations & co: pinned
             return ConstantVariable(fn(a.as_python_constant(), b.as_python_constant()))
-        res = fn(_py(a), _py(b))
+        res = fn(sym_number(a), sym_number(b))
     except (ZeroDivisionError, ValueError, TypeError) as e:
         raise Unsupported("constant_raises", f"{fn.__name__} on symbolic sizes raised "
                           f"{type(e).__name__}: {e}") from None
@@ -107,7 +115,7 @@ def sym_binary(tx, fn, a, b):
 
 
 def sym_unary(fn, v):
-    return SymNodeVariable.wrap(fn(v.value))
+    return SymNodeVariable.wrap(fn(sym_number(v)))
 
 
 def size_variable(sizes) -> VariableTracker:
@@ -116,4 +124,4 @@ def size_variable(sizes) -> VariableTracker:
     return SizeVariable([SymNodeVariable.wrap(d) for d in sizes])
 
 
-SymNodeVariable.SYM_TYPES = (shapes.SymInt, shapes.SymFloat)
+SymNodeVariable.SYM_TYPES = (shapes.SymInt, shapes.SymFloat, shapes.SymBool)

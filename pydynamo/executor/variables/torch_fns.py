@@ -82,6 +82,11 @@ class TorchFunctionVariable(VariableTracker):
         from pydynamo.executor.variables.misc import GRAD_MODE_FNS
         if fn in GRAD_MODE_FNS:
             return GRAD_MODE_FNS[fn](tx, args, kwargs)
+        from pydynamo.executor.variables import amp
+        if amp.is_query(fn):
+            res = amp.query(tx, fn, args, kwargs)
+            if res is not NotImplemented:
+                return res
         if fn in COMPILING_QUERIES:
             return ConstantVariable(COMPILING_QUERIES[fn])
         if fn in (torch.is_grad_enabled, torch._C.is_grad_enabled):
