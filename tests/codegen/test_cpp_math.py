@@ -2,27 +2,14 @@
 pointwise probe toggles: tanh within 1.5 ulp of double tanh over wide ranges, exact at the
 edges (signed zeros, denormals, +-inf, NaN, saturation), eager's answer; the libm variant and
 the OpenMP schedule clause change the source as asked; the vector-width flag reaches g++."""
-import os
 
 import pytest
 import torch
-import torch.fx
 
-import codegen
 from codegen import codecache
+from tests.codegen.test_cpp_forms import _compile, _seed  # noqa: F401 (autouse fixture)
 
 TINY = torch.finfo(torch.float32).tiny
-
-
-@pytest.fixture(autouse=True)
-def _seed():
-    torch.manual_seed(0)
-
-
-def _compile(fn, *args):
-    c = codegen.compile_fx(torch.fx.symbolic_trace(fn), list(args), strict=True)
-    assert not c.stats.fallback, c.stats.fallback
-    return c
 
 
 def _source(c):
