@@ -205,8 +205,24 @@ def vector_math_decls() -> str:
     for fn in VECTOR_MATH2:
         for suffix, t in (("f", "float"), ("", "double")):
             lines += ["#pragma omp declare simd notinbranch", f"{t} {fn}{suffix}({t}, {t});"]
+    # sin and cos under names g++ does not treat as builtins, bound to the same libm symbols:
+    # sin(x) and cos(x) of one value are otherwise merged into a sincosf call, which has no
+    # vector variant, and the whole loop stays scalar (rotary embeddings do exactly this)
+    for fn in ("sin", "cos"):
+        for suffix, t in (("f", "float"), ("", "double")):
+            lines += ["#pragma omp declare simd notinbranch",
+                      f'{t} pd_v{fn}{suffix}({t}) __asm__("{fn}{suffix}");']
     lines.append("}")
+    for fn in ("sin", "cos"):
+        lines += [f"static inline float pd_{fn}(float a) {{ return pd_v{fn}f(a); }}",
+                  f"static inline double pd_{fn}(double a) {{ return pd_v{fn}(a); }}"]
     return "\n".join(lines) + "\n"
+
+
+# without libmvec nothing vectorizes sin/cos anyway: plain libm
+SCALAR_TRIG = """template <typename T> static inline T pd_sin(T a) { return std::sin(a); }
+template <typename T> static inline T pd_cos(T a) { return std::cos(a); }
+"""
 
 
 def _fconst(v, ctype):
@@ -242,8 +258,8 @@ UNARY = {
     "expm1": lambda a: f"std::expm1({a})", "log": lambda a: f"std::log({a})",
     "log2": lambda a: f"std::log2({a})", "log10": lambda a: f"std::log10({a})",
     "log1p": lambda a: f"std::log1p({a})", "sqrt": lambda a: f"std::sqrt({a})",
-    "rsqrt": lambda a: f"(1 / std::sqrt({a}))", "sin": lambda a: f"std::sin({a})",
-    "cos": lambda a: f"std::cos({a})", "tan": lambda a: f"std::tan({a})",
+    "rsqrt": lambda a: f"(1 / std::sqrt({a}))", "sin": lambda a: f"pd_sin({a})",
+    "cos": lambda a: f"pd_cos({a})", "tan": lambda a: f"std::tan({a})",
     "asin": lambda a: f"std::asin({a})", "acos": lambda a: f"std::acos({a})",
     "atan": lambda a: f"std::atan({a})", "sinh": lambda a: f"std::sinh({a})",
     "cosh": lambda a: f"std::cosh({a})", "tanh": lambda a: f"pd_tanh({a})",
@@ -482,10 +498,13 @@ class CppKernelPrinter(HandlerBase):
         return ", ".join(params)
 
     def _if(self, work):
+        """The `if` clause that keeps small work on one thread. Its `parallel:` modifier matters:
+        on a combined `parallel for simd`, an unmodified if(0) applies to the simd part too and
+        g++ then does not vectorize the loop at all."""
         w = static_int(work)
         if w is not None:
-            return "" if w >= PARALLEL_MIN_WORK else " if(0)"
-        return f" if({self.idx(work)} >= {PARALLEL_MIN_WORK})"
+            return "" if w >= PARALLEL_MIN_WORK else " if(parallel: 0)"
+        return f" if(parallel: {self.idx(work)} >= {PARALLEL_MIN_WORK})"
 
     def _outer_parallel(self, outer):
         n = static_int(product(outer))
@@ -818,7 +837,7 @@ def generate_source(kernels: List[FusedKernel], buffers, vector_math=False
                     ) -> (str, Dict[str, List[str]]):
     """The C++ translation unit for one graph, and each kernel's argument names in order."""
     parts, arg_names = [_variant_defines() + PREAMBLE + (vector_math_decls() if vector_math
-                                                         else "")], {}
+                                                         else SCALAR_TRIG)], {}
     for k in kernels:
         pr = CppKernelPrinter(k, buffers)
         parts.append(pr.generate())

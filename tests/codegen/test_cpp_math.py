@@ -95,3 +95,27 @@ def test_vector_width_flag(monkeypatch):
     monkeypatch.setenv("PYDYNAMO_CPP_VECTOR_WIDTH", "1024")
     with pytest.raises(ValueError):
         codecache.cxxflags()
+
+
+@pytest.mark.skipif(not codecache.vector_math_available(), reason="x86-64 Linux g++ only")
+@pytest.mark.parametrize("shape", [(4096,), (3, 1000)])
+def test_small_kernels_still_vectorize(shape):
+    """Below PARALLEL_MIN_WORK the loop runs on one thread; the if clause must say `parallel:`
+    or it switches the simd part off as well (then sin is called one float at a time)."""
+    x = torch.randn(*shape)
+    c = _compile(lambda a: torch.sin(a) * 2 + torch.cos(a * 3), x)
+    assert "if(parallel: 0)" in _source(c)
+    assert b"_ZGV" in open(c.library_path, "rb").read()     # libmvec's vector sin/cos linked
+    torch.testing.assert_close(c(x), torch.sin(x) * 2 + torch.cos(x * 3))
+
+
+@pytest.mark.skipif(not codecache.vector_math_available(), reason="x86-64 Linux g++ only")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_sin_and_cos_of_one_value_vectorize(dtype):
+    """g++ merges sin(x) and cos(x) into sincos, which has no vector form, unless the calls go
+    through the pd_vsin/pd_vcos names (a rotary embedding's pattern)."""
+    x = (torch.randn(64, 1000) * 30).to(dtype)
+    c = _compile(lambda a: torch.sin(a) * 2 + torch.cos(a), x)
+    lib = open(c.library_path, "rb").read()
+    assert b"_ZGV" in lib and b"sincos" not in lib
+    torch.testing.assert_close(c(x), torch.sin(x) * 2 + torch.cos(x))
