@@ -207,11 +207,14 @@ def vector_math_decls() -> str:
             lines += ["#pragma omp declare simd notinbranch", f"{t} {fn}{suffix}({t}, {t});"]
     # sin and cos under names g++ does not treat as builtins, bound to the same libm symbols:
     # sin(x) and cos(x) of one value are otherwise merged into a sincosf call, which has no
-    # vector variant, and the whole loop stays scalar (rotary embeddings do exactly this)
+    # vector variant, and the whole loop stays scalar (rotary embeddings do exactly this).
+    # `const` says what the builtins imply under -fno-math-errno: without it the calls count
+    # as memory clobbers and g++ no longer if-converts the loop's selects (pd_expf, relu).
     for fn in ("sin", "cos"):
         for suffix, t in (("f", "float"), ("", "double")):
             lines += ["#pragma omp declare simd notinbranch",
-                      f'{t} pd_v{fn}{suffix}({t}) __asm__("{fn}{suffix}");']
+                      f'{t} pd_v{fn}{suffix}({t}) __asm__("{fn}{suffix}") '
+                      f'__attribute__((const, nothrow));']
     lines.append("}")
     for fn in ("sin", "cos"):
         lines += [f"static inline float pd_{fn}(float a) {{ return pd_v{fn}f(a); }}",

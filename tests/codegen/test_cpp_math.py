@@ -102,11 +102,13 @@ def test_vector_width_flag(monkeypatch):
 def test_small_kernels_still_vectorize(shape):
     """Below PARALLEL_MIN_WORK the loop runs on one thread; the if clause must say `parallel:`
     or it switches the simd part off as well (then sin is called one float at a time)."""
-    x = torch.randn(*shape)
-    c = _compile(lambda a: torch.sin(a) * 2 + torch.cos(a * 3), x)
+    def f(a):   # selects (relu, pd_exp's clamps) next to the calls: g++ must if-convert them
+        return torch.relu(torch.sin(a)) * torch.sigmoid(a) + torch.cos(a * 3) - torch.tanh(a)
+    x = torch.randn(*shape) * 5
+    c = _compile(f, x)
     assert "if(parallel: 0)" in _source(c)
     assert b"_ZGV" in open(c.library_path, "rb").read()     # libmvec's vector sin/cos linked
-    torch.testing.assert_close(c(x), torch.sin(x) * 2 + torch.cos(x * 3))
+    torch.testing.assert_close(c(x), f(x))
 
 
 @pytest.mark.skipif(not codecache.vector_math_available(), reason="x86-64 Linux g++ only")
@@ -115,7 +117,9 @@ def test_sin_and_cos_of_one_value_vectorize(dtype):
     """g++ merges sin(x) and cos(x) into sincos, which has no vector form, unless the calls go
     through the pd_vsin/pd_vcos names (a rotary embedding's pattern)."""
     x = (torch.randn(64, 1000) * 30).to(dtype)
-    c = _compile(lambda a: torch.sin(a) * 2 + torch.cos(a), x)
+    def f(a):
+        return torch.relu(torch.sin(a)) * 2 + torch.cos(a)
+    c = _compile(f, x)
     lib = open(c.library_path, "rb").read()
     assert b"_ZGV" in lib and b"sincos" not in lib
-    torch.testing.assert_close(c(x), torch.sin(x) * 2 + torch.cos(x))
+    torch.testing.assert_close(c(x), f(x))
