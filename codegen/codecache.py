@@ -27,6 +27,22 @@ CXX = os.environ.get("CXX", "g++")
 CXXFLAGS = ["-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=c++17", "-fwrapv",
             "-fno-math-errno", "-fno-trapping-math", "-w"]
 
+
+def cxxflags() -> list:
+    """CXXFLAGS plus the preferred vector width, read per build (PYDYNAMO_CPP_VECTOR_WIDTH:
+    512 by default, 256, or "native" for g++'s own choice) so one process can compare them.
+    Why 512: g++ tunes Intel's AVX-512 server cores (Skylake-SP to Emerald Rapids) to prefer
+    256-bit vectors, so -march=native there vectorized every loop 8 floats wide (and called
+    libmvec's 8-wide variants) while torch.compile's explicit AVX-512 code runs 16 wide; on
+    AMD Zen 4 native already picks 512. Targets without AVX-512 ignore the flag."""
+    import platform
+    width = os.environ.get("PYDYNAMO_CPP_VECTOR_WIDTH", "512")
+    if width == "native" or platform.machine() not in ("x86_64", "AMD64"):
+        return list(CXXFLAGS)
+    if width not in ("128", "256", "512"):
+        raise ValueError(f"PYDYNAMO_CPP_VECTOR_WIDTH={width!r}: expected 128, 256, 512 or native")
+    return CXXFLAGS + [f"-mprefer-vector-width={width}"]
+
 _loaded: Dict[str, ctypes.CDLL] = {}
 _lock = threading.Lock()
 stats = {"compiles": 0, "disk_hits": 0, "memory_hits": 0, "compile_seconds": 0.0}
@@ -55,7 +71,7 @@ def compiler_version() -> str:
 
 def source_key(source: str) -> str:
     h = hashlib.sha256()
-    for part in (source, " ".join([CXX] + CXXFLAGS), compiler_version()):
+    for part in (source, " ".join([CXX] + cxxflags()), compiler_version()):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()
@@ -124,7 +140,7 @@ def _build(source, key, so):
     _atomic_write(src, source)
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(so), suffix=".so.tmp")
     os.close(fd)
-    cmd = [CXX] + CXXFLAGS + [src, "-o", tmp] + (["-lmvec"] if "omp declare simd" in source else [])
+    cmd = [CXX] + cxxflags() + [src, "-o", tmp] + (["-lmvec"] if "omp declare simd" in source else [])
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True)
     dt = time.perf_counter() - t0

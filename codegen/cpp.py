@@ -35,6 +35,26 @@ CTYPES = {torch.float32: "float", torch.float64: "double", torch.int64: "int64_t
 PARALLEL_MIN_WORK = 32768
 NUM_THREADS = os.cpu_count() or 1
 
+
+def _variant_defines() -> str:
+    """Switches read per compile so that benchmarks/pointwise_probe.py can time both forms in
+    one process: PYDYNAMO_CPP_TANH=libm calls tanhf (libmvec when vectorized) instead of the
+    inlined pd_tanhf."""
+    tanh = os.environ.get("PYDYNAMO_CPP_TANH", "inline")
+    if tanh not in ("inline", "libm"):
+        raise ValueError(f"PYDYNAMO_CPP_TANH={tanh!r}: expected inline or libm")
+    return "#define PD_LIBM_TANH 1\n" if tanh == "libm" else ""
+
+
+def _omp_schedule() -> str:
+    """PYDYNAMO_CPP_OMP_SCHEDULE (e.g. "static,65536", "dynamic,16384", "guided"): a schedule
+    clause for parallel pointwise loops, for the probe; unset = the runtime's default (static,
+    one contiguous chunk per thread)."""
+    sched = os.environ.get("PYDYNAMO_CPP_OMP_SCHEDULE", "")
+    if sched and not all(c.isalnum() or c in ",_" for c in sched):
+        raise ValueError(f"PYDYNAMO_CPP_OMP_SCHEDULE={sched!r}")
+    return f" schedule({sched})" if sched else ""
+
 PREAMBLE = r"""
 #include <cmath>
 #include <cstdint>
@@ -97,6 +117,29 @@ template <typename T> static inline T pd_exp(T a) {
   if constexpr (std::is_same_v<T, float>) return pd_expf(a); else return std::exp(a);
 }
 template <typename T> static inline T pd_sigmoid(T a) { return T(1) / (T(1) + pd_exp(-a)); }
+// float tanh inlined for the same reason (libmvec's 8-wide tanhf is ~65 instructions plus the
+// spill of every live vector register around the call): Cephes' odd polynomial below 0.625,
+// else 1 - 2 / (exp(2|x|) + 1) on pd_expf (inf above 44: exactly 1); copysign keeps -0 and the
+// sign of tiny/denormal inputs exact, and NaN passes through pd_expf. Branch-free like pd_expf.
+// Max error 1.33 ulp against tanh in double over every non-negative float (odd by copysign).
+static inline float pd_tanhf(float x) {
+  float a = std::fabs(x);
+  float z = x * x;
+  float p = -5.70498872745E-3f;
+  p = PD_FMA(p, z, 2.06390887954E-2f);
+  p = PD_FMA(p, z, -5.37397155531E-2f);
+  p = PD_FMA(p, z, 1.33314422036E-1f);
+  p = PD_FMA(p, z, -3.33332819422E-1f);
+  float small = PD_FMA(p * z, a, a);
+  float big = 1.0f - 2.0f / (pd_expf(a + a) + 1.0f);
+  return std::copysign(a < 0.625f ? small : big, x);
+}
+template <typename T> static inline T pd_tanh(T a) {
+#ifndef PD_LIBM_TANH
+  if constexpr (std::is_same_v<T, float>) return pd_tanhf(a); else
+#endif
+  return std::tanh(a);
+}
 template <typename T> static inline T pd_sign(T a) {
   if constexpr (std::is_floating_point_v<T>) { if (std::isnan(a)) return T(0); }
   if constexpr (std::is_unsigned_v<T>) return a > T(0) ? T(1) : T(0);
@@ -163,8 +206,27 @@ def vector_math_decls() -> str:
     for fn in VECTOR_MATH2:
         for suffix, t in (("f", "float"), ("", "double")):
             lines += ["#pragma omp declare simd notinbranch", f"{t} {fn}{suffix}({t}, {t});"]
+    # sin and cos under names g++ does not treat as builtins, bound to the same libm symbols:
+    # sin(x) and cos(x) of one value are otherwise merged into a sincosf call, which has no
+    # vector variant, and the whole loop stays scalar (rotary embeddings do exactly this).
+    # `const` says what the builtins imply under -fno-math-errno: without it the calls count
+    # as memory clobbers and g++ no longer if-converts the loop's selects (pd_expf, relu).
+    for fn in ("sin", "cos"):
+        for suffix, t in (("f", "float"), ("", "double")):
+            lines += ["#pragma omp declare simd notinbranch",
+                      f'{t} pd_v{fn}{suffix}({t}) __asm__("{fn}{suffix}") '
+                      f'__attribute__((const, nothrow));']
     lines.append("}")
+    for fn in ("sin", "cos"):
+        lines += [f"static inline float pd_{fn}(float a) {{ return pd_v{fn}f(a); }}",
+                  f"static inline double pd_{fn}(double a) {{ return pd_v{fn}(a); }}"]
     return "\n".join(lines) + "\n"
+
+
+# without libmvec nothing vectorizes sin/cos anyway: plain libm
+SCALAR_TRIG = """template <typename T> static inline T pd_sin(T a) { return std::sin(a); }
+template <typename T> static inline T pd_cos(T a) { return std::cos(a); }
+"""
 
 
 def _fconst(v, ctype):
@@ -200,11 +262,11 @@ UNARY = {
     "expm1": lambda a: f"std::expm1({a})", "log": lambda a: f"std::log({a})",
     "log2": lambda a: f"std::log2({a})", "log10": lambda a: f"std::log10({a})",
     "log1p": lambda a: f"std::log1p({a})", "sqrt": lambda a: f"std::sqrt({a})",
-    "rsqrt": lambda a: f"(1 / std::sqrt({a}))", "sin": lambda a: f"std::sin({a})",
-    "cos": lambda a: f"std::cos({a})", "tan": lambda a: f"std::tan({a})",
+    "rsqrt": lambda a: f"(1 / std::sqrt({a}))", "sin": lambda a: f"pd_sin({a})",
+    "cos": lambda a: f"pd_cos({a})", "tan": lambda a: f"std::tan({a})",
     "asin": lambda a: f"std::asin({a})", "acos": lambda a: f"std::acos({a})",
     "atan": lambda a: f"std::atan({a})", "sinh": lambda a: f"std::sinh({a})",
-    "cosh": lambda a: f"std::cosh({a})", "tanh": lambda a: f"std::tanh({a})",
+    "cosh": lambda a: f"std::cosh({a})", "tanh": lambda a: f"pd_tanh({a})",
     "asinh": lambda a: f"std::asinh({a})", "acosh": lambda a: f"std::acosh({a})",
     "atanh": lambda a: f"std::atanh({a})", "erf": lambda a: f"std::erf({a})",
     "erfc": lambda a: f"std::erfc({a})", "lgamma": lambda a: f"std::lgamma({a})",
@@ -453,10 +515,13 @@ class CppKernelPrinter(HandlerBase):
         return ", ".join(params)
 
     def _if(self, work):
+        """The `if` clause that keeps small work on one thread. Its `parallel:` modifier matters:
+        on a combined `parallel for simd`, an unmodified if(0) applies to the simd part too and
+        g++ then does not vectorize the loop at all."""
         w = static_int(work)
         if w is not None:
-            return "" if w >= PARALLEL_MIN_WORK else " if(0)"
-        return f" if({self.idx(work)} >= {PARALLEL_MIN_WORK})"
+            return "" if w >= PARALLEL_MIN_WORK else " if(parallel: 0)"
+        return f" if(parallel: {self.idx(work)} >= {PARALLEL_MIN_WORK})"
 
     def _outer_parallel(self, outer):
         n = static_int(product(outer))
@@ -477,11 +542,12 @@ class CppKernelPrinter(HandlerBase):
             pragma = None
             if par_head and i == 0:
                 coll = f" collapse({len(outer) - 1})" if len(outer) > 2 else ""
-                pragma = f"#pragma omp parallel for{coll}{self._if(work)}"
+                pragma = f"#pragma omp parallel for{coll}{_omp_schedule()}{self._if(work)}"
             elif last and par_head:
                 pragma = "#pragma omp simd" if not self._may_err() else None
             elif last:
-                pragma = f"#pragma omp parallel for{'' if self._may_err() else ' simd'}{self._if(work)}"
+                simd = "" if self._may_err() else " simd"
+                pragma = f"#pragma omp parallel for{simd}{_omp_schedule()}{self._if(work)}"
             self.open_loop(x, r, pragma)
         for node in self.kernel.nodes:
             node_store(self, node, [sym(x) for x in xs])
@@ -787,7 +853,8 @@ def _emit_arg_reduction(p, name, red, xs, rs, split, loops, node, store_idx):
 def generate_source(kernels: List[FusedKernel], buffers, vector_math=False
                     ) -> (str, Dict[str, List[str]]):
     """The C++ translation unit for one graph, and each kernel's argument names in order."""
-    parts, arg_names = [PREAMBLE + (vector_math_decls() if vector_math else "")], {}
+    parts, arg_names = [_variant_defines() + PREAMBLE + (vector_math_decls() if vector_math
+                                                         else SCALAR_TRIG)], {}
     for k in kernels:
         pr = CppKernelPrinter(k, buffers)
         parts.append(pr.generate())
