@@ -87,7 +87,9 @@ template <typename T> static inline T pd_relu(T a) { return a < T(0) ? T(0) : a;
 #define PD_FMA(a, b, c) ((a) * (b) + (c))
 #endif
 static inline float pd_expf(float x) {
-  float xc = x < -104.0f ? -104.0f : x;
+  // below the underflow edge the result is selected to 0 at the end; computing it at 0 instead
+  // keeps masked rows (-inf from masked_fill) off the slow denormal-result path
+  float xc = x < -103.972084045410f ? 0.0f : x;
   xc = xc > 88.7228394f ? 88.7228394f : xc;
   float t = PD_FMA(xc, 1.44269504088896341f, 12582912.0f);   // + 1.5 * 2^23 rounds to nearest
   float n = t - 12582912.0f;
@@ -413,6 +415,10 @@ class CppKernelPrinter(HandlerBase):
         if name in self.kernel.removed:
             raise RuntimeError(f"load of register-only buffer {name} not forwarded")
         self.params.setdefault(name, False)
+        if self.buffers[name].dtype == torch.bool:
+            # bool buffers are passed as bytes (see _signature): a byte compare is a plain
+            # vector compare, where a bool load made g++ branch per element
+            return self.tmp(f"({key} != 0)", torch.bool)
         return self.tmp(key, self.buffers[name].dtype)
 
     def store(self, name, index, value):
@@ -504,7 +510,11 @@ class CppKernelPrinter(HandlerBase):
     def _signature(self):
         params = []
         for name, written in self.params.items():
-            ct = CTYPES[self.buffers[name].dtype]
+            # a bool tensor's storage is one 0/1 byte per element; read through `bool`, g++
+            # may not assume that and lowered selects on the value to branches (masked_fill
+            # in attention: 4x slower than eager); as bytes, loads compare with 0 (load)
+            dt = self.buffers[name].dtype
+            ct = "uint8_t" if dt == torch.bool else CTYPES[dt]
             params.append(f"{'' if written else 'const '}{ct}* __restrict__ {name}")
         for s in sorted(self.size_syms, key=lambda s: s.name):
             params.append(f"int64_t {s.name}")

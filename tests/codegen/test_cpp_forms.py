@@ -98,6 +98,30 @@ def test_attention_block_softmax_matches_eager():
     assert _kernel_source(c).count("pd_exp(") == 1
 
 
+def test_bool_buffers_cross_kernels_as_bytes():
+    """A bool mask read through `const bool*` made g++ branch on every element (the masked
+    attention softmax ran 4-7x slower than eager); kernels take bool buffers as uint8_t and
+    compare loads with 0. Bool outputs are stored as 0/1 bytes, as torch's bool tensors."""
+    import torch.nn.functional as F
+
+    def f(a, keep):
+        masked = F.softmax(a.masked_fill(~keep, float("-inf")), dim=-1)
+        return masked, (masked > 0.1) & keep
+    a = torch.randn(4, 33, 40)
+    keep = torch.rand(33, 40) > 0.3
+    keep[:, 0] = True                      # no fully masked row (eager gives NaN there too)
+    c = _compile(f, a, keep)
+    src = _kernel_source(c)
+    assert "const bool*" not in src and "bool* __restrict__" not in src
+    assert re.search(r"const uint8_t\* __restrict__ arg1", src), src[:400]
+    assert re.search(r"\(arg1\[[^]]+\] != 0\)", src)
+    out, flags = c(a, keep)
+    ref, ref_flags = f(a, keep)
+    torch.testing.assert_close(out, ref)
+    assert flags.dtype == torch.bool and torch.equal(flags, ref_flags)
+    assert flags.view(torch.uint8).max().item() == 1     # stored as 0/1, not as other bytes
+
+
 @pytest.mark.skipif(not codecache.vector_math_available(),
                     reason="x86-64 Linux g++ only (checks g++'s vectorizer report)")
 def test_exp_loop_vectorizes_without_avx512(tmp_path):
