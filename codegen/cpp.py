@@ -565,7 +565,25 @@ class CppKernelPrinter(HandlerBase):
             self.close_loop()
 
     COLUMN_TYPES = ("sum", "prod", "max", "min", "any", "all")
-    COLUMN_BLOCK = 16
+    COLUMN_BLOCK = 256      # widest block of output columns one thread accumulates
+    COLUMN_BLOCK_MIN = 16   # one cache line of floats
+
+    def _column_block(self, outer) -> int:
+        """Columns per block: wide blocks read each input row as one contiguous run (16
+        columns, one cache line a row at a row-size stride, ran 4.6x slower than 256 on a
+        4096x1024 sum(0)), narrowed while there are fewer blocks than OpenMP threads."""
+        n_other = 1
+        for r in outer[:-1]:
+            n = static_int(r)
+            n_other *= n if n is not None else 1 << 20
+        last = static_int(outer[-1])
+        if last is None:
+            return 64
+        threads = torch.get_num_threads()
+        b = min(self.COLUMN_BLOCK, max(self.COLUMN_BLOCK_MIN, 1 << (last - 1).bit_length()))
+        while b > self.COLUMN_BLOCK_MIN and n_other * -(-last // b) < threads:
+            b //= 2
+        return b
 
     def _column_mode(self, outer):
         """Reductions whose input is contiguous along the last outer dim, strided along the
@@ -587,7 +605,7 @@ class CppKernelPrinter(HandlerBase):
         return True
 
     def _column_nest(self, xs, outer, work):
-        k, B = len(outer), self.COLUMN_BLOCK
+        k, B = len(outer), self._column_block(outer)
         xl, L = xs[-1], outer[-1]
         coll = f" collapse({k})" if k > 1 else ""
         self.line(f"#pragma omp parallel for{coll}{self._if(work)}")
