@@ -15,6 +15,7 @@ CPP_ONLY = {
         "checks the C++ shared-library cache (the Triton module cache is tested in test_triton.py)",
     "test_warm_process_compiles_nothing": "counts g++ runs of a fresh process",
     "test_output_code_log": "expects the C++ source in the log (test_triton.py checks Triton's)",
+    "test_column_reduction_block_width": "the C++ column-block width (Triton tiles its own way)",
 }
 
 
