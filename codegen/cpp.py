@@ -568,22 +568,38 @@ class CppKernelPrinter(HandlerBase):
     COLUMN_BLOCK = 256      # widest block of output columns one thread accumulates
     COLUMN_BLOCK_MIN = 16   # one cache line of floats
 
-    def _column_block(self, outer) -> int:
-        """Columns per block: wide blocks read each input row as one contiguous run (16
-        columns, one cache line a row at a row-size stride, ran 4.6x slower than 256 on a
-        4096x1024 sum(0)), narrowed while there are fewer blocks than OpenMP threads."""
+    COLUMN_RUN_MIN = 64     # narrower column-parallel blocks read rows in runs too short
+
+    def _column_plan(self, outer, work):
+        """(columns per block, split rows?). Wide blocks read each input row as one contiguous
+        run (16 columns, one cache line a row at a row-size stride, ran 4.6x slower than 256
+        on a 4096x1024 sum(0)); blocks narrow while there are fewer than OpenMP threads, down
+        to 64 columns. Below that a big tall-skinny reduction (100000x64) keeps the full
+        width and splits its rows over the threads instead (`_column_nest`); small ones
+        narrow on to 16."""
         n_other = 1
         for r in outer[:-1]:
             n = static_int(r)
             n_other *= n if n is not None else 1 << 20
         last = static_int(outer[-1])
         if last is None:
-            return 64
+            return 64, False
         threads = torch.get_num_threads()
-        b = min(self.COLUMN_BLOCK, max(self.COLUMN_BLOCK_MIN, 1 << (last - 1).bit_length()))
-        while b > self.COLUMN_BLOCK_MIN and n_other * -(-last // b) < threads:
+        full = min(self.COLUMN_BLOCK, max(self.COLUMN_BLOCK_MIN, 1 << (last - 1).bit_length()))
+
+        def enough(b):
+            return n_other * -(-last // b) >= threads
+        b = full
+        while b > self.COLUMN_RUN_MIN and not enough(b):
             b //= 2
-        return b
+        if enough(b):
+            return b, False
+        w = static_int(work)
+        if len(outer) == 1 and w is not None and w >= 8 * PARALLEL_MIN_WORK:
+            return full, True
+        while b > self.COLUMN_BLOCK_MIN and not enough(b):
+            b //= 2
+        return b, False
 
     def _column_mode(self, outer):
         """Reductions whose input is contiguous along the last outer dim, strided along the
@@ -605,38 +621,54 @@ class CppKernelPrinter(HandlerBase):
         return True
 
     def _column_nest(self, xs, outer, work):
-        k, B = len(outer), self._column_block(outer)
+        k = len(outer)
+        B, split = self._column_plan(outer, work)
         xl, L = xs[-1], outer[-1]
-        coll = f" collapse({k})" if k > 1 else ""
-        self.line(f"#pragma omp parallel for{coll}{self._if(work)}")
+        if not split:
+            coll = f" collapse({k})" if k > 1 else ""
+            self.line(f"#pragma omp parallel for{coll}{self._if(work)}")
         for x, r in zip(xs[:-1], outer[:-1]):
             self.open_loop(x, r)
         self.line(f"for (int64_t xb = 0; xb < {self.idx(L)}; xb += {B}) {{")
         self.indent += 1
         self.push()
         self.line(f"const int64_t xn = std::min<int64_t>({B}, {self.idx(L)} - xb);")
+        xn = sympy.Symbol("xn", integer=True, positive=True)
         for j, node in enumerate(self.kernel.nodes):
             red = node.buf.data
             acc = accumulator(red.reduction_type, red.src_dtype,
                               static_int(product(red.reduction_ranges)))
-            a = f"acc{j}"
+            a = t = f"acc{j}"
             self.line(f"{acc.ctype} {a}[{B}]; int {a}_nan[{B}];")
             self.line(f"for (int64_t xi = 0; xi < {B}; ++xi) {{ {a}[xi] = {acc.init}; "
                       f"{a}_nan[xi] = 0; }}")
+            if split:                 # per-thread partials of the same shape
+                t = f"acc{j}_t"
+                self.line("#pragma omp parallel")
+                self.open_block()
+                self.line(f"{acc.ctype} {t}[{B}]; int {t}_nan[{B}];")
+                self.line(f"for (int64_t xi = 0; xi < {B}; ++xi) {{ {t}[xi] = {acc.init}; "
+                          f"{t}_nan[xi] = 0; }}")
             rs = [f"r{j}_{i}" for i in range(len(red.reduction_ranges))]
-            for r, n in zip(rs, red.reduction_ranges):
-                self.open_loop(r, n)
-            self.open_loop("xi", sympy.Symbol("xn", integer=True, positive=True),
-                           "#pragma omp simd")
+            for i, (r, n) in enumerate(zip(rs, red.reduction_ranges)):
+                self.open_loop(r, n, "#pragma omp for nowait" if split and i == 0 else None)
+            self.open_loop("xi", xn, "#pragma omp simd")
             self.line(f"const int64_t {xl} = xb + xi;")
             self.ranges[sym(xl)] = L
             v = red.inner_fn([sym(x) for x in xs], [sym(r) for r in rs])
-            self.line(acc.update.format(acc=f"{a}[xi]", v=v).replace(
-                f"{a}[xi]_nan", f"{a}_nan[xi]"))
+            self.line(acc.update.format(acc=f"{t}[xi]", v=v).replace(
+                f"{t}[xi]_nan", f"{t}_nan[xi]"))
             self.close_loop()
             for _ in rs:
                 self.close_loop()
-            self.open_loop("xi", sympy.Symbol("xn", integer=True, positive=True))
+            if split:
+                self.line("#pragma omp critical")
+                self.open_loop("xi", xn)
+                self.line(acc.combine.format(acc=f"{a}[xi]", o=f"{t}[xi]")
+                          + f" {a}_nan[xi] |= {t}_nan[xi];")
+                self.close_loop()
+                self.close_block()
+            self.open_loop("xi", xn)
             self.line(f"const int64_t {xl} = xb + xi;")
             if acc.nan_flag:
                 self.line(f"if ({a}_nan[xi]) {a}[xi] = "

@@ -69,6 +69,27 @@ def test_column_reduction_block_width(threads, shape, block):
         c = compile_and_check(f, torch.randn(*shape))
         src = open(c.library_path[:-3] + ".cpp").read()
         assert f"xb += {block})" in src, src[src.index('extern "C"'):][:600]
+        assert "omp critical" not in src
+    finally:
+        torch.set_num_threads(old)
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+def test_tall_skinny_column_reduction_splits_rows(threads):
+    """100000x64-like: one block of 64 columns, fewer blocks than threads, much work: the
+    rows are split over the threads, partial blocks combined; NaN flags survive the combine."""
+    old = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        def f(x):
+            return x.sum(0), x.amax(0), x.amin(0), (x > 3.5).any(0)
+        x = torch.randn(20_000, 48)
+        x[12_345, 5] = float("nan")
+        c = compile_and_check(f, x, rtol=1e-4, atol=1e-3)
+        src = open(c.library_path[:-3] + ".cpp").read()
+        assert "xb += 64)" in src and src.count("#pragma omp critical") == 4
+        out = c(x)
+        assert out[0][5].isnan() and out[1][5].isnan() and out[2][5].isnan()
     finally:
         torch.set_num_threads(old)
 
