@@ -1,4 +1,4 @@
-"""torch.compile's side of the demo's timings, in its own process (python -m pydynamo.demo runs
+"""torch.compile's side of the demo's timings and graph-break counts, in its own process (python -m pydynamo.demo runs
 it; product code never calls torch.compile). Loads the demo model from its file without
 importing pydynamo, so no pydynamo frame hook is present. Prints one JSON line."""
 import argparse
@@ -41,7 +41,20 @@ def main():
         with torch.no_grad():
             ok = ok and torch.allclose(c(x), m(x), rtol=1e-4, atol=1e-5)
         out[f"torch.compile backend={be}"] = per_call_us(c, x, a.iters)
-    print(json.dumps({"timings_us": out, "matches_eager": bool(ok)}))
+    # graph and break counts of the demo's graph-break function, torch.compile's own numbers
+    graphs = []
+
+    def counting(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+    torch._dynamo.reset()
+    f = torch.compile(model_mod.next_token_probs, backend=counting)
+    with torch.no_grad():
+        ok = ok and torch.allclose(f(m, x), model_mod.next_token_probs(m, x), rtol=1e-4, atol=1e-5)
+    ops = [sum(1 for n in g.graph.nodes if n.op in ("call_function", "call_method", "call_module"))
+           for g in graphs]
+    print(json.dumps({"timings_us": out, "matches_eager": bool(ok),
+                      "breaks": {"graph_count": len(graphs), "ops_per_graph": ops}}))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,8 @@
 """`python -m pydynamo.demo`: capture the embedded transformer with pydynamo.optimize and show
 what happened — graphs and ops, guards, a recompile when the input dtype changes (with the
-recompile explanation), one dynamic recompile when the sequence length changes, outputs checked against eager, and per-call timings.
+recompile explanation), one dynamic recompile when the sequence length changes, graph breaks in
+user code around the model (reasons, user lines, hints), outputs checked against eager, and
+per-call timings.
 
 The demo is a table of steps; each prints its findings. A step whose feature is not built yet
 prints "unavailable: <why>" and the demo goes on, but an output that differs from eager is never
@@ -24,7 +26,7 @@ from typing import Callable
 import torch
 
 import pydynamo
-from pydynamo.demo.model import DemoConfig, build_model, example_inputs
+from pydynamo.demo.model import DemoConfig, build_model, example_inputs, next_token_probs
 from pydynamo.demo.timing import per_call_us
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -199,6 +201,35 @@ def step_dynamic(d: Demo) -> None:
                 print(f"  the new entry's shape guards: {_short_origin(g.describe())}")
 
 
+def step_breaks(d: Demo) -> None:
+    """next_token_probs (demo/model.py) prints and branches on a tensor around the model: two
+    graph breaks, three graphs, as torch.compile gives; each reason names the user's line."""
+    x = example_inputs(d.cfg, d.args.batch, d.args.seq, seed=50)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")        # the same reasons are printed below
+        ex = pydynamo.explain(next_token_probs)(d.model, x)
+        print(f"  graphs: {ex.graph_count}; ops per graph: {ex.ops_per_graph}; "
+              f"graph breaks: {ex.graph_break_count}")
+        for b in ex.break_reasons:
+            print(f"    break at {os.path.basename(b.filename)}:{b.lineno}:{b.col} "
+                  f"[{b.reason_code}] {b.message}")
+            print(f"      hint: {b.hint}")
+        ref = _reference(d)
+        if ref and "breaks" in ref:
+            r = ref["breaks"]
+            same = r["graph_count"] == ex.graph_count and r["ops_per_graph"] == ex.ops_per_graph
+            print(f"  torch.compile: {r['graph_count']} graphs, ops per graph {r['ops_per_graph']}"
+                  f" ({'the same' if same else 'DIFFERENT'})")
+        pydynamo.reset()
+        f = pydynamo.optimize(next_token_probs)
+        for i in range(2):
+            x = example_inputs(d.cfg, d.args.batch, d.args.seq, seed=51 + i)
+            with torch.no_grad():
+                got, want = f(d.model, x), next_token_probs(d.model, x)
+            d.check(f"pydynamo.optimize(next_token_probs) call {i + 1}", got, want)
+
+
 def _codegen_available() -> str | None:
     try:
         import codegen
@@ -247,22 +278,34 @@ def step_timings(d: Demo) -> None:
         print(f"    {name:32s} {us:10.1f} us")
 
 
-def _reference_timings(d: Demo) -> list:
+def _reference(d: Demo) -> dict | None:
+    """torch.compile's figures from scripts/demo_reference.py (run once, in its own process;
+    skipped with --no-timings); None when unavailable (said once)."""
+    if hasattr(d, "reference"):
+        return d.reference
+    d.reference = None
+    if d.args.no_timings:
+        return None
     if not os.path.exists(REFERENCE_SCRIPT):
         print("  torch.compile: unavailable (scripts/demo_reference.py not found; run from a source checkout)")
-        return []
+        return None
     cmd = [sys.executable, REFERENCE_SCRIPT, "--batch", str(d.args.batch), "--seq", str(d.args.seq),
            "--iters", str(d.args.iters)] + (["--inductor"] if d.args.codegen else [])
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     line = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
     if p.returncode or not line:
         print(f"  torch.compile: unavailable (reference run failed: {p.stderr.strip()[-300:]})")
-        return []
-    rec = json.loads(line[-1])
-    if not rec.get("matches_eager", False):
+        return None
+    d.reference = json.loads(line[-1])
+    if not d.reference.get("matches_eager", False):
         d.mismatches.append("torch.compile reference")
         print("  torch.compile reference: MISMATCH against eager")
-    return [(name, us) for name, us in rec["timings_us"].items()]
+    return d.reference
+
+
+def _reference_timings(d: Demo) -> list:
+    rec = _reference(d)
+    return [(name, us) for name, us in rec["timings_us"].items()] if rec else []
 
 
 STEPS = [
@@ -271,6 +314,7 @@ STEPS = [
     ("run: pydynamo.optimize(model), 3 calls with fresh inputs", step_run),
     ("recompile: the input dtype changes", step_recompile),
     ("dynamic shapes: the sequence length changes", step_dynamic),
+    ("graph breaks: user code around the model", step_breaks),
     ("timings", step_timings),
 ]
 

@@ -101,3 +101,13 @@ def example_inputs(cfg: DemoConfig = DemoConfig(), batch: int = 2, seq: int = 16
                    dtype: torch.dtype = torch.int64) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
     return torch.randint(0, cfg.vocab_size, (batch, seq), generator=g).to(dtype)
+
+
+def next_token_probs(model: TinyTransformer, ids: torch.Tensor, temperature: float = 1.0):
+    """User code around the model with two graph breaks, the kind real programs have: a print,
+    and a Python `if` on a tensor's value. Used by the demo's graph-break step."""
+    logits = model(ids)[:, -1] / temperature
+    print(f"    (user print) last-position logits: {tuple(logits.shape)}")
+    if logits.max() > 4.0:
+        logits = logits - logits.max()
+    return torch.softmax(logits, dim=-1)

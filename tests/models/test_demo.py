@@ -42,3 +42,17 @@ def test_demo_sequence_change_recompiles_once_into_a_dynamic_entry(demo_output):
     _, out = demo_output
     assert "seq 16 -> 17 (compiled 1 graph(s))" in out and "seq 16 -> 35 (cache hit)" in out, out[-4000:]
     assert "the new entry's shape guards: SHAPE_ENV: " in out and "2 <= L['ids'].size()[1] <= 64" in out, out[-4000:]
+
+
+def test_demo_graph_breaks_named_with_user_lines_and_hints(demo_output):
+    """next_token_probs: a print and an `if` on a tensor around the model; torch.compile gives 3
+    graphs of [66, 2, 1] ops for it (scripts/demo_reference.py prints its count when timings run)."""
+    _, out = demo_output
+    assert "graphs: 3; ops per graph: [66, 2, 1]; graph breaks: 2" in out, out[-4000:]
+    src = open(os.path.join(REPO, "pydynamo", "demo", "model.py")).read().splitlines()
+    line_print = 1 + next(i for i, ln in enumerate(src) if "(user print)" in ln)
+    line_if = 1 + next(i for i, ln in enumerate(src) if "if logits.max() > 4.0" in ln)
+    assert f"break at model.py:{line_print}:5 [print]" in out, out[-4000:]
+    assert f"break at model.py:{line_if}:8 [tensor_branch]" in out, out[-4000:]
+    assert out.count("      hint: ") == 2
+    assert "pydynamo.optimize(next_token_probs) call 2: matches eager" in out
