@@ -4,7 +4,8 @@ wrapper reads each one at call time, and what it must re-check before running th
 Symbols come from two places and share one namespace (sympy `s0`, `s1`, ... integer, positive):
 the executor (pydynamo.shapes: tensor placeholders whose metadata has sympy sizes/strides, int
 placeholders whose meta["val"] is the symbol) and codegen's own `dynamic={input: [dims]}` option
-(duck-shaped: equal example sizes share one symbol, as torch.compile(dynamic=True) does).
+(duck-shaped: equal example sizes share one symbol, the rule pydynamo.shapes applies under
+dynamic=True).
 
 Invariants:
 - Every symbol that any size, stride or index mentions has a hint (its value in the example
