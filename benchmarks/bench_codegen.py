@@ -63,6 +63,16 @@ class ColSum(nn.Module):
         return x.sum(dim=0)
 
 
+class MaskedSoftmax(nn.Module):
+    """Attention's scale, causal masked_fill and softmax (a bool mask read by the kernel)."""
+    def __init__(self, T):
+        super().__init__()
+        self.register_buffer("bias", torch.tril(torch.ones(T, T)).view(1, 1, T, T))
+
+    def forward(self, att):
+        return F.softmax((att * 0.125).masked_fill(self.bias == 0, float("-inf")), dim=-1)
+
+
 class GeluMLP(nn.Module):
     def __init__(self, d):
         super().__init__()
@@ -128,6 +138,9 @@ def cases(smoke):
         ("layer_norm", LayerNorm(1024 if s else 32), [torch.randn(2048 if s else 8, 1024 if s else 32)]),
         ("row sum", RowSum(), [torch.randn(4096 if s else 8, 1024 if s else 32)]),
         ("column sum", ColSum(), [torch.randn(4096 if s else 8, 1024 if s else 32)]),
+        ("column sum, tall-skinny", ColSum(), [torch.randn(100_000 if s else 64, 64 if s else 4)]),
+        ("masked softmax (attention)", MaskedSoftmax(64 if s else 8),
+         [torch.randn(8 if s else 2, 4 if s else 2, 64 if s else 8, 64 if s else 8)]),
         ("GELU MLP", GeluMLP(512 if s else 16), [torch.randn(256 if s else 4, 512 if s else 16)]),
         ("GPT-2 blocks (4x d128 T64)", GPT2Stack() if s else GPT2Stack(2, 32, 2, 8),
          [torch.randn(8 if s else 2, 64 if s else 8, 128 if s else 32)]),

@@ -6,8 +6,11 @@ A guard over N tensor inputs (a cache hit on a frame with N tensors, e.g. a modu
 in three variants of the per-tensor condition:
   * "before": class, dtype, shape, stride, requires_grad, `device ==` (TENSOR_MATCH before the
     dispatch-key checks; conj/neg were checked for complex dtypes only);
-  * "now": what `compile_guards` emits today (TensorSpec.key_checks: inference, neg for
-    floating dtypes, conj for complex; `is_cpu` instead of building a device per call);
+  * "now": what `compile_guards` emits today: one call per tensor to the C++ check of
+    pydynamo/tensor_check.py (the Python conditions below when it cannot be built);
+  * "python": the Python conditions `compile_guards` emits without the C++ check
+    (TensorSpec.key_checks: inference, neg for floating dtypes, conj for complex; `is_cpu`
+    instead of building a device per call);
   * "full key set": "before" plus `torch._C._dispatch_keys(t).raw_repr() == k`, the exact
     DispatchKeySet (the alternative not taken).
 Variants are interleaved over the repeats; the figure is the best repeat, in ns per guard call,
@@ -17,10 +20,12 @@ and each variant relative to "before". Only the ratios mean something on a share
 from __future__ import annotations
 
 import argparse
+import contextlib
 import timeit
 
 import torch
 
+from pydynamo import tensor_check
 from pydynamo.guards import Guard, GuardKind, TensorSpec, compile_guards
 from pydynamo.sources import LocalSource
 
@@ -40,9 +45,10 @@ def _handwritten(names: list[str], spec: TensorSpec, extra: str):
 def build(n: int, mode: str):
     tensors = {f"x{i}": torch.randn(2, 2) for i in range(n)}
     spec = TensorSpec.of(tensors["x0"])
-    if mode == "now":
+    if mode in ("now", "python"):
         guards = [Guard(LocalSource(k), GuardKind.TENSOR_MATCH, TensorSpec.of(v)) for k, v in tensors.items()]
-        check = compile_guards(guards, {})
+        with tensor_check.disabled() if mode == "python" else contextlib.nullcontext():
+            check = compile_guards(guards, {})
     else:
         extra = "DK({v}).raw_repr() == K" if mode == "full key set" else ""
         key = torch._C._dispatch_keys(tensors["x0"]).raw_repr()
@@ -61,7 +67,7 @@ def main(argv=None) -> None:
     ns = ap.parse_args(argv)
     if ns.smoke:
         ns.iters, ns.repeat = 20, 1
-    modes = ("before", "now", "full key set")
+    modes = ("before", "python", "now", "full key set")
     print(f"{'tensors':>7}  {'variant':<13} {'ns/call':>9}  relative")
     for n in ns.tensors:
         built = {m: build(n, m) for m in modes}

@@ -415,9 +415,7 @@ class CppKernelPrinter(HandlerBase):
         if name in self.kernel.removed:
             raise RuntimeError(f"load of register-only buffer {name} not forwarded")
         self.params.setdefault(name, False)
-        if self.buffers[name].dtype == torch.bool:
-            # bool buffers are passed as bytes (see _signature): a byte compare is a plain
-            # vector compare, where a bool load made g++ branch per element
+        if self.buffers[name].dtype == torch.bool:     # passed as bytes (see _signature)
             return self.tmp(f"({key} != 0)", torch.bool)
         return self.tmp(key, self.buffers[name].dtype)
 
@@ -510,9 +508,9 @@ class CppKernelPrinter(HandlerBase):
     def _signature(self):
         params = []
         for name, written in self.params.items():
-            # a bool tensor's storage is one 0/1 byte per element; read through `bool`, g++
-            # may not assume that and lowered selects on the value to branches (masked_fill
-            # in attention: 4x slower than eager); as bytes, loads compare with 0 (load)
+            # bool buffers as bytes: read through `const bool*`, g++ lowered selects on the
+            # value to per-element branches (masked_fill in attention: 4-7x slower than
+            # eager); `load` compares each byte with 0, a plain vector compare
             dt = self.buffers[name].dtype
             ct = "uint8_t" if dt == torch.bool else CTYPES[dt]
             params.append(f"{'' if written else 'const '}{ct}* __restrict__ {name}")
@@ -567,7 +565,6 @@ class CppKernelPrinter(HandlerBase):
     COLUMN_TYPES = ("sum", "prod", "max", "min", "any", "all")
     COLUMN_BLOCK = 256      # widest block of output columns one thread accumulates
     COLUMN_BLOCK_MIN = 16   # one cache line of floats
-
     COLUMN_RUN_MIN = 64     # narrower column-parallel blocks read rows in runs too short
 
     def _column_plan(self, outer, work):

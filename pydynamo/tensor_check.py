@@ -17,6 +17,7 @@ Invariants:
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.machinery
 import importlib.util
@@ -217,6 +218,18 @@ def module():
                                 str(e).strip().splitlines()[-1] if str(e).strip() else e)
             _state["mod"] = mod
     return _state["mod"]
+
+
+@contextlib.contextmanager
+def disabled():
+    """Guards compiled inside emit the Python conditions (benchmarks and tests compare both)."""
+    module()
+    saved = _state["mod"]
+    _state["mod"] = None
+    try:
+        yield
+    finally:
+        _state["mod"] = saved
 
 
 def make_spec(mod, s):

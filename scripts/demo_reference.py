@@ -1,6 +1,7 @@
-"""torch.compile's side of the demo's timings and graph-break counts, in its own process (python -m pydynamo.demo runs
-it; product code never calls torch.compile). Loads the demo model from its file without
-importing pydynamo, so no pydynamo frame hook is present. Prints one JSON line."""
+"""torch.compile's side of the demo's timings and graph-break counts, in its own process
+(python -m pydynamo.demo runs it; product code never calls torch.compile). Loads the demo
+model from its file without importing pydynamo, so no pydynamo frame hook is present. Prints
+one JSON line."""
 import argparse
 import importlib.util
 import json

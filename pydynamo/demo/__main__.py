@@ -21,6 +21,7 @@ import logging
 import os
 import subprocess
 import sys
+import warnings
 from typing import Callable
 
 import torch
@@ -205,7 +206,6 @@ def step_breaks(d: Demo) -> None:
     """next_token_probs (demo/model.py) prints and branches on a tensor around the model: two
     graph breaks, three graphs, as torch.compile gives; each reason names the user's line."""
     x = example_inputs(d.cfg, d.args.batch, d.args.seq, seed=50)
-    import warnings
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")        # the same reasons are printed below
         ex = pydynamo.explain(next_token_probs)(d.model, x)

@@ -1,4 +1,5 @@
 """codegen.compile_fx end to end: outputs vs eager, kernel counts, fallbacks, cache, wrapper."""
+import contextlib
 import gc
 import os
 import subprocess
@@ -56,43 +57,46 @@ def test_column_reduction():
     compile_and_check(lambda x: x.sum(0) + x.mean(0), torch.randn(500, 70))
 
 
+@contextlib.contextmanager
+def _omp_threads(n):
+    """torch's (and so the kernels') OpenMP thread count while compiling and running."""
+    old = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
+
+
 @pytest.mark.parametrize("threads,shape,block", [(2, (300, 1000), 256), (16, (300, 1000), 64),
                                                  (2, (7, 3, 40), 64), (2, (9, 5), 16), (4, (50, 300), 64)])
 def test_column_reduction_block_width(threads, shape, block):
     """Column sums read each input row in runs of up to 256 columns (16 was 4.6x slower on
     4096x1024: one cache line a row), narrowed until every OpenMP thread has a block; partial
     last blocks and max/min/any over the same blocks stay exact."""
-    old = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        def f(x):
-            return x.sum(-2), x.amax(-2), (x > 1.5).any(-2), x.amin(-2)
+    def f(x):
+        return x.sum(-2), x.amax(-2), (x > 1.5).any(-2), x.amin(-2)
+    with _omp_threads(threads):
         c = compile_and_check(f, torch.randn(*shape))
-        src = open(c.library_path[:-3] + ".cpp").read()
-        assert f"xb += {block})" in src, src[src.index('extern "C"'):][:600]
-        assert "omp critical" not in src
-    finally:
-        torch.set_num_threads(old)
+    src = open(c.library_path[:-3] + ".cpp").read()
+    assert f"xb += {block})" in src, src[src.index('extern "C"'):][:600]
+    assert "omp critical" not in src
 
 
 @pytest.mark.parametrize("threads", [2, 3])
 def test_tall_skinny_column_reduction_splits_rows(threads):
     """100000x64-like: one block of 64 columns, fewer blocks than threads, much work: the
     rows are split over the threads, partial blocks combined; NaN flags survive the combine."""
-    old = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        def f(x):
-            return x.sum(0), x.amax(0), x.amin(0), (x > 3.5).any(0)
-        x = torch.randn(20_000, 48)
-        x[12_345, 5] = float("nan")
+    def f(x):
+        return x.sum(0), x.amax(0), x.amin(0), (x > 3.5).any(0)
+    x = torch.randn(20_000, 48)
+    x[12_345, 5] = float("nan")
+    with _omp_threads(threads):
         c = compile_and_check(f, x, rtol=1e-4, atol=1e-3)
-        src = open(c.library_path[:-3] + ".cpp").read()
-        assert "xb += 64)" in src and src.count("#pragma omp critical") == 4
         out = c(x)
-        assert out[0][5].isnan() and out[1][5].isnan() and out[2][5].isnan()
-    finally:
-        torch.set_num_threads(old)
+    src = open(c.library_path[:-3] + ".cpp").read()
+    assert "xb += 64)" in src and src.count("#pragma omp critical") == 4
+    assert out[0][5].isnan() and out[1][5].isnan() and out[2][5].isnan()
 
 
 @pytest.mark.parametrize("shape", [(16, 100), (2, 3, 4, 33)])
