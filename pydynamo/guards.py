@@ -222,7 +222,7 @@ def _emit_guard(em: _Emitter, g: Guard) -> None:
     elif k is GuardKind.TENSOR_MATCH:
         s: TensorSpec = g.expected
         mod = tensor_check.module()
-        if mod is not None:        # the same predicate in C++ (~25 ns against ~380 ns)
+        if mod is not None:   # the same predicate in C++: ~35 ns against ~390 ns a tensor
             em.check(f"{em.const(mod.check)}({v}, {em.const(tensor_check.make_spec(mod, s))})")
             return
         conds = [f"type({v}) is {em.const(s.cls)}", f"{v}.dtype is {em.const(s.dtype)}"]
