@@ -74,6 +74,15 @@ class GpuWrapperPrinter(WrapperPrinter):
                          {n: i.uses_err for n, i in infos.items()})
         self.infos = infos
         self.on_gpu = on_gpu
+        # kernel name -> argument kinds of its TritonLauncher ("t" tensor, "i" int, "f" float);
+        # None when no kernel is launched that way
+        self.launch_kinds = {} if any(not (i.config.autotune and on_gpu) for i in infos.values()) \
+            else None
+
+    def _body(self):
+        if self.launch_kinds is not None:
+            self.emit("_stream = _current_stream()")
+        super()._body()
 
     def _kernel(self, k, typed, free):
         self._in_place(k, typed)
@@ -143,10 +152,14 @@ class GpuWrapperPrinter(WrapperPrinter):
             self.emit(f"{k.name}[lambda m: (({n} + m['XBLOCK'] - 1) // m['XBLOCK'],)]"
                       f"({', '.join(args)})", indent)
         else:
-            grid = str(cfg.grid(xnumel)) if cfg.tile else \
-                f"(({n} + {cfg.xblock - 1}) // {cfg.xblock},)"
-            self.emit(f"{k.name}[{grid}]({', '.join(args)}, "
-                      f"XBLOCK={cfg.xblock}, num_warps={cfg.num_warps})", indent)
+            # a TritonLauncher (codegen/triton_launch.py): (stream, 3-D grid, arguments)
+            grid = cfg.grid(xnumel) if cfg.tile or xnumel is not None else \
+                (f"({n} + {cfg.xblock - 1}) // {cfg.xblock}",)
+            grid = "(" + ", ".join(str(g) for g in tuple(grid) + (1, 1)[:3 - len(grid)]) + ")"
+            self.launch_kinds[k.name] = "".join(
+                "t" if a == "pd_err" else _LAUNCH_KIND[self.arg_kind(a)] for a in info.arg_names)
+            self.emit(f"{k.name}(_stream, {grid}, {', '.join(args)})"
+                      f"  # XBLOCK={cfg.xblock}, num_warps={cfg.num_warps}", indent)
         if info.uses_err:
             where = f"{k.name} ({', '.join(o.name for o in k.origins())})"
             if self.on_gpu:   # no host sync (keeps CUDA graphs capturable); eager CUDA asserts too
@@ -156,6 +169,8 @@ class GpuWrapperPrinter(WrapperPrinter):
                 self.emit("if _err.item():", indent)
                 self.emit(f"_kernel_error(int(_err.item()), {where!r})", indent + 1)
 
+
+_LAUNCH_KIND = {"ptr": "t", "size": "i", "scalar": "f"}
 
 # externs whose result is a new tensor the wrapper owns (kernels may write into it)
 FRESH_RESULT_EXTERNS = {torch.mm, torch.addmm, torch.bmm, torch.baddbmm,
@@ -234,6 +249,10 @@ def _probe_layout(target, args, kwargs, device):
     return out
 
 
+def _no_stream():
+    return None       # the interpreter runs kernels on CPU tensors: no stream
+
+
 def compile_fx_triton(gm: torch.fx.GraphModule, example_inputs: List[Any], **options):
     from codegen import CompileStats, _eager, counters
     from codegen.graph import GraphLowering
@@ -268,7 +287,7 @@ def _compile_lowered_triton(gm, g, stats, options, device):
     from codegen.ir import ExternCall
     from codegen.scheduler import FusedKernel, schedule
     from codegen.triton import generate_source
-    from codegen.triton_launch import load_module
+    from codegen.triton_launch import TritonLauncher, current_stream, load_module
 
     steps = schedule(g.buffers, g.outputs, list(g.mutations.values()),
                      fuse=options.get("fuse", True))
@@ -299,7 +318,10 @@ def _compile_lowered_triton(gm, g, stats, options, device):
     for b in g.constants:
         ns[b.name] = b.tensor
     for k in kernels:
-        ns[k.name] = getattr(mod, infos[k.name].name)
+        fn, cfg = getattr(mod, infos[k.name].name), infos[k.name].config
+        ns[k.name] = TritonLauncher(fn, cfg.xblock, cfg.num_warps, wp.launch_kinds[k.name]) \
+            if k.name in (wp.launch_kinds or {}) else fn
+    ns["_current_stream"] = current_stream if on_gpu else _no_stream
     ns["_eager_grad"], ns["_mismatch"] = _codegen._fallbacks(gm, counters)
     exec(compile(wsrc, path, "exec"), ns)
     call = ns["call"]

@@ -8,6 +8,10 @@ Heuristics (static sizes; symbolic ones get the large-size choice):
     loop in RBLOCK_LOOP chunks; XBLOCK rows per program so a block holds ~4096 elements;
     warps grow with the block (about 16 elements per thread);
   * mode="max-autotune": a few (XBLOCK, num_warps) candidates through `triton.autotune`.
+Launching (`TritonLauncher`): Triton's own `kernel[grid](...)` re-binds and re-specializes
+every argument in Python on every call; a wrapper launches the same kernels with the same
+kinds of arguments on every call, so after the first launch of each specialization it calls
+the compiled kernel's launcher directly (the same call Triton's `run` ends with).
 `libdevice` is Triton's special-function library on GPU; under TRITON_INTERPRET=1 (kernels on
 CPU tensors, used by the CI tests) it is a numpy shim with the same names, since the
 interpreter cannot call extern device functions.
@@ -20,7 +24,7 @@ import math
 import os
 import sys
 from dataclasses import dataclass, field
-from typing import List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 PERSISTENT_MAX = 8192
 RBLOCK_LOOP = 2048
@@ -101,6 +105,93 @@ def choose_config(xnumel, inner_sizes, max_autotune=False) -> KernelConfig:
     elif max_autotune:
         cfg.autotune = [(1, max(1, warps // 2)), (1, warps), (1, min(32, warps * 2))]
     return cfg
+
+
+# ------------------------------------------------------------------ launching
+
+# Triton versions whose JITFunction.run ends with
+#   kernel.run(grid_0, grid_1, grid_2, stream, kernel.function, kernel.packed_metadata,
+#              launch_metadata, enter_hook, exit_hook, *bound_args.values())
+# (read in 3.6, 3.7 and 3.9): the direct launch repeats exactly that call. Other versions keep
+# Triton's own launch path.
+FAST_LAUNCH_VERSIONS = ((3, 4), (3, 9))
+
+
+def current_stream():
+    """The raw stream Triton's own launch uses: the current stream of the current device."""
+    import torch
+    return torch._C._cuda_getCurrentRawStream(torch._C._cuda_getDevice())
+
+
+def fast_launch_available(fn) -> bool:
+    if interpreting() or os.environ.get("PYDYNAMO_TRITON_FAST_LAUNCH", "1") == "0":
+        return False
+    try:
+        import triton
+        from triton.runtime.jit import JITFunction
+        ver = tuple(int(x) for x in triton.__version__.split(".")[:2])
+    except (ImportError, ValueError):
+        return False
+    lo, hi = FAST_LAUNCH_VERSIONS
+    return lo <= ver <= hi and isinstance(fn, JITFunction)
+
+
+def _hooks_set() -> bool:
+    """A launch hook (Triton's profiler) expects Triton's own path with its metadata. Hooks are
+    None, or (3.6+) a HookChain that is set when it holds a call."""
+    try:
+        from triton import knobs
+    except ImportError:
+        return True
+    return any(h is not None and bool(getattr(h, "calls", True))
+               for h in (knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook))
+
+
+def specialization_key(kinds: str) -> Callable:
+    """A function of the launch arguments that separates every pair of calls Triton would
+    compile differently: a pointer's 16-byte alignment, an int's value 1, divisibility by 16
+    and width, a float's Python type. Argument kinds: "t" tensor, "i" int, "f" float. Dtypes
+    are not part of it: the wrapper pins every buffer's dtype (entry checks, `_ensure`)."""
+    params = [f"a{i}" for i in range(len(kinds))]
+    parts = []
+    for p, k in zip(params, kinds):
+        if k == "t":
+            parts.append(f"{p}.data_ptr() & 15 == 0")
+        elif k == "i":
+            parts.append(f"({p} == 1, {p} % 16 == 0, -2147483648 <= {p} <= 2147483647, "
+                         f"{p} > 9223372036854775807)")
+        else:
+            parts.append(f"type({p})")
+    ns: Dict[str, object] = {}
+    exec(f"def key({', '.join(params)}):\n    return ({''.join(x + ', ' for x in parts)})", ns)
+    return ns["key"]
+
+
+class TritonLauncher:
+    """Launches one `@triton.jit` kernel with a fixed XBLOCK and num_warps:
+    `launcher(stream, (g0, g1, g2), *args)`. The first call of each specialization goes
+    through Triton's `kernel[grid](...)` (which compiles) and keeps the compiled kernel; later
+    calls with the same `specialization_key` launch it directly. Under the interpreter, on a
+    Triton version not in FAST_LAUNCH_VERSIONS, or with a launch hook set, every call takes
+    Triton's path."""
+
+    def __init__(self, fn, xblock: int, num_warps: int, kinds: Optional[str] = None):
+        self.fn, self.xblock, self.num_warps = fn, xblock, num_warps
+        self.fast = kinds is not None and fast_launch_available(fn)
+        self.key = specialization_key(kinds) if self.fast else None
+        self.compiled: Dict[tuple, tuple] = {}
+
+    def __call__(self, stream, grid: Sequence[int], *args):
+        if self.fast:
+            hit = self.compiled.get(self.key(*args))
+            if hit is not None:
+                run, function, packed = hit
+                run(grid[0], grid[1], grid[2], stream, function, packed, None, None, None,
+                    *args, self.xblock)
+                return
+        ck = self.fn[grid](*args, XBLOCK=self.xblock, num_warps=self.num_warps)
+        if self.fast and ck is not None and not _hooks_set():
+            self.compiled[self.key(*args)] = (ck.run, ck.function, ck.packed_metadata)
 
 
 # ------------------------------------------------------------------ libdevice

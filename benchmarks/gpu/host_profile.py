@@ -1,7 +1,10 @@
 """Where the host's time goes when pydynamo launches GPT-2 small (bf16, batch 8, seq 256):
-cProfile of N forwards after warm-up, plain launch and CUDA-graph replay.
+cProfile of N forwards after warm-up, for each variant: "generic" (every kernel through
+Triton's own `kernel[grid](...)`, PYDYNAMO_TRITON_FAST_LAUNCH=0), "plain" (pydynamo's direct
+launch) and "cudagraphs" (replay).
 
     python benchmarks/gpu/host_profile.py [--dtype bfloat16] [--n 20] [--top 25]
+        [--variants generic,plain,cudagraphs]
 """
 import argparse
 import cProfile
@@ -21,6 +24,7 @@ def main():
     ap.add_argument("--dtype", default="bfloat16")
     ap.add_argument("--n", type=int, default=20)
     ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--variants", default="generic,plain,cudagraphs")
     a = ap.parse_args()
     from transformers import GPT2Config, GPT2Model
     import pydynamo
@@ -28,7 +32,10 @@ def main():
     torch.manual_seed(0)
     model = GPT2Model(cfg).cuda().eval().to(getattr(torch, a.dtype))
     ids = torch.randint(0, cfg.vocab_size, (8, 256), device="cuda")
-    for name, opts in (("plain", {}), ("cudagraphs", {"cudagraphs": True})):
+    variants = {"generic": {}, "plain": {}, "cudagraphs": {"cudagraphs": True}}
+    for name in a.variants.split(","):
+        opts = variants[name]
+        os.environ["PYDYNAMO_TRITON_FAST_LAUNCH"] = "0" if name == "generic" else "1"
         pydynamo.reset()
         m = pydynamo.optimize(model, backend="codegen", options=opts)
         with torch.no_grad():

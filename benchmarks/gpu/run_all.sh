@@ -1,6 +1,7 @@
 #!/bin/bash
 # One device-tool call: GPU tests of the Triton path, the acceptance benchmarks, the OpInfo sweep.
-#   bash benchmarks/gpu/run_all.sh [tests] [gpt2] [opinfo] [kernels] [tiny]     (default: all)
+#   bash benchmarks/gpu/run_all.sh [tests] [gpt2] [opinfo] [kernels] [tiny] [launch] [hostprof]
+#   (default: the first five; GPT2_DTYPES="float32 bfloat16" picks the gpt2 part's dtypes)
 # Needs pydynamo._C for the gpt2 part: carried prebuilt in .gpucarry/ or built with
 # `pip install --no-build-isolation -e .`. Results land in $OUT (or /tmp/out). Each part runs
 # under its own time limit (seconds; env T_<part>) so one call stays inside the device limit.
@@ -18,6 +19,13 @@ for p in $parts; do
     tests) timeout "$t" python3 -m pytest -q -p no:cacheprovider tests/codegen_triton/test_gpu.py \
              tests/codegen_triton/test_triton.py tests/codegen_triton/test_transformer_kernels.py \
              2>&1 | tee "$OUT/gpu_tests.log" | grep -v "^\.*$" | tail -15 ;;
+    launch) timeout "$t" python3 benchmarks/gpu/launch_cost.py 2>&1 | tee "$OUT/launch_cost.log" \
+             | grep -v Warning ;;
+    hostprof) timeout "$t" python3 benchmarks/gpu/host_profile.py --n 20 --top 30 \
+             > "$OUT/host_profile.log" 2>&1; grep "^==" "$OUT/host_profile.log" ;;
+    gpt2) for dt in ${GPT2_DTYPES:-float32}; do
+             timeout "$t" python3 benchmarks/bench_gpu.py --part gpt2 --dtype $dt \
+               --out "$OUT/gpu.jsonl" 2>&1 | grep -v Warning | tail -30; done ;;
     opinfo) timeout "$t" python3 benchmarks/gpu/opinfo_gpu.py --budget "${OPINFO_BUDGET:-400}" \
              --samples 3 --out "$OUT/gpu_opinfo.json" 2>&1 | grep -v Warning | tail -20 ;;
     *) timeout "$t" python3 benchmarks/bench_gpu.py --part $p --out "$OUT/gpu.jsonl" 2>&1 \

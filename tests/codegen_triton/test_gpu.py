@@ -173,3 +173,23 @@ def test_int64_indexing_past_2_31_elements():
     assert out[-7:].tolist() == [16] * 7 and out[:3].tolist() == [4] * 3
     del out, x
     torch.cuda.empty_cache()
+
+
+def _launchers(c):
+    from codegen.triton_launch import TritonLauncher
+    return [v for v in c.__globals__.values() if isinstance(v, TritonLauncher)]
+
+
+def test_direct_launch_reuses_the_compiled_kernel_only_where_triton_would():
+    from codegen.triton_launch import fast_launch_available
+    x, b = torch.randn(4100, device="cuda"), torch.randn(4096, device="cuda")
+
+    def f(a, b):
+        return torch.sin(a) * 2 + b
+    c, gm = compiled(f, x[:4096], b)
+    ls = _launchers(c)
+    assert len(ls) == 1 and ls[0].fast == fast_launch_available(ls[0].fn)
+    for a in (x[:4096], x[:4096], x[4:], x[1:4097], x[1:4097], x[:4096]):
+        torch.testing.assert_close(c(a, b), gm(a, b))    # x[1:]: misaligned, another kernel
+    if ls[0].fast:
+        assert len(ls[0].compiled) == 2
