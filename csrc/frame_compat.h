@@ -77,6 +77,9 @@ static inline int pd_code_nargs(PyCodeObject *co) {
 
 /* frame_compat.c */
 _PyInterpreterFrame *pd_push_shadow(PyThreadState *tstate, PyObject *func, PyCodeObject *co);
+_PyStackChunk *pd_room_enter(PyThreadState *tstate);
+void pd_room_exit(PyThreadState *tstate, _PyStackChunk *c);
+Py_ssize_t pd_room_chunks_allocated(void);
 void pd_finish_shadow(PyThreadState *tstate, _PyInterpreterFrame *shadow);
 void pd_drop_original(PyThreadState *tstate, _PyInterpreterFrame *frame);
 PyObject *pd_frame_inputs(_PyInterpreterFrame *frame, PyCodeObject *co, PyObject *func);

@@ -109,7 +109,8 @@ static void pd_release_function(pd_cache *cache) {
 }
 
 static PyObject *pd_run_shadow(PyThreadState *tstate, _PyInterpreterFrame *frame,
-                               PyCodeObject *co, PyObject *func, PyObject *replacement) {
+                               PyCodeObject *co, PyObject *func, PyObject *replacement,
+                               _PyStackChunk *room) {
     pd_cache *cache = pd_cache_get((PyObject *)co);
     Py_XINCREF(cache); /* the replacement code may clear this cache while it runs */
     PyObject *result = NULL;
@@ -127,6 +128,7 @@ static PyObject *pd_run_shadow(PyThreadState *tstate, _PyInterpreterFrame *frame
             pd_finish_shadow(tstate, shadow);
         }
     }
+    pd_room_exit(tstate, room);   /* the shadow is popped; the original lies below the room */
     pd_drop_original(tstate, frame);
     if (cache != NULL) {
         /* Keep the exception of a failed call intact across destructors the idling may run. */
@@ -185,6 +187,7 @@ static PyObject *pd_intercept(PyThreadState *tstate, _PyInterpreterFrame *frame,
     Py_XINCREF(cache);
     Py_INCREF(cb);
     tls_busy++;
+    _PyStackChunk *room = pd_room_enter(tstate);   /* guards, callback and shadow run in it */
     PyObject *inputs = pd_frame_inputs(frame, co, func);
     if (inputs == NULL) {
         rc = -1;
@@ -210,6 +213,9 @@ static PyObject *pd_intercept(PyThreadState *tstate, _PyInterpreterFrame *frame,
     Py_XDECREF(inputs);
     Py_DECREF(cb);
     Py_XDECREF(cache);
+    if (rc < 0 || hit == NULL) {
+        pd_room_exit(tstate, room);   /* the original frame runs (or is dropped) where it is */
+    }
     if (rc < 0) {
         pd_drop_original(tstate, frame);
         return NULL;
@@ -217,7 +223,7 @@ static PyObject *pd_intercept(PyThreadState *tstate, _PyInterpreterFrame *frame,
     if (hit == NULL) {
         return pd_prev_eval(tstate, frame, throw_flag);
     }
-    PyObject *result = pd_run_shadow(tstate, frame, co, func, hit);
+    PyObject *result = pd_run_shadow(tstate, frame, co, func, hit, room);
     Py_DECREF(hit);
     return result;
 }

@@ -99,6 +99,10 @@ static PyObject *m_cached_code_count(PyObject *self, PyObject *unused) {
     return PyLong_FromSsize_t(pd_cache_count());
 }
 
+static PyObject *m_room_chunks_allocated(PyObject *self, PyObject *unused) {
+    return PyLong_FromSsize_t(pd_room_chunks_allocated());
+}
+
 static PyMethodDef pd_methods[] = {
     {"set_eval_frame", m_set_eval_frame, METH_O,
      "set_eval_frame(cb) -> previous. This thread's setting: None = off, False = run-only "
@@ -117,6 +121,8 @@ static PyMethodDef pd_methods[] = {
      "Number of threads whose setting is not None."},
     {"cached_code_count", m_cached_code_count, METH_NOARGS,
      "Number of code objects that currently carry cache state."},
+    {"room_chunks_allocated", m_room_chunks_allocated, METH_NOARGS,
+     "Data-stack chunks allocated so far to give compiled frames room (reused per thread)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -45,6 +45,7 @@ PyObject *pd_set_eval_frame(PyObject *callback); /* new ref to the previous sett
 PyObject *pd_get_eval_frame(void);                /* new ref */
 int pd_hook_installed(void);
 Py_ssize_t pd_active_threads(void);
+Py_ssize_t pd_room_chunks_allocated(void); /* frame_compat.c: spare data-stack chunks made */
 extern PyObject *pd_SKIP_CODE, *pd_RUN_ONLY;
 
 #endif

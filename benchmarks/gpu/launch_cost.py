@@ -56,7 +56,7 @@ def main():
 
     line("triton generic kernel[grid](7 args, XBLOCK=, num_warps=)",
          lambda: add7[(1,)](*xs, XBLOCK=64, num_warps=1))
-    launch = TritonLauncher(add7, 64, 1)
+    launch = TritonLauncher(add7, 64, 1, "ttttttt")
     line("pydynamo TritonLauncher (7 args)", lambda: launch(current_stream(), (1, 1, 1), *xs))
     ref = xs[0] + xs[1] + xs[2] + xs[3] + xs[4] + xs[5]
     launch(current_stream(), (1, 1, 1), *xs)

@@ -1,6 +1,6 @@
 #!/bin/bash
 # One device-tool call: GPU tests of the Triton path, the acceptance benchmarks, the OpInfo sweep.
-#   bash benchmarks/gpu/run_all.sh [tests] [gpt2] [opinfo] [kernels] [tiny] [launch] [hostprof]
+#   bash benchmarks/gpu/run_all.sh [tests] [gpt2] [opinfo] [kernels] [tiny] [launch] [budget] [hostprof]
 #   (default: the first five; GPT2_DTYPES="float32 bfloat16" picks the gpt2 part's dtypes)
 # Needs pydynamo._C for the gpt2 part: carried prebuilt in .gpucarry/ or built with
 # `pip install --no-build-isolation -e .`. Results land in $OUT (or /tmp/out). Each part runs
@@ -20,6 +20,8 @@ for p in $parts; do
              tests/codegen_triton/test_triton.py tests/codegen_triton/test_transformer_kernels.py \
              2>&1 | tee "$OUT/gpu_tests.log" | grep -v "^\.*$" | tail -15 ;;
     launch) timeout "$t" python3 benchmarks/gpu/launch_cost.py 2>&1 | tee "$OUT/launch_cost.log" \
+             | grep -v Warning ;;
+    budget) timeout "$t" python3 benchmarks/gpu/host_budget.py 2>&1 | tee "$OUT/host_budget.log" \
              | grep -v Warning ;;
     hostprof) timeout "$t" python3 benchmarks/gpu/host_profile.py --n 20 --top 30 \
              > "$OUT/host_profile.log" 2>&1; grep "^==" "$OUT/host_profile.log" ;;

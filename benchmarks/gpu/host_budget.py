@@ -1,0 +1,98 @@
+"""Where the host's time goes in one GPT-2 small forward under pydynamo's codegen (bf16, batch 8,
+seq 256), measured without a profiler (cProfile inflates every Python call): host-loop µs per
+forward of
+  forward      the whole `model(input_ids=ids)` through pydynamo (frame hook, guards, the
+               compiled graph, rebuilding the transformers output);
+  graph        the generated wrapper `call` alone, on the arguments pydynamo passed it;
+  no kernels   the wrapper with every Triton launch replaced by a no-op;
+  no externs   the wrapper with every extern (mm, addmm, SDPA, ...) replaced by a function
+               returning that extern's first result (same tensor, no work);
+so forward - graph is pydynamo's frame and guard cost, graph - no kernels the Triton launches,
+graph - no externs the extern calls.
+
+    python benchmarks/gpu/host_budget.py [--dtype bfloat16] [--n 50]
+"""
+import argparse
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+import torch  # noqa: E402
+
+
+def host_us(fn, n):
+    for _ in range(5):
+        fn()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        fn()
+    us = (time.perf_counter() - t0) / n * 1e6
+    torch.cuda.synchronize()
+    return us
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dtype", default="bfloat16")
+    ap.add_argument("--n", type=int, default=50)
+    a = ap.parse_args()
+    from transformers import GPT2Config, GPT2Model
+    import pydynamo
+    import codegen.gpu_wrapper as gw
+    from codegen.triton_launch import TritonLauncher
+    graphs = []
+    build = gw._compile_lowered_triton
+
+    def recording(*args, **kw):
+        call = build(*args, **kw)
+        seen = {}
+
+        def call_and_keep(*xs):
+            seen.setdefault("args", xs)
+            return call(*xs)
+        graphs.append((call, seen))
+        return call_and_keep
+    gw._compile_lowered_triton = recording
+    cfg = GPT2Config(n_layer=12)
+    torch.manual_seed(0)
+    model = GPT2Model(cfg).cuda().eval().to(getattr(torch, a.dtype))
+    ids = torch.randint(0, cfg.vocab_size, (8, 256), device="cuda")
+    m = pydynamo.optimize(model, backend="codegen")
+    with torch.no_grad():
+        m(input_ids=ids)
+        (call, seen), = graphs
+        args = seen["args"]
+        ns = call.__globals__
+        rows = [("forward", host_us(lambda: m(input_ids=ids), a.n)),
+                ("graph", host_us(lambda: call(*args), a.n))]
+        launchers = {k: v for k, v in ns.items() if isinstance(v, TritonLauncher)}
+        ns.update({k: (lambda *xs: None) for k in launchers})
+        rows.append(("no kernels", host_us(lambda: call(*args), a.n)))
+        ns.update(launchers)
+        externs = list(ns["_externs"])
+        firsts = {}
+
+        def fake(i):
+            def f(*xs, **kw):
+                if i not in firsts:
+                    firsts[i] = externs[i](*xs, **kw)
+                return firsts[i]
+            return f
+        ns["_externs"][:] = [fake(i) for i in range(len(externs))]
+        call(*args)
+        rows.append(("no externs", host_us(lambda: call(*args), a.n)))
+        ns["_externs"][:] = externs
+    print(f"GPT-2 {a.dtype}: {len(launchers)} kernels, {len(externs)} externs per forward")
+    for name, us in rows:
+        print(f"  {name:<12} {us:9.1f} us per forward")
+    d = dict(rows)
+    print(f"  => frame+guards+output {d['forward'] - d['graph']:.1f} us, Triton launches "
+          f"{d['graph'] - d['no kernels']:.1f} us, externs {d['graph'] - d['no externs']:.1f} us, "
+          f"rest of the wrapper {d['no kernels'] - (d['graph'] - d['no externs']):.1f} us")
+
+
+if __name__ == "__main__":
+    main()
