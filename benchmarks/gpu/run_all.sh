@@ -1,6 +1,6 @@
 #!/bin/bash
 # One device-tool call: GPU tests of the Triton path, the acceptance benchmarks, the OpInfo sweep.
-#   bash benchmarks/gpu/run_all.sh [tests] [gpt2] [opinfo] [kernels] [tiny] [launch] [budget] [hostprof]
+#   bash benchmarks/gpu/run_all.sh [tests] [gpt2] [opinfo] [kernels] [tiny] [launch] [budget] [hostprof] [calldepth]
 #   (default: the first five; GPT2_DTYPES="float32 bfloat16" picks the gpt2 part's dtypes)
 # Needs pydynamo._C for the gpt2 part: carried prebuilt in .gpucarry/ or built with
 # `pip install --no-build-isolation -e .`. Results land in $OUT (or /tmp/out). Each part runs
@@ -23,6 +23,8 @@ for p in $parts; do
              | grep -v Warning ;;
     budget) timeout "$t" python3 benchmarks/gpu/host_budget.py 2>&1 | tee "$OUT/host_budget.log" \
              | grep -v Warning ;;
+    calldepth) timeout "$t" python3 benchmarks/bench_call_depth.py --depths 0-20 --iters 50 2>&1 \
+             | tee "$OUT/call_depth.log" | tail -6 ;;
     hostprof) timeout "$t" python3 benchmarks/gpu/host_profile.py --n 20 --top 30 \
              > "$OUT/host_profile.log" 2>&1; grep "^==" "$OUT/host_profile.log" ;;
     gpt2) for dt in ${GPT2_DTYPES:-float32}; do
