@@ -27,7 +27,7 @@ import torch
 
 import codegen as _codegen
 
-from codegen.wrapper import ShapeMismatch, WrapperPrinter, kernel_error
+from codegen.wrapper import FRESH_RESULT_EXTERNS, ShapeMismatch, WrapperPrinter, kernel_error
 
 log = logging.getLogger("pydynamo.codegen")
 _dtype_lock = threading.Lock()
@@ -171,10 +171,6 @@ class GpuWrapperPrinter(WrapperPrinter):
 
 
 _LAUNCH_KIND = {"ptr": "t", "size": "i", "scalar": "f"}
-
-# externs whose result is a new tensor the wrapper owns (kernels may write into it)
-FRESH_RESULT_EXTERNS = {torch.mm, torch.addmm, torch.bmm, torch.baddbmm,
-                        torch.nn.functional.linear}
 
 
 def _as_device(a):

@@ -47,6 +47,12 @@ def _dtype(dt):
     return str(dt)  # "torch.float32"
 
 
+# externs whose result is a new tensor, contiguous, of its inputs' dtype and device (the
+# wrapper checks its layout inline; GPU kernels may write into it in place)
+FRESH_RESULT_EXTERNS = {torch.mm, torch.addmm, torch.bmm, torch.baddbmm,
+                        torch.nn.functional.linear}
+
+
 def _source_line(node) -> str:
     st = node.meta.get("stack_trace") if node is not None else None
     if st:
@@ -277,8 +283,15 @@ class WrapperPrinter:
         self.emit(f"{res} = _externs[{idx}]({args})  # {name}")
         for b in call.outputs:
             get = res + "".join(f"[{p}]" for p in b.out_path)
-            self.emit(f"{b.name} = _ensure({get}, {_tuple(b.layout.size)}, "
-                      f"{_tuple(b.layout.stride)}, {_dtype(b.dtype)})")
+            ensure = (f"_ensure({get}, {_tuple(b.layout.size)}, {_tuple(b.layout.stride)}, "
+                      f"{_dtype(b.dtype)})")
+            if call.target in FRESH_RESULT_EXTERNS and not b.out_path:
+                # a new tensor of its inputs' dtype and device (both pinned): only its layout
+                # can differ from the plan, and checking that inline saves a call per extern
+                self.emit(f"{b.name} = {get} if {get}.stride() == {_tuple(b.layout.stride)} and "
+                          f"{get}.shape == {_tuple(b.layout.size)} else {ensure}")
+            else:
+                self.emit(f"{b.name} = {ensure}")
 
     def _out(self, outs) -> str:
         if isinstance(outs, ArgRef):

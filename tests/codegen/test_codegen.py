@@ -119,6 +119,25 @@ def test_extern_matmul_with_fused_epilogue():
     assert c.kernel_count == 1
 
 
+def test_matmul_result_in_another_layout_is_copied_to_the_planned_one():
+    """A matmul's result is checked inline (stride and shape) instead of through _ensure; a
+    result laid out otherwise must still reach the kernels in the planned layout."""
+    x, w, b = torch.randn(8, 16), torch.randn(16, 12), torch.randn(12)
+
+    def f(x, w, b):
+        return torch.tanh(torch.mm(x, w) + b)
+    c = compile_and_check(f, x, w, b)
+    src = open(c.wrapper_path).read()
+    assert "_r0 if _r0.stride() == (12, 1) and _r0.shape == (8, 12) else _ensure(" in src
+    externs = c.__globals__["_externs"] if hasattr(c, "__globals__") else c.fn.__globals__["_externs"]
+    mm = externs[0]
+    externs[0] = lambda *a: mm(*a).t().contiguous().t()      # same values, column-major
+    try:
+        torch.testing.assert_close(c(x, w, b), f(x, w, b))
+    finally:
+        externs[0] = mm
+
+
 def test_views_as_index_maps():
     def f(x):
         a = x.t().reshape(-1).view(8, -1) + 1
