@@ -100,3 +100,24 @@ def test_tritons_own_hook_chains_count_as_set_only_when_they_hold_a_call():
     finally:
         knobs.runtime.launch_enter_hook.remove(print)
     assert not triton_launch._hooks_set()
+
+
+def test_installed_triton_ends_its_launch_with_the_call_we_repeat():
+    """The direct launch copies the last call of JITFunction.run; for every Triton version the
+    launcher accepts, that call must still read the same (3.6 on the GPU machine, 3.7 and 3.9
+    in CI)."""
+    import inspect
+    import re
+    import triton
+    from triton.runtime.jit import JITFunction
+    ver = tuple(int(x) for x in triton.__version__.split(".")[:2])
+    lo, hi = triton_launch.FAST_LAUNCH_VERSIONS
+    if not lo <= ver <= hi:
+        assert not triton_launch.fast_launch_available(JITFunction.__new__(JITFunction))
+        return
+    src = re.sub(r"\s+", " ", inspect.getsource(JITFunction.run))
+    assert ("kernel.run(grid_0, grid_1, grid_2, stream, kernel.function, kernel.packed_metadata, "
+            "launch_metadata, knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook, "
+            "*bound_args.values())") in src
+    from triton.compiler.compiler import CompiledKernel
+    assert isinstance(inspect.getattr_static(CompiledKernel, "run"), property)
