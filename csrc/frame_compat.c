@@ -177,6 +177,9 @@ _PyStackChunk *pd_room_enter(PyThreadState *tstate) {
     }
     c->previous = tstate->datastack_chunk;
     c->top = 0;
+    /* data[0] holds no frame; it remembers the spares the chunk goes back to (the thread dict
+     * that owns them outlives the call), so pd_room_exit needs no second dict lookup. */
+    c->data[0] = (PyObject *)s;
     tstate->datastack_chunk->top = tstate->datastack_top - &tstate->datastack_chunk->data[0];
     tstate->datastack_chunk = c;
     tstate->datastack_limit = (PyObject **)(((char *)c) + c->size);
@@ -194,15 +197,12 @@ void pd_room_exit(PyThreadState *tstate, _PyStackChunk *c) {
     tstate->datastack_chunk = prev;
     tstate->datastack_top = &prev->data[prev->top];
     tstate->datastack_limit = (PyObject **)(((char *)prev) + prev->size);
-    PyObject *et, *ev, *tb;       /* a failed call's exception passes through untouched */
-    PyErr_Fetch(&et, &ev, &tb);
-    pd_room_spares *s = pd_thread_spares();
-    if (s != NULL && s->n < PD_ROOM_SPARES) {
+    pd_room_spares *s = (pd_room_spares *)c->data[0];
+    if (s->n < PD_ROOM_SPARES) {
         s->free[s->n++] = c;
     } else {
         pd_room_free_chunk(c);
     }
-    PyErr_Restore(et, ev, tb);
 }
 
 Py_ssize_t pd_room_chunks_allocated(void) { return pd_room_allocations; }
