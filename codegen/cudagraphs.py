@@ -5,7 +5,9 @@
     its kernels, the caching allocator settles); the next call captures `fn` into a
     torch.cuda.CUDAGraph drawing from one memory pool shared by the runner's graphs;
   * one capture per distinct static shape set (shape, stride, dtype, device of every tensor
-    input, plus the non-tensor inputs);
+    input, plus the non-tensor inputs); a wrapper of a graph without size symbols has one
+    valid set, which its generated `matches(...)` (the entry checks) recognizes faster than a
+    key of every input's metadata; a call that fails it runs the wrapper plainly;
   * parameters and buffers held by the wrapper are read in place; the first capture reads the
     tensor arguments in place too, at the addresses they had, and is replayed whenever all
     arguments come back at those addresses (no copy); arguments at other addresses are copied
@@ -40,7 +42,7 @@ def enabled(options) -> bool:
     return options.get("mode") == "reduce-overhead"
 
 
-def maybe_wrap(call, gm, g, options, stats):
+def maybe_wrap(call, gm, g, options, stats, matches=None):
     if not enabled(options):
         return call
     scalars = getattr(g, "scalars", None)
@@ -52,7 +54,7 @@ def maybe_wrap(call, gm, g, options, stats):
                          "launching plainly")
         return call
     mutated = sorted(m.position for m in g.mutations.values())
-    return CudaGraphRunner(call, mutated)
+    return CudaGraphRunner(call, mutated, matches)
 
 
 def _key(args):
@@ -94,9 +96,12 @@ class CudaGraphRunner:
     tensor argument lives at the captured address with the captured shape, stride and dtype, so
     the bytes it reads are exactly the arguments' current contents (whoever owns them)."""
 
-    def __init__(self, fn, mutated_positions=()):
+    def __init__(self, fn, mutated_positions=(), matches=None):
         self.fn = fn
         self.mutated = list(mutated_positions)
+        # the wrapper's own entry checks (static graphs): calls that pass them share one
+        # shape set, calls that fail them go to the wrapper, which runs the graph eagerly
+        self.matches = matches
         self.entries: Dict[tuple, _Entry] = {}
         self.pool = None
         self.cg_stats = {"captures": 0, "replays": 0, "plain_calls": 0, "input_copies": 0}
@@ -108,7 +113,12 @@ class CudaGraphRunner:
         if torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad
                                            for a in args):
             return self.fn(*args)      # the wrapper's own autograd fallback
-        key = _key(args)
+        if self.matches is None:
+            key = _key(args)
+        elif self.matches(*args):
+            key = "static"
+        else:
+            return self.fn(*args)
         e = self.entries.get(key)
         if e is None:
             e = self.entries[key] = _Entry()

@@ -300,6 +300,8 @@ def _compile_lowered_triton(gm, g, stats, options, device):
         mod, kpath = load_module(src, codecache.cache_dir())
     wp = GpuWrapperPrinter(g, steps, infos, on_gpu)
     wsrc = wp.generate(f"{type(gm).__name__} (triton: {kpath or 'no kernels'})")
+    if not g.size_bindings:     # for the CUDA-graph runner (the interpreter's tests use it too)
+        wsrc += "\n\n" + wp.matches_source()
     path = codecache.write_wrapper(wsrc)
     if _logs_enabled("output_code"):
         _emit_output_code(f"triton kernels {kpath}\n{src}\nwrapper {path}\n{wsrc}")
@@ -323,7 +325,7 @@ def _compile_lowered_triton(gm, g, stats, options, device):
     call = ns["call"]
     if on_gpu:
         from codegen.cudagraphs import maybe_wrap
-        call = maybe_wrap(call, gm, g, options, stats)
+        call = maybe_wrap(call, gm, g, options, stats, ns.get("matches"))
     call.kernel_count = stats.kernels
     call.stats = stats
     call.wrapper_path = path

@@ -144,7 +144,7 @@ class WrapperPrinter:
         if grad:
             self.emit(f"if _grad_enabled() and ({grad}):")
             self.emit(f"return _eager_grad({', '.join(params)})", 2)
-        conds = []
+        conds = self.input_conds = []     # (static graphs: all of them, see matches_source)
         for b in g.inputs:
             a = f"arg{b.position}"
             if all(sympy.sympify(x).is_number for x in b.layout.size + b.layout.stride):
@@ -185,6 +185,16 @@ class WrapperPrinter:
             self._mismatch_checks([f"not ({_py_rel(r)})"], why=_py_rel(r))
         for a in g.scalars.args:      # runtime floats, and Python arithmetic on them
             self.emit(f"{a.symbol.name} = {a.source}")
+
+    def matches_source(self) -> str:
+        """`matches(arg0, ...)`: whether a call passes the first group of entry checks (every
+        input's device, dtype, shape, stride; scalar values; no aliasing of a mutated input).
+        For a graph without size symbols these are all of them: the CUDA-graph runner uses it
+        to pick its capture instead of building a key of every input's metadata per call."""
+        n = len(self.g.inputs) + len(self.g.scalar_inputs)
+        lines = [f"def matches({', '.join(f'arg{i}' for i in range(n))}):"]
+        lines += [f"    if {c}:\n        return False" for c in self.input_conds]
+        return "\n".join(lines + ["    return True", ""])
 
     def _mismatch_checks(self, conds, why=None):
         params = ", ".join(f"arg{i}" for i in range(len(self.g.inputs) + len(self.g.scalar_inputs)))

@@ -193,3 +193,14 @@ def test_direct_launch_reuses_the_compiled_kernel_only_where_triton_would():
         torch.testing.assert_close(c(a, b), gm(a, b))    # x[1:]: misaligned, another kernel
     if ls[0].fast:
         assert len(ls[0].compiled) == 2
+
+
+def test_cudagraph_runner_picks_its_capture_with_the_entry_checks():
+    x, y = torch.randn(64, 64, device="cuda"), torch.randn(64, 64, device="cuda")
+    c, gm = compiled(_tiny, x, y, cudagraphs=True)
+    assert c.matches is not None               # no size symbols: one valid shape set
+    for _ in range(3):
+        torch.testing.assert_close(c(x, y), gm(x, y))
+    xd, yd = x.double(), y.double()            # fails the entry checks: runs eagerly
+    torch.testing.assert_close(c(xd, yd), gm(xd, yd))
+    assert list(c.entries) == ["static"] and c.cg_stats["replays"] >= 1

@@ -139,3 +139,22 @@ def test_graph_moving_a_tensor_to_another_device_runs_eagerly():
     with pytest.warns(UserWarning, match="another device|off the graph"):
         c = codegen.compile_fx(gm, [x], backend_kernels="triton")
     assert c(x).device.type == other
+
+
+def test_matches_is_the_wrapper_entry_check():
+    """`matches` (the CUDA-graph runner's capture key for graphs without size symbols) accepts
+    exactly the calls the wrapper runs compiled: same device, dtype, shape, stride, scalars."""
+    x, y = torch.randn(8, 16, device=DEV), torch.randn(16, device=DEV)
+
+    def f(x, y):
+        return torch.softmax(x * y, -1) + x.sum()
+    c, gm = compiled(f, x, y)
+    matches = (c.fn if hasattr(c, "fn") else c).__globals__["matches"]
+    assert matches(x, y) and matches(torch.randn(8, 16, device=DEV), y)
+    assert not matches(x.double(), y)                          # dtype
+    assert not matches(torch.randn(9, 16, device=DEV), y)      # shape
+    assert not matches(torch.randn(16, 8, device=DEV).t(), y)  # stride
+    assert not matches(x, y.to("meta"))                       # device
+    counted = codegen.counters["input_mismatch_calls"]
+    torch.testing.assert_close(c(x.double(), y), gm(x.double(), y))   # and runs eagerly
+    assert codegen.counters["input_mismatch_calls"] == counted + 1
