@@ -6,9 +6,10 @@ hook, guards, the graph run by torch, the rebuilt output).
 
 The model is transformers' GPT-2 (12 layers, hidden 64, batch 2, sequence 16). CPython frees a
 data-stack chunk when the frame at its base is popped, so a call whose frames straddle a chunk
-end maps and unmaps memory on every call; before pydynamo ran compiled frames in a chunk of
-their own, 3.12 took 3 ms per call at one caller depth and 0.2 ms at the others. The table
-prints the median and the worst depth for each engine (each engine in its own process).
+end maps and unmaps memory on every call, at some caller depths only; pydynamo runs compiled
+frames in a chunk of their own (csrc/frame_compat.c), so its worst depth should stay near its
+median. The table prints the median and the worst depth for each engine (each engine in its
+own process).
 """
 from __future__ import annotations
 

@@ -74,14 +74,12 @@ class GpuWrapperPrinter(WrapperPrinter):
                          {n: i.uses_err for n, i in infos.items()})
         self.infos = infos
         self.on_gpu = on_gpu
-        # kernel name -> argument kinds of its TritonLauncher ("t" tensor, "i" int, "f" float);
-        # None when no kernel is launched that way
-        self.launch_kinds = {} if any(not (i.config.autotune and on_gpu) for i in infos.values()) \
-            else None
+        # kernel name -> argument kinds of its TritonLauncher ("t" tensor, "i" int, "f" float)
+        self.launch_kinds: Dict[str, str] = {}
 
     def _body(self):
-        if self.launch_kinds is not None:
-            self.emit("_stream = _current_stream()")
+        if self.infos:
+            self.emit("_stream = _current_stream()")     # the launchers' stream, once a call
         super()._body()
 
     def _kernel(self, k, typed, free):
@@ -318,7 +316,7 @@ def _compile_lowered_triton(gm, g, stats, options, device):
     for k in kernels:
         fn, cfg = getattr(mod, infos[k.name].name), infos[k.name].config
         ns[k.name] = TritonLauncher(fn, cfg.xblock, cfg.num_warps, wp.launch_kinds[k.name]) \
-            if k.name in (wp.launch_kinds or {}) else fn
+            if k.name in wp.launch_kinds else fn
     ns["_current_stream"] = current_stream if on_gpu else _no_stream
     ns["_eager_grad"], ns["_mismatch"] = _codegen._fallbacks(gm, counters)
     exec(compile(wsrc, path, "exec"), ns)

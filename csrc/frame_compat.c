@@ -24,26 +24,44 @@ PyAPI_FUNC(void) _PyEval_FrameClearAndPop(PyThreadState *tstate, _PyInterpreterF
 #define PD_DATA_STACK_CHUNK_SIZE (16 * 1024)
 #define PD_MINIMUM_OVERHEAD 1000
 
+/* CPython frees chunks we allocate (and we pop its chunks), so both use its allocator. */
+static _PyStackChunk *pd_chunk_alloc(size_t size) {
+    PyObjectArenaAllocator arena;
+    PyObject_GetArenaAllocator(&arena);
+    _PyStackChunk *c = (_PyStackChunk *)arena.alloc(arena.ctx, size);
+    if (c != NULL) {
+        c->size = size;
+    }
+    return c;
+}
+
+static void pd_chunk_free(_PyStackChunk *c) {
+    PyObjectArenaAllocator arena;
+    PyObject_GetArenaAllocator(&arena);
+    arena.free(arena.ctx, c, c->size);
+}
+
+/* Make `c` the thread's current chunk, above the one in use (whose top it saves). */
+static void pd_link_chunk(PyThreadState *tstate, _PyStackChunk *c) {
+    c->previous = tstate->datastack_chunk;
+    c->top = 0;
+    if (tstate->datastack_chunk) {
+        tstate->datastack_chunk->top = tstate->datastack_top - &tstate->datastack_chunk->data[0];
+    }
+    tstate->datastack_chunk = c;
+    tstate->datastack_limit = (PyObject **)(((char *)c) + c->size);
+}
+
 static PyObject **pd_push_chunk(PyThreadState *tstate, int size) {
     int allocate_size = PD_DATA_STACK_CHUNK_SIZE;
     while (allocate_size < (int)sizeof(PyObject *) * (size + PD_MINIMUM_OVERHEAD)) {
         allocate_size *= 2;
     }
-    /* CPython frees chunks we allocate (and we pop its chunks), so use its allocator. */
-    PyObjectArenaAllocator arena;
-    PyObject_GetArenaAllocator(&arena);
-    _PyStackChunk *new_chunk = (_PyStackChunk *)arena.alloc(arena.ctx, allocate_size);
+    _PyStackChunk *new_chunk = pd_chunk_alloc(allocate_size);
     if (new_chunk == NULL) {
         return NULL;
     }
-    new_chunk->previous = tstate->datastack_chunk;
-    new_chunk->size = allocate_size;
-    new_chunk->top = 0;
-    if (tstate->datastack_chunk) {
-        tstate->datastack_chunk->top = tstate->datastack_top - &tstate->datastack_chunk->data[0];
-    }
-    tstate->datastack_chunk = new_chunk;
-    tstate->datastack_limit = (PyObject **)(((char *)new_chunk) + allocate_size);
+    pd_link_chunk(tstate, new_chunk);
     /* The root chunk is never popped: its frames start at data[1]. */
     PyObject **res = &new_chunk->data[new_chunk->previous == NULL];
     tstate->datastack_top = res + size;
@@ -68,9 +86,7 @@ static void pd_pop_frame(PyThreadState *tstate, _PyInterpreterFrame *frame) {
         _PyStackChunk *previous = chunk->previous;
         tstate->datastack_top = &previous->data[previous->top];
         tstate->datastack_chunk = previous;
-        PyObjectArenaAllocator arena;
-        PyObject_GetArenaAllocator(&arena);
-        arena.free(arena.ctx, chunk, chunk->size);
+        pd_chunk_free(chunk);
         tstate->datastack_limit = (PyObject **)(((char *)previous) + previous->size);
     } else {
         tstate->datastack_top = base;
@@ -83,8 +99,9 @@ static void pd_pop_frame(PyThreadState *tstate, _PyInterpreterFrame *frame) {
  * CPython frees a data-stack chunk as soon as the frame at its base is popped, so a call site
  * whose frames land just past a chunk's end maps and unmaps a fresh chunk on every call. A
  * compiled call makes hundreds of calls (guards, kernel launchers, extern checks, the rebuilt
- * output), and whether they cross depends on how deep the user's caller was: GPT-2 on 3.12
- * measured 0.2 ms per call at most depths and 3 ms at one (benchmarks/bench_call_depth.py).
+ * output), and whether they cross depends on how deep the user's caller was (GPT-2 bf16 on the
+ * H100 host, host time per forward: 3.84 ms without this, 2.89 ms with it, same script and
+ * machine; benchmarks/gpu/host_budget.py, benchmarks/results/GPU_RESULTS.md).
  * So an intercepted call with less than PD_ROOM_NEEDED of its chunk left runs its guards,
  * callback and shadow frame in a chunk of our own, kept per thread and reused. Spares live in
  * a capsule in the thread's dict and are freed with it. */
@@ -100,16 +117,10 @@ typedef struct {
 
 static Py_ssize_t pd_room_allocations;   /* chunks ever allocated here (tests read it) */
 
-static void pd_room_free_chunk(_PyStackChunk *c) {
-    PyObjectArenaAllocator arena;
-    PyObject_GetArenaAllocator(&arena);
-    arena.free(arena.ctx, c, c->size);
-}
-
 static void pd_room_spares_free(PyObject *cap) {
     pd_room_spares *s = (pd_room_spares *)PyCapsule_GetPointer(cap, "pydynamo.room_spares");
     for (int i = 0; s != NULL && i < s->n; i++) {
-        pd_room_free_chunk(s->free[i]);
+        pd_chunk_free(s->free[i]);
     }
     PyMem_Free(s);
 }
@@ -166,23 +177,15 @@ _PyStackChunk *pd_room_enter(PyThreadState *tstate) {
     if (s->n > 0) {
         c = s->free[--s->n];
     } else {
-        PyObjectArenaAllocator arena;
-        PyObject_GetArenaAllocator(&arena);
-        c = (_PyStackChunk *)arena.alloc(arena.ctx, PD_ROOM_CHUNK);
-        if (c == NULL) {
+        if ((c = pd_chunk_alloc(PD_ROOM_CHUNK)) == NULL) {
             return NULL;
         }
-        c->size = PD_ROOM_CHUNK;
         pd_room_allocations++;
     }
-    c->previous = tstate->datastack_chunk;
-    c->top = 0;
+    pd_link_chunk(tstate, c);
     /* data[0] holds no frame; it remembers the spares the chunk goes back to (the thread dict
      * that owns them outlives the call), so pd_room_exit needs no second dict lookup. */
     c->data[0] = (PyObject *)s;
-    tstate->datastack_chunk->top = tstate->datastack_top - &tstate->datastack_chunk->data[0];
-    tstate->datastack_chunk = c;
-    tstate->datastack_limit = (PyObject **)(((char *)c) + c->size);
     tstate->datastack_top = &c->data[1];
     return c;
 }
@@ -201,7 +204,7 @@ void pd_room_exit(PyThreadState *tstate, _PyStackChunk *c) {
     if (s->n < PD_ROOM_SPARES) {
         s->free[s->n++] = c;
     } else {
-        pd_room_free_chunk(c);
+        pd_chunk_free(c);
     }
 }
 

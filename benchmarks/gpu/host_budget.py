@@ -15,9 +15,9 @@ graph - no externs the extern calls.
 import argparse
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))     # launch_cost's timer
 
 import torch  # noqa: E402
 
@@ -26,19 +26,10 @@ def host_us(fn, n):
     """Best over caller depths 0..5: a direct call of the wrapper (not under pydynamo's frame
     hook) can straddle a CPython data-stack chunk end at one depth and pay an mmap per call
     (see benchmarks/bench_call_depth.py); the forward itself is measured the same way."""
-    def loop():
-        for _ in range(5):
-            fn()
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        for _ in range(n):
-            fn()
-        us = (time.perf_counter() - t0) / n * 1e6
-        torch.cuda.synchronize()
-        return us
+    from launch_cost import per_call_us
 
     def at(depth):
-        return loop() if depth == 0 else at(depth - 1)
+        return per_call_us(fn, n) if depth == 0 else at(depth - 1)
     return min(at(d) for d in range(6))
 
 

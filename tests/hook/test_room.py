@@ -105,12 +105,16 @@ def test_threads_have_their_own_spares():
                     assert at_depth(depth, work, seed + depth) == expected(seed + depth)
         except BaseException as e:    # report in the main thread
             errors.append(e)
+    before = _C.room_chunks_allocated()
     threads = [threading.Thread(target=run, args=(i * 100,)) for i in range(4)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     assert not errors, errors
+    # a new thread's first chunk (16 KB) never has the room left: each thread made exactly
+    # one spare, the first time, and reused it for its 50 calls
+    assert _C.room_chunks_allocated() - before == 4
 
 
 if __name__ == "__main__":
