@@ -2,11 +2,13 @@
 
 One handler per FX node kind (placeholder, get_attr, call_*, output). A call node is
 canonicalized, lowered, and its result checked against the node's metadata (shape and dtype
-from ShapeProp, or `meta["val"]` when the tracer supplied it); any failure or mismatch turns
-that node into an extern call of the eager op, so the graph always compiles. Mutations are
-functionalized for unaliased values: an in-place op on a graph input rebinds the input's value
-and records a write-back the wrapper performs after all kernels ran; mutations we cannot prove
-safe (on views, on aliased tensors, setitem, out=) raise `EagerFallback` for the whole graph.
+from `meta["val"]` when the tracer supplied it, else from `propagate_meta`, a run on meta
+tensors or copies: the user's tensors only ever go through the compiled code); any failure
+or mismatch turns that node into an extern call of the eager op, so the graph always
+compiles. Mutations are functionalized for unaliased values: an in-place op on a graph input
+rebinds the input's value and records a write-back the wrapper performs after all kernels
+ran; mutations we cannot prove safe (on views, on aliased tensors, setitem, out=) raise
+`EagerFallback` for the whole graph.
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from typing import Any, Dict, List, Optional
 import sympy
 import torch
 import torch.fx
-from torch.fx.passes.shape_prop import ShapeProp, TensorMetadata
+from torch.fx.passes.shape_prop import TensorMetadata
 
 from codegen.canonical import Canonical, canonicalize
 from codegen.ir import (ArgRef, ComputedBuffer, ExternBuffer, ExternCall, InputBuffer, Layout,
@@ -57,11 +59,89 @@ class LoweringStats:
     extern_reasons: Dict[str, str] = field(default_factory=dict)
 
 
-def _tensor_meta(node):
+def _node_meta(node):
     val = node.meta.get("val")
     if val is not None:
         return val
     return node.meta.get("tensor_meta")
+
+
+def propagate_meta(gm, example_inputs) -> Dict[torch.fx.Node, Any]:
+    """{node: its result's metadata (meta tensors)} for a graph that carries none, from a run
+    on stand-ins for the example inputs, never on the inputs themselves: the graph's in-place
+    ops would then run on the user's tensors (and parameters) once here and again in the
+    compiled code. Stand-ins are meta tensors of the inputs' size, stride and storage offset;
+    where an op cannot run on meta (data-dependent sizes, .item(), a module with real
+    parameters), copies of the inputs, with the RNG state restored afterwards. The result is
+    kept beside the graph, never written into its nodes (a later compile of the same graph
+    with other inputs must not read it as the tracer's)."""
+    with torch.no_grad():
+        try:
+            return _MetaProp(gm, on_meta=True).propagate(example_inputs)
+        except Exception as e:
+            log.debug("codegen: metadata on meta tensors failed (%s); using copies", e)
+        devices = sorted({t.device.index or 0 for t in example_inputs
+                          if isinstance(t, torch.Tensor) and t.device.type == "cuda"})
+        with torch.random.fork_rng(devices=devices):
+            return _MetaProp(gm, on_meta=False).propagate(example_inputs)
+
+
+class _MetaProp(torch.fx.Interpreter):
+    """Runs a graph on stand-ins (see propagate_meta) and records each node's result as meta
+    tensors. Constants (get_attr) get stand-ins too, so no op here writes a real tensor."""
+
+    def __init__(self, gm, on_meta: bool):
+        super().__init__(gm)
+        self.on_meta = on_meta
+        self.meta: Dict[torch.fx.Node, Any] = {}
+
+    def propagate(self, example_inputs):
+        self.run(*[_stand_in(x, self.on_meta) for x in example_inputs])
+        return self.meta
+
+    def run_node(self, n):
+        result = super().run_node(n)
+        if _has_real_tensor(result):
+            self.meta[n] = _as_meta(result)
+        return result
+
+    def get_attr(self, target, args, kwargs):
+        return _stand_in(super().get_attr(target, args, kwargs), self.on_meta)
+
+
+def _stand_in(x, on_meta: bool):
+    """A tensor of `x`'s size, stride, storage offset and dtype: on meta, or a copy of `x`'s
+    values in fresh memory."""
+    if not isinstance(x, torch.Tensor):
+        return x
+    if x.layout != torch.strided:
+        return x.clone() if not on_meta else x.to("meta")
+    numel = x.untyped_storage().nbytes() // max(x.element_size(), 1)
+    base = torch.empty(numel, dtype=x.dtype, device="meta" if on_meta else x.device)
+    out = base.as_strided(x.shape, x.stride(), x.storage_offset())
+    if not on_meta:
+        try:
+            out.copy_(x)
+        except RuntimeError:       # an overlapping layout (expanded): a dense copy will do
+            out = x.clone()
+    return out
+
+
+def _as_meta(r):
+    if isinstance(r, torch.Tensor):
+        if r.layout != torch.strided:
+            return r.to("meta")
+        return torch.empty_strided(r.shape, r.stride(), dtype=r.dtype, device="meta")
+    if isinstance(r, (list, tuple)):
+        return tuple(_as_meta(x) for x in r) if hasattr(r, "_fields") else \
+            type(r)(_as_meta(x) for x in r)
+    return r
+
+
+def _has_real_tensor(r) -> bool:
+    if isinstance(r, torch.Tensor):
+        return True
+    return isinstance(r, (list, tuple)) and any(_has_real_tensor(x) for x in r)
 
 
 class GraphLowering:
@@ -99,6 +179,12 @@ class GraphLowering:
         self._n = 0
         self.needs_grad_params = False
         self._concrete_meta = False
+        self.prop_meta: Dict[torch.fx.Node, Any] = {}   # propagate_meta's, for a bare graph
+
+    def _meta(self, node):
+        """The node's result metadata: the tracer's, or propagate_meta's."""
+        m = _node_meta(node)
+        return m if m is not None else self.prop_meta.get(node)
 
     @property
     def size_hints(self) -> Dict[sympy.Symbol, int]:
@@ -261,8 +347,8 @@ class GraphLowering:
         self._check_mutations()
         if not any("val" in n.meta or "tensor_meta" in n.meta for n in self.gm.graph.nodes
                    if n.op.startswith("call")):
-            with torch.no_grad():
-                ShapeProp(self.gm).propagate(*self.example_inputs)
+            # a foreign graph without metadata (fx.symbolic_trace, a hand-built one)
+            self.prop_meta = propagate_meta(self.gm, self.example_inputs)
             self._concrete_meta = True     # example sizes only: never symbolic evidence
         prev = current.graph
         current.graph = self
@@ -364,7 +450,7 @@ class GraphLowering:
 
     def call(self, node):
         args, kwargs = self._eval_args(node.args), self._eval_args(node.kwargs)
-        if not _all_tensor_meta(_tensor_meta(node)) and not _has_tensor((args, kwargs)) and \
+        if not _all_tensor_meta(self._meta(node)) and not _has_tensor((args, kwargs)) and \
                 any(has_scalar(x) for x in _flat((args, kwargs))):
             # Python arithmetic on runtime floats: the wrapper computes it, as Python does
             return self.scalars.computed(node.target if node.op == "call_function" else
@@ -406,13 +492,13 @@ class GraphLowering:
         expression) or, in a graph without metadata for it, any with a symbolic argument."""
         if node.op != "call_function" or _has_tensor((args, kwargs)):
             return False
-        return as_sympy(node.meta.get("val")) is not None or _tensor_meta(node) is None and \
+        return as_sympy(node.meta.get("val")) is not None or self._meta(node) is None and \
             any(isinstance(x, sympy.Expr) and not x.is_number for x in _flat((args, kwargs)))
 
     def _is_non_tensor(self, node, args, kwargs) -> bool:
         """No tensor metadata: a non-tensor result, except in a graph whose tracer gives
         metadata but left a tensor op without it (lowered then, with unchecked metadata)."""
-        return _tensor_meta(node) is None and (
+        return self._meta(node) is None and (
             self._concrete_meta or not _has_tensor((args, kwargs)) or _is_size_query(node))
 
     def _lower(self, canon: Canonical, node):
@@ -443,7 +529,7 @@ class GraphLowering:
         return result
 
     def _check_meta(self, node, result):
-        meta = _tensor_meta(node)
+        meta = self._meta(node)
         if meta is None:
             return
 
@@ -473,7 +559,7 @@ class GraphLowering:
             for p in target.parameters():
                 if p.requires_grad:
                     self.needs_grad_params = True
-        meta = _tensor_meta(node)
+        meta = self._meta(node)
         if meta is not None and not _all_tensor_meta(meta):
             # non-tensor results (sizes, python scalars) are computed now, at compile time
             return self._eval_static(target, args, kwargs, node)
