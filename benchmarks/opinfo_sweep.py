@@ -1,17 +1,27 @@
-"""Full OpInfo sweep of codegen.compile_fx against eager (float32, int64, bool on CPU).
+"""Full OpInfo sweep of the codegen backend against eager (float32, int64, bool on CPU).
 
-    python benchmarks/opinfo_sweep.py [--ops add,mul] [--dtypes float32] [--jobs N] [--out f.json]
+    python benchmarks/opinfo_sweep.py --variants all [--layouts ...] [--samples N]
+                                      [--ops add,mul] [--dtypes float32] [--jobs N] [--shard i/n] [--out f.json]
+    python benchmarks/opinfo_sweep.py --variants graph     (the FX-graph-only sweep below)
 
-One FX graph per (op, dtype) holding every sample (so one g++ build per pair). Prints each op
-with a wrong result, the extern reasons of ops not lowered natively, and a summary: ops tried,
-ops lowered natively (every sample node lowered, no extern), wrong results (must be 0).
+--variants all (or a comma list of function,inplace,out,out_resize): each op's samples called as
+a user would through pydynamo.optimize(backend="codegen") on the user's own tensors, for the
+function, in-place and out= variants (out= of the right shape and an empty one eager resizes),
+on contiguous, noncontiguous (strided, offset 1), transposed and storage-offset inputs
+(tests/codegen/opinfo_harness.py run_variants). Per op: cases compared, wrong (values of results
+or inputs afterwards; integers and bools exactly), pydynamo exceptions where eager works,
+aliasing differences, eager fallbacks; stride differences are listed but not counted wrong.
+Summary line: SUMMARY {...}; exit status 1 on any wrong result or exception.
+
+--variants graph: one FX graph per (op, dtype) holding every sample, through codegen.compile_fx
+directly (one g++ build per pair); counts ops lowered natively.
 """
 import argparse
 import json
 import os
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -21,9 +31,29 @@ import torch  # noqa: E402
 DTYPES = {"float32": torch.float32, "int64": torch.int64, "bool": torch.bool}
 
 
+def _work_variants(item):
+    from tests.codegen import opinfo_harness as H
+    name, variant, dtype_name, variants, layouts, samples = item
+    op = next(o for o in H.op_db() if o.name == name and o.variant_test_name == variant)
+    t0 = time.time()
+    torch.manual_seed(0)
+    try:
+        r = H.run_variants(op, DTYPES[dtype_name], variants, layouts, max_samples=samples)
+    except Exception as e:
+        return dict(op=name, variant=variant, dtype=dtype_name, error=f"harness: {type(e).__name__}: {e}",
+                    cases=0, wrong=[], exceptions=[], alias=[], strides=[], seconds=time.time() - t0)
+    return dict(op=name, variant=variant, dtype=dtype_name, cases=r.cases, by_variant=r.by_variant,
+                eager_raises=r.eager_raises, wrong=r.wrong, exceptions=r.exceptions, alias=r.alias,
+                strides=r.strides[:5], n_strides=len(r.strides), eager_fallbacks=r.eager_fallbacks,
+                fallback_reasons=r.fallback_reasons, graph_breaks=r.graph_breaks, graphs=r.graphs,
+                native_nodes=r.native_nodes, error=r.error, seconds=time.time() - t0)
+
+
 def _work(item):
     from tests.codegen import opinfo_harness as H
-    name, variant, dtype_name = item
+    name, variant, dtype_name = item[:3]
+    if len(item) > 3:
+        return _work_variants(item)
     op = next(o for o in H.op_db() if o.name == name and o.variant_test_name == variant)
     t0 = time.time()
     try:
@@ -42,8 +72,16 @@ def main():
     ap.add_argument("--dtypes", default="float32,int64,bool")
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--out", default="")
+    ap.add_argument("--variants", default="all",
+                    help="all, a comma list of function,inplace,out,out_resize, or graph")
+    ap.add_argument("--layouts", default="contiguous,noncontiguous,transposed,offset")
+    ap.add_argument("--samples", type=int, default=0, help="samples per op (0: all)")
+    ap.add_argument("--shard", default="", help="i/n: every n-th (op, dtype) pair from the i-th")
     a = ap.parse_args()
     from tests.codegen import opinfo_harness as H
+    graph = a.variants == "graph"
+    variants = H.VARIANTS if a.variants == "all" else tuple(a.variants.split(","))
+    layouts = tuple(a.layouts.split(","))
     want = set(filter(None, a.ops.split(",")))
     items = []
     for op in H.op_db():
@@ -52,7 +90,8 @@ def main():
         for dt in H.supported_dtypes(op):
             name = str(dt).replace("torch.", "")
             if name in a.dtypes.split(","):
-                items.append((op.name, op.variant_test_name, name))
+                items.append((op.name, op.variant_test_name, name) if graph else
+                             (op.name, op.variant_test_name, name, variants, layouts, a.samples))
     t0 = time.time()
     results = []
     log = open(a.out + "l", "w") if a.out else None     # one JSON line per pair, as they finish
@@ -62,13 +101,19 @@ def main():
         if log:
             log.write(json.dumps(r, default=str) + "\n")
             log.flush()
+    if a.shard:
+        i, n = map(int, a.shard.split("/"))
+        items = items[i::n]
     if a.jobs > 1:
         with ProcessPoolExecutor(a.jobs) as ex:
-            for r in ex.map(_work, items):
-                record(r)
+            # as they finish: a sweep stopped by a time limit still leaves its .jsonl lines
+            for fut in as_completed([ex.submit(_work, it) for it in items]):
+                record(fut.result())
     else:
         for i in items:
             record(_work(i))
+    if not graph:
+        return _summarize_variants(results, time.time() - t0, a.out)
     wrong = [r for r in results if r["wrong"]]
     native_ops = {r["op"] for r in results if r["native"] and r["dtype"] == "float32"}
     native_any = {r["op"] for r in results if r["native"]}
@@ -84,6 +129,34 @@ def main():
         with open(a.out, "w") as f:
             json.dump(dict(summary=summary, results=results), f, indent=1, default=str)
     return 1 if wrong else 0
+
+
+def _summarize_variants(results, seconds, out):
+    bad = [r for r in results if r["wrong"] or r["exceptions"]]
+    for r in bad:
+        what = r["wrong"][:2] + r["exceptions"][:2]
+        print(f"WRONG {r['op']}.{r['variant']} {r['dtype']}: {what}")
+    for r in results:
+        if r["alias"]:
+            print(f"ALIAS {r['op']}.{r['variant']} {r['dtype']}: {r['alias'][:2]}")
+    by_variant = {}
+    for r in results:
+        for k, v in (r.get("by_variant") or {}).items():
+            by_variant[k] = by_variant.get(k, 0) + v
+    summary = dict(pairs=len(results), ops_compared=len({r["op"] for r in results if r["cases"]}),
+                   cases=sum(r["cases"] for r in results), cases_by_variant=by_variant,
+                   wrong_cases=sum(len(r["wrong"]) for r in results),
+                   exception_cases=sum(len(r["exceptions"]) for r in results),
+                   alias_cases=sum(len(r["alias"]) for r in results),
+                   stride_cases=sum(r.get("n_strides", 0) for r in results),
+                   eager_fallback_graphs=sum(r.get("eager_fallbacks", 0) for r in results),
+                   pairs_wrong=len(bad), harness_errors=sum(1 for r in results if r["error"].startswith("harness")),
+                   seconds=round(seconds, 1))
+    print("SUMMARY", json.dumps(summary))
+    if out:
+        with open(out, "w") as f:
+            json.dump(dict(summary=summary, results=results), f, indent=1, default=str)
+    return 1 if bad else 0
 
 
 if __name__ == "__main__":

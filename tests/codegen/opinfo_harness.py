@@ -1,13 +1,26 @@
 """OpInfo correctness harness shared by the CI subset and benchmarks/opinfo_sweep.py.
 
-For one OpInfo and dtype, every sample input becomes one node of a single FX graph (one graph,
-one shared library per op and dtype, so the sweep costs one g++ run per op), compiled with
-codegen.compile_fx and compared with eager on fresh copies of the inputs. A sample whose eager
-call raises is dropped first. Result per op: samples compared, wrong samples, whether every node
-was lowered natively, and the extern reasons.
+Two entry points:
+- run_variants(op, dtype): what a user sees. The op's function, in-place (op.inplace_variant)
+  and out= variants (a preallocated out of the right shape, and an empty one eager resizes), on
+  contiguous, noncontiguous (strided, offset 1), transposed and storage-offset copies of every
+  sample, are called from an ordinary Python function compiled by
+  pydynamo.optimize(backend="codegen") on the user's own tensors (the first call included, two
+  calls), against the same function run eagerly on a deep copy (storage sharing, strides and
+  offsets kept). Compared: results, every input afterwards (mutated inputs, out= targets), and
+  which inputs each result aliases; stride differences are listed apart (not counted wrong).
+  A case whose eager call raises (a dtype or broadcast an in-place variant refuses) is dropped.
+  One compiled function per variant group holds all its cases (one g++ build), because codegen
+  runs a graph with an out= call or an in-place op on an input eagerly as a whole.
+- run_op(op, dtype): every sample as one node of a single FX graph through codegen.compile_fx
+  directly (counts what lowers natively; the GPU sweep reuses it).
+Integers and bools always compare exactly (a relative tolerance calls 20001 equal to 20000);
+floats with rtol=atol=1e-4.
 """
 from __future__ import annotations
 
+import copy
+import types
 import warnings
 from dataclasses import dataclass, field
 from typing import List
@@ -154,6 +167,12 @@ def _equal(a, b, path="out"):
             return f"{path}: tensor vs {type(b).__name__}"
         if a.shape != b.shape or a.dtype != b.dtype:
             return f"{path}: {a.dtype}{tuple(a.shape)} vs eager {b.dtype}{tuple(b.shape)}"
+        if not (a.dtype.is_floating_point or a.dtype.is_complex):
+            # integers and bools compare exactly: a relative tolerance calls 20001 equal to 20000
+            if a.device != b.device or not torch.equal(a, b):
+                bad = (a.cpu() != b.cpu()).nonzero()[:1].tolist()
+                return f"{path}: integer/bool values differ (first at {bad})"
+            return None
         try:
             torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4, equal_nan=True)
         except AssertionError as e:
@@ -267,3 +286,381 @@ def supported_dtypes(op):
     except Exception:
         have = op.dtypes
     return [d for d in want if d in have]
+
+
+# --- variants through pydynamo: function, in-place, out=, on every input layout -----------------
+#
+# run_variants(op, dtype) is what a user sees: the op is called from an ordinary Python function
+# compiled by pydynamo.optimize(backend="codegen"), on the user's own tensors (first call
+# included, twice), and compared with the same function run eagerly on a deep copy of them (one
+# copy for all cases, so storage sharing, strides and offsets are the user's). Every case (variant
+# x layout x sample) is one call in that function with its own tensors, so one graph (one g++
+# build) serves a whole op and dtype; a case whose eager call raises is dropped first. Integers
+# and bools compare exactly, floats with rtol=atol=1e-4; results, every input afterwards
+# (in-place and out= targets included) and which input each result aliases are compared.
+
+LAYOUTS = ("contiguous", "noncontiguous", "transposed", "offset")
+VARIANTS = ("function", "inplace", "out", "out_resize")
+OFFSET = 3          # elements in front of an "offset" tensor in its storage
+
+
+def _map_tensors(x, f):
+    if isinstance(x, torch.Tensor):
+        return f(x)
+    if isinstance(x, (list, tuple)):
+        return type(x)(_map_tensors(a, f) for a in x)
+    if isinstance(x, dict):
+        return {k: _map_tensors(v, f) for k, v in x.items()}
+    return x
+
+
+def _filler(dtype):
+    # a value a kernel must never read: NaN (float), 12 (int), True (bool)
+    return True if dtype is torch.bool else 12 if not dtype.is_floating_point else float("nan")
+
+
+def at_offset(t, offset=OFFSET):
+    """A copy of `t` (same shape, contiguous) that starts `offset` elements into its storage."""
+    buf = torch.full((t.numel() + offset,), _filler(t.dtype), dtype=t.dtype)
+    v = buf[offset:].view(t.shape)
+    v.copy_(t)
+    return v
+
+
+def transposed_like(t):
+    """A copy of `t` laid out column-major in its last two dims (the layout of x.mT of a
+    contiguous tensor); `t` itself when it has fewer than two dims."""
+    if t.dim() < 2:
+        return t
+    return t.detach().transpose(-1, -2).contiguous().transpose(-1, -2)
+
+
+def _layout(sample, layout):
+    from torch.testing._internal.opinfo.core import noncontiguous_like
+    f = {"contiguous": lambda t: t, "noncontiguous": noncontiguous_like,
+         "transposed": transposed_like, "offset": at_offset}[layout]
+    with torch.no_grad():
+        return (_map_tensors(sample.input, f), _map_tensors(tuple(sample.args), f),
+                _map_tensors(dict(sample.kwargs), f))
+
+
+def _out_like(r, how, layout):
+    """An out= argument for eager result `r`: the right shape ("out"), or empty so that the op
+    resizes it ("out_resize"); at an offset in a larger storage for the offset layout."""
+    if isinstance(r, torch.Tensor):
+        if how == "out_resize":
+            return torch.empty(0, dtype=r.dtype)
+        o = torch.full(r.shape, _filler(r.dtype), dtype=r.dtype)
+        return at_offset(o) if layout == "offset" else o
+    if isinstance(r, (tuple, list)) and r and all(isinstance(x, torch.Tensor) for x in r):
+        return tuple(_out_like(x, how, layout) for x in r)
+    return None
+
+
+@dataclass
+class Case:
+    variant: str
+    layout: str
+    sample: int
+    fn: object
+    args: tuple
+    kwargs: dict
+
+    @property
+    def label(self):
+        return f"{self.variant}/{self.layout}/sample{self.sample}"
+
+
+@dataclass
+class VariantResult:
+    name: str
+    dtype: torch.dtype
+    cases: int = 0                   # cases compared (eager ran them)
+    by_variant: dict = field(default_factory=dict)   # variant -> cases compared
+    eager_raises: int = 0            # cases dropped: eager raises (dtype, broadcast, ...)
+    wrong: List[str] = field(default_factory=list)            # value differences
+    exceptions: List[str] = field(default_factory=list)       # compiled raised, eager did not
+    alias: List[str] = field(default_factory=list)            # aliasing differs from eager
+    strides: List[str] = field(default_factory=list)          # layout differs (not counted wrong)
+    eager_fallbacks: int = 0         # graphs codegen ran eagerly + frames pydynamo ran eagerly
+    graph_breaks: int = 0
+    native_nodes: int = 0
+    graphs: int = 0
+    fallback_reasons: List[str] = field(default_factory=list)
+    error: str = ""
+
+    @property
+    def partly_native(self):
+        return self.native_nodes > 0
+
+
+def _as_user_function(fn):
+    """OpInfo's lambdas live in torch.testing modules, which pydynamo takes for torch ops and
+    puts into the graph whole (/work/notes/opinfo_findings.md F1); a user writes such a lambda
+    in their own module. The same function in a user module is what the sweep calls."""
+    if not isinstance(fn, types.FunctionType) or not (fn.__module__ or "").startswith("torch"):
+        return fn
+    g = dict(fn.__globals__, __name__="opinfo_user")
+    user = types.FunctionType(fn.__code__, g, fn.__name__, fn.__defaults__, fn.__closure__)
+    user.__kwdefaults__ = fn.__kwdefaults__
+    return user
+
+
+def _cases(op, dtype, variants, layouts, max_samples):
+    samples = list(op.sample_inputs("cpu", dtype, requires_grad=False))
+    if max_samples:
+        samples = samples[:max_samples]
+    plan = []
+    for v in variants:
+        if v == "inplace" and op.inplace_variant is None:
+            continue
+        if v in ("out", "out_resize") and not op.supports_out:
+            continue
+        lays = layouts if v in ("function", "inplace") else \
+            [la for la in layouts if la in ("contiguous", "offset")] if v == "out" else \
+            [la for la in layouts if la == "contiguous"]
+        for la in lays:
+            for i, s in enumerate(samples):
+                plan.append((v, la, i, s))
+    cases, dropped = [], 0
+    for v, la, i, s in plan:
+        inp, args, kwargs = _layout(s, la)
+        fn = _as_user_function(op.inplace_variant if v == "inplace" else op.op)
+        args = (inp,) + args
+        if v in ("out", "out_resize"):
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    r = fn(*copy.deepcopy(args), **copy.deepcopy(kwargs))
+            except Exception:
+                dropped += 1
+                continue
+            out = _out_like(r, v, la)
+            if out is None:
+                continue
+            kwargs = dict(kwargs, out=out)
+        c = Case(v, la, i, fn, args, kwargs)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                fn(*copy.deepcopy(args), **copy.deepcopy(kwargs))
+        except Exception:
+            dropped += 1
+            continue
+        cases.append(c)
+    return cases, dropped
+
+
+def _program(cases, name):
+    """A user function calling every case in turn: (fn, tensors, owner) where owner[j] is the
+    case owning tensor j. Non-tensor arguments are globals of the function, as in user code."""
+    tensors, memo, owner, ns, lines = [], {}, [], {}, []
+
+    def expr(x, ci):
+        if isinstance(x, torch.Tensor):
+            if id(x) not in memo:
+                memo[id(x)] = len(tensors)
+                tensors.append(x)
+                owner.append(ci)
+            return f"t{memo[id(x)]}"
+        if isinstance(x, list):
+            return "[" + ", ".join(expr(a, ci) for a in x) + "]"
+        if isinstance(x, tuple):
+            return "(" + "".join(expr(a, ci) + ", " for a in x) + ")"
+        if isinstance(x, (bool, int, str, type(None))) or \
+                (isinstance(x, float) and x == x and abs(x) != float("inf")):
+            return repr(x)
+        k = f"K{len(ns)}"
+        ns[k] = x
+        return k
+    for ci, c in enumerate(cases):
+        f = f"F{len(ns)}"
+        ns[f] = c.fn
+        parts = [expr(a, ci) for a in c.args] + [f"{k}={expr(v, ci)}" for k, v in c.kwargs.items()]
+        lines.append(f"    r{ci} = {f}({', '.join(parts)})")
+    params = ", ".join(f"t{j}" for j in range(len(tensors)))
+    rets = "".join(f"r{ci}, " for ci in range(len(cases)))
+    src = f"def {name}({params}):\n" + "\n".join(lines) + f"\n    return ({rets})\n"
+    ns["torch"] = torch
+    filename = f"<opinfo {name}>"
+    import linecache
+    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
+    exec(compile(src, filename, "exec"), ns)
+    return ns[name], tensors, owner
+
+
+def _tensors_of(x):
+    if isinstance(x, torch.Tensor):
+        return [x]
+    if isinstance(x, (list, tuple)):
+        return [t for a in x for t in _tensors_of(a)]
+    return []
+
+
+def _aliases(result, inputs):
+    """For each tensor in `result`: the indices of the inputs sharing its storage."""
+    ptrs = [t.untyped_storage().data_ptr() for t in inputs]
+    return [tuple(j for j, p in enumerate(ptrs) if t.numel() and p == t.untyped_storage().data_ptr())
+            for t in _tensors_of(result)]
+
+
+def _strides(x):
+    return [t.stride() for t in _tensors_of(x)]
+
+
+class _Recorder:
+    """Counts what pydynamo did with the frames it saw (a pydynamo.convert_frame recorder) and
+    what the codegen backend did with each graph (the backend below reports here)."""
+
+    def __init__(self):
+        self.graphs, self.breaks, self.frames_eager, self.native, self.fallback = 0, 0, 0, 0, 0
+        self.reasons: List[str] = []
+
+    def __call__(self, r):
+        from pydynamo.convert_frame import FrameResult
+        from pydynamo.exc import GraphBreak
+        if isinstance(r, FrameResult):
+            self.breaks += r.graph_break is not None
+        elif isinstance(r, GraphBreak):
+            self.frames_eager += 1
+
+    def backend(self, gm, example_inputs):
+        """pydynamo's "codegen" backend, unchanged, with each graph's CompileStats counted."""
+        from pydynamo.backends import codegen_backend
+        fn = codegen_backend(gm, example_inputs)
+        st = getattr(fn, "stats", None)
+        self.graphs += 1
+        if st is not None:
+            self.native += st.native_nodes
+            self.fallback += bool(st.fallback)
+            if st.fallback:
+                self.reasons.append(st.fallback)
+        else:           # codegen could not compile the graph: its backend runs it eagerly
+            self.fallback += 1
+        return fn
+
+
+def _compiled_run(fn, tensors, calls):
+    """Compile `fn` with the codegen backend and call it `calls` times on `tensors` themselves.
+    Returns (results per call, exception or None, recorder)."""
+    import pydynamo
+    from pydynamo import convert_frame
+    rec = _Recorder()
+    convert_frame.RECORDERS.append(rec)
+    outs = []
+    try:
+        cfn = pydynamo.optimize(backend=rec.backend)(fn)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for _ in range(calls):
+                outs.append(cfn(*tensors))
+    except Exception as e:
+        return outs, e, rec
+    finally:
+        convert_frame.RECORDERS.remove(rec)
+    return outs, None, rec
+
+
+def _eager_run(fn, tensors, calls):
+    outs = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for _ in range(calls):
+            outs.append(fn(*tensors))
+    return outs
+
+
+# one program (one compiled frame) per group: codegen runs a graph holding an out= call or an
+# in-place op on a graph input eagerly as a whole, which must not hide the function variant
+GROUPS = {"function": ("function",), "inplace": ("inplace",), "out": ("out", "out_resize")}
+
+
+def run_variants(op, dtype, variants=VARIANTS, layouts=LAYOUTS, max_samples=None,
+                 calls=2) -> VariantResult:
+    """Every case of `op` in `dtype`, compiled as a user would and compared with eager."""
+    res = VariantResult(op.name, dtype)
+    try:
+        cases, res.eager_raises = _cases(op, dtype, variants, layouts, max_samples)
+    except Exception as e:
+        res.error = f"sample_inputs: {type(e).__name__}: {e}"
+        return res
+    if not cases:
+        res.error = "no case runs eagerly"
+        return res
+    base = "opinfo_" + "".join(c if c.isalnum() else "_" for c in op.name + "_" + op.variant_test_name)
+    nondet = any(k in op.name for k in NONDETERMINISTIC)
+    for group, members in GROUPS.items():
+        part = [c for c in cases if c.variant in members]
+        if part:
+            _check_program(part, f"{base}_{group}", calls, nondet, res)
+    for c in cases:
+        res.by_variant[c.variant] = res.by_variant.get(c.variant, 0) + 1
+    return res
+
+
+def _check_program(cases, name, calls, nondet, res):
+    import pydynamo
+    fn, tensors, owner = _program(cases, name)
+    pristine = copy.deepcopy(tensors)
+    eager_in, eager_in2 = copy.deepcopy(pristine), copy.deepcopy(pristine)
+    try:
+        ref = _eager_run(fn, eager_in, calls)
+        ref2 = _eager_run(fn, eager_in2, calls)
+    except Exception as e:
+        res.error = f"eager program raised {type(e).__name__}: {e}"
+        return
+    pydynamo.reset()
+    outs, exc, rec = _compiled_run(fn, tensors, calls)
+    res.graphs += rec.graphs
+    res.graph_breaks += rec.breaks
+    res.native_nodes += rec.native
+    res.eager_fallbacks += rec.fallback + rec.frames_eager
+    res.fallback_reasons += [r for r in rec.reasons if r not in res.fallback_reasons][:3]
+    res.cases += len(cases)
+    if exc is not None:
+        # attribute: each case alone, on fresh copies of its tensors
+        by_id = {id(t): p for t, p in zip(tensors, pristine)}
+        found = _bisect_exceptions(cases, calls, by_id)
+        res.exceptions += found or [f"{name}: {type(exc).__name__}: {str(exc)[:200]}"]
+        return
+    bad = set()
+    for k in range(calls):
+        for ci, c in enumerate(cases):
+            if ci in bad or nondet or _equal(ref[k][ci], ref2[k][ci], "") is not None:
+                continue      # random or uninitialized result: not comparable value by value
+            r = _equal(outs[k][ci], ref[k][ci], f"{c.label} call{k} result")
+            if r:
+                res.wrong.append(r)
+                bad.add(ci)
+                continue
+            got, want = _aliases(outs[k][ci], tensors), _aliases(ref[k][ci], eager_in)
+            if got != want:
+                res.alias.append(f"{c.label}: result aliases inputs {got} vs eager {want}")
+                bad.add(ci)
+            elif k == 0 and _strides(outs[k][ci]) != _strides(ref[k][ci]):
+                res.strides.append(f"{c.label}: strides {_strides(outs[k][ci])} vs eager "
+                                   f"{_strides(ref[k][ci])}")
+    if nondet:
+        return
+    for j, (a, b, b2) in enumerate(zip(tensors, eager_in, eager_in2)):
+        ci = owner[j]
+        if ci in bad or _equal(b, b2, "") is not None:
+            continue
+        r = _equal(a, b, f"{cases[ci].label} input t{j} after {calls} calls")
+        if r:
+            res.wrong.append(r)
+            bad.add(ci)
+
+
+def _bisect_exceptions(cases, calls, pristine_by_id):
+    """The cases that raise when compiled alone (on fresh copies of their original tensors)."""
+    import pydynamo
+    found = []
+    for ci, c in enumerate(cases):
+        fn, tensors, _ = _program([c], f"opinfo_case{ci}")
+        tensors = copy.deepcopy([pristine_by_id[id(t)] for t in tensors])
+        pydynamo.reset()
+        _, exc, _ = _compiled_run(fn, tensors, calls)
+        if exc is not None:
+            found.append(f"{c.label}: {type(exc).__name__}: {str(exc)[:200]}")
+    return found
