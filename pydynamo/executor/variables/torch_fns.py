@@ -7,6 +7,7 @@ process (seeding, printing, setting flags) — is Unsupported rather than run wh
 """
 from __future__ import annotations
 
+import sys
 import types
 
 import torch
@@ -66,6 +67,16 @@ def _has_tensor_arg(args, kwargs) -> bool:
     return any(has(a) for a in args) or any(has(v) for v in kwargs.values())
 
 
+def _spelled_by_name(fn) -> bool:
+    """A graph node's target must be reachable as `module.name` (FX prints it so, and backends
+    look it up): a lambda or local helper defined in a torch module (torch.testing's OpInfo
+    wrappers, say) is not, so it is traced through as a user function instead."""
+    if not isinstance(fn, types.FunctionType):
+        return True
+    mod = sys.modules.get(fn.__module__ or "")
+    return mod is not None and getattr(mod, fn.__name__, None) is fn
+
+
 class TorchFunctionVariable(VariableTracker):
     def __init__(self, fn, source=None):
         super().__init__(source)
@@ -104,7 +115,8 @@ class TorchFunctionVariable(VariableTracker):
         if fn is torch.Size:
             from pydynamo.executor.variables.containers import SizeVariable
             return SizeVariable(tx.unpack(args[0]) if args else [])
-        if fn in FACTORIES or _has_tensor_arg(args, kwargs) or fn in ALLOWED_IN_GRAPH:
+        if fn in ALLOWED_IN_GRAPH or (
+                (fn in FACTORIES or _has_tensor_arg(args, kwargs)) and _spelled_by_name(fn)):
             return tx.output.call(tx, "call_function", fn, list(args), kwargs)
         if all(a.is_python_constant() for a in args) and fn in (torch.device, torch.finfo, torch.iinfo):
             return tx.wrap_constant_result(fn(*[a.as_python_constant() for a in args]))
