@@ -117,9 +117,9 @@ def _tensors(v: Any, path: str, out: list, depth: int = 0) -> list:
     return out
 
 
-def tensor_diff(a: torch.Tensor, b: torch.Tensor) -> Optional[str]:
+def tensor_diff(a: torch.Tensor, b: torch.Tensor, tol: Optional[tuple] = None) -> Optional[str]:
     """None when compiled `a` equals eager `b`: exact for integer/bool dtypes, else within the
-    dtype's tolerance (NaN == NaN, infinities must match)."""
+    dtype's tolerance or `tol` = (rtol, atol) (NaN == NaN, infinities must match)."""
     if type(a) is not type(b):
         return f"type {type(a).__name__} vs eager {type(b).__name__}"
     if a.dtype != b.dtype or a.shape != b.shape or a.device != b.device:
@@ -130,7 +130,7 @@ def tensor_diff(a: torch.Tensor, b: torch.Tensor) -> Optional[str]:
         a, b = a.to_dense() if a.is_sparse else a, b.to_dense() if b.is_sparse else b
     a, b = a.detach(), b.detach()
     if a.dtype.is_floating_point or a.dtype.is_complex:
-        rtol, atol = TOLERANCES.get(a.dtype, (1e-4, 1e-5))
+        rtol, atol = tol or TOLERANCES.get(a.dtype, (1e-4, 1e-5))
         if torch.allclose(a, b, rtol=rtol, atol=atol, equal_nan=True):
             return None
         with torch.no_grad():
@@ -157,29 +157,31 @@ def _at(t: torch.Tensor, mask: torch.Tensor):
     return t[i].item() if t.dim() else t.item()
 
 
-def value_diff(a: Any, b: Any, path: str) -> list:
-    """Every difference between compiled value `a` and eager value `b` (recursive)."""
+def value_diff(a: Any, b: Any, path: str, tol: Optional[tuple] = None) -> list:
+    """Every difference between compiled value `a` and eager value `b` (recursive). `tol` =
+    (rtol, atol) overrides the float tolerances; integers and bools always compare exactly."""
     if isinstance(b, torch.Tensor) or isinstance(a, torch.Tensor):
         if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
             return [f"{path}: {_short(a)} vs eager {_short(b)}"]
-        d = tensor_diff(a, b)
+        d = tensor_diff(a, b, tol)
         return [f"{path}: {d}"] if d else []
     if type(a) is not type(b):
         return [f"{path}: type {type(a).__name__} ({_short(a)}) vs eager {type(b).__name__} ({_short(b)})"]
     if isinstance(b, float):
-        if a == b or (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=1e-5, abs_tol=1e-6):
+        rtol, atol = tol or (1e-5, 1e-6)
+        if a == b or (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=rtol, abs_tol=atol):
             return []
         return [f"{path}: {a!r} vs eager {b!r}"]
     if isinstance(b, tuple) and hasattr(b, "_fields"):
-        return [d for i, (x, y) in enumerate(zip(a, b)) for d in value_diff(x, y, f"{path}.{b._fields[i]}")]
+        return [d for i, (x, y) in enumerate(zip(a, b)) for d in value_diff(x, y, f"{path}.{b._fields[i]}", tol)]
     if isinstance(b, (list, tuple)):
         if len(a) != len(b):
             return [f"{path}: length {len(a)} vs eager {len(b)}"]
-        return [d for i, (x, y) in enumerate(zip(a, b)) for d in value_diff(x, y, f"{path}[{i}]")]
+        return [d for i, (x, y) in enumerate(zip(a, b)) for d in value_diff(x, y, f"{path}[{i}]", tol)]
     if isinstance(b, dict):
         if list(a) != list(b):
             return [f"{path}: keys {list(a)} vs eager {list(b)}"]
-        return [d for k in b for d in value_diff(a[k], b[k], f"{path}[{k!r}]")]
+        return [d for k in b for d in value_diff(a[k], b[k], f"{path}[{k!r}]", tol)]
     if isinstance(b, torch.nn.Module):
         return []   # compared through its state (module_diff)
     if b is None or isinstance(b, (bool, int, str, bytes, complex, torch.Size, torch.dtype, torch.device)):
@@ -373,6 +375,26 @@ def assert_same_as_eager(fn: Callable, makers: Sequence[Callable[[], Any]], *, a
     if max_fallbacks is not None:
         assert res.fallbacks <= max_fallbacks, res.report()
     return res
+
+
+def assert_values_equal(actual: Any, expected: Any, rtol: Optional[float] = None,
+                        atol: Optional[float] = None, what: str = "out") -> None:
+    """assert_close for test code: containers and Python values compared structurally, integer
+    and bool tensors and ints exactly (a relative tolerance lets 20001 equal 20000), floats with
+    (rtol, atol) when given, else the dtype's tolerance. For graph-level tests (an FX graph returns
+    torch.return_types results as plain tuples) structseqs compare as tuples."""
+    tol = (rtol if rtol is not None else 1e-4, atol if atol is not None else 1e-5) \
+        if (rtol is not None or atol is not None) else None
+    diffs = value_diff(_plain(actual), _plain(expected), what, tol)
+    assert not diffs, "\n".join(diffs[:10])
+
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, tuple) and type(v).__module__ == "torch.return_types":
+        return tuple(_plain(x) for x in v)
+    if type(v) in (list, tuple):
+        return type(v)(_plain(x) for x in v)
+    return v
 
 
 def same_inputs(*args, **kwargs) -> Callable:

@@ -1,5 +1,6 @@
 """codegen.compile_fx end to end: outputs vs eager, kernel counts, fallbacks, cache, wrapper."""
 import contextlib
+import copy
 import gc
 import os
 import subprocess
@@ -15,13 +16,20 @@ import torch.nn.functional as F
 import codegen
 from codegen import codecache
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import differential  # noqa: E402  (tests/differential.py: the shared compare)
+
 
 def compile_and_check(fn, *args, rtol=1e-4, atol=1e-5, **options):
+    """Compile on the caller's tensors and call on the same ones (as pydynamo does), eager on a
+    layout-preserving copy; outputs and inputs after the call compared (integers exactly)."""
     gm = fn if isinstance(fn, torch.fx.GraphModule) else torch.fx.symbolic_trace(fn)
+    eager_args = copy.deepcopy(args)
+    ref = gm(*eager_args)
     compiled = codegen.compile_fx(gm, list(args), strict=True, **options)
     out = compiled(*args)
-    ref = gm(*args)
-    torch.testing.assert_close(out, ref, rtol=rtol, atol=atol, equal_nan=True)
+    differential.assert_values_equal(out, ref, rtol=rtol, atol=atol)
+    differential.assert_values_equal(args, eager_args, rtol=rtol, atol=atol, what="inputs after the call")
     assert not compiled.stats.fallback, compiled.stats.fallback
     return compiled
 
@@ -192,8 +200,8 @@ def test_inplace_on_input_written_back():
         return x * 3
     x0, y = torch.randn(10), torch.randn(10)
     gm = torch.fx.symbolic_trace(f)
-    c = codegen.compile_fx(gm, [x0.clone(), y], strict=True)
     x = x0.clone()
+    c = codegen.compile_fx(gm, [x, y], strict=True)   # compiled on the tensors it is called with
     out = c(x, y)
     torch.testing.assert_close(x, (x0 + y) * 2)
     torch.testing.assert_close(out, (x0 + y) * 6)
@@ -430,8 +438,8 @@ def test_inplace_method_variants_mutate_like_eager():
         x.xlogy_(y)
         return x + 0
     x0, y = torch.rand(6) + 0.5, torch.rand(6) + 0.5
-    c = codegen.compile_fx(torch.fx.symbolic_trace(f), [x0.clone(), y])
     x1, x2 = x0.clone(), x0.clone()
+    c = codegen.compile_fx(torch.fx.symbolic_trace(f), [x1, y])
     torch.testing.assert_close(c(x1, y), f(x2, y))
     torch.testing.assert_close(x1, x2)
 
@@ -462,16 +470,16 @@ def test_function_form_inplace_and_running_stats_are_safe():
     x = torch.randn(4)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        c = codegen.compile_fx(gm, [x.clone()])
-    x0 = x.clone()
+        x0 = x.clone()
+        c = codegen.compile_fx(gm, [x])
     torch.testing.assert_close(c(x), torch.ones(4))
     torch.testing.assert_close(x, x0)
 
     rm, rv = torch.zeros(3), torch.ones(3)
     g = torch.fx.symbolic_trace(lambda x, m, v: F.batch_norm(x, m, v, training=True) * 2)
     with pytest.warns(UserWarning, match="running statistics"):
-        c = codegen.compile_fx(g, [torch.randn(4, 3), rm.clone(), rv.clone()])
-    xb = torch.randn(4, 3)
-    m1, v1, m2, v2 = rm.clone(), rv.clone(), rm.clone(), rv.clone()
+        xb = torch.randn(4, 3)
+        m1, v1, m2, v2 = rm.clone(), rv.clone(), rm.clone(), rv.clone()
+        c = codegen.compile_fx(g, [xb, m1, v1])
     torch.testing.assert_close(c(xb, m1, v1), F.batch_norm(xb, m2, v2, training=True) * 2)
     torch.testing.assert_close(m1, m2)

@@ -251,7 +251,9 @@ class Gen:
             if len(shape) >= 2:
                 opts.append("offset2")
             layout = r.choice(opts) if shape else "plain"
-        self.inputs.append((name, "tensor", tuple(shape), dtype, layout))
+        # a float64 input now and then (tracked as float; mixed-precision ops promote)
+        made = "d" if dtype == "f" and r.random() < 0.08 else dtype
+        self.inputs.append((name, "tensor", tuple(shape), made, layout))
         self.params.append(name)
         v = Var(name, tuple(shape), dtype, root=name, contiguous=layout in ("plain", "offset", "offset2"))
         self.vars.append(v)
@@ -305,6 +307,8 @@ class Gen:
     @staticmethod
     def _make(sz: list, dtype: str) -> str:
         s = ", ".join(map(str, sz))
+        if dtype == "d":
+            return f"torch.randn({s}{', ' if sz else '()'}dtype=torch.float64)"
         if dtype == "f":
             return f"torch.randn({s})" if sz else "torch.randn(())"
         if dtype == "i":
@@ -671,6 +675,64 @@ class Gen:
         else:
             self.emit(f"{n}.add_(1)")
 
+    def op_out_variant(self) -> None:
+        """torch.<op>(..., out=t): writes an existing tensor (an intermediate or an input)."""
+        r = self.r
+        t = self.pick(lambda v: v.writable and v.dtype == "f" and all(known(d) for d in v.shape))
+        if t is None:
+            return
+        a = self.pick(lambda v: v.dtype == "f" and broadcast(v.shape, t.shape) == t.shape) or t
+        k = r.choice(["add", "mul", "sin", "clamp", "where"])
+        e = {"add": f"torch.add({a.name}, 1.5, out={t.name})", "mul": f"torch.mul({a.name}, {a.name}, out={t.name})",
+             "sin": f"torch.sin({a.name}, out={t.name})", "clamp": f"torch.clamp({a.name}, -0.5, 0.5, out={t.name})",
+             "where": f"torch.where({a.name} > 0, {a.name}, 0.0, out={t.name})"}[k]
+        if a is t and k != "sin":
+            e = f"torch.{'add' if k == 'add' else 'mul'}({t.name}, 2, out={t.name})"
+        if r.random() < 0.5:
+            self.emit(e)
+        else:
+            self.add(e, t.shape, "f", root=t.root)
+
+    def op_accumulate(self) -> None:
+        """index_add_ / scatter_add_ / index_fill_ into a tensor, indices in range."""
+        r = self.r
+        t = self.inplace_target()
+        if t is None or not t.writable or t.dtype != "f" or t.ndim == 0 or not all(known(d) for d in t.shape):
+            return
+        d = r.randrange(t.ndim)
+        k = r.choice(["index_add_", "scatter_add_", "index_fill_"])
+        if k == "index_add_":
+            n = self.dim()
+            idx = self.new_input((n,), "i")
+            src_shape = list(t.shape)
+            src_shape[d] = n
+            src = self.new_input(tuple(src_shape), "f")
+            self.emit(f"{t.name}.index_add_({d}, {idx.name} % {t.name}.shape[{d}], {src.name})")
+        elif k == "scatter_add_":
+            idx = self.new_input(t.shape, "i")
+            src = self.new_input(t.shape, "f")
+            self.emit(f"{t.name}.scatter_add_({d}, {idx.name} % {t.name}.shape[{d}], {src.name})")
+        else:
+            idx = self.new_input((self.dim(),), "i")
+            self.emit(f"{t.name}.index_fill_({d}, {idx.name} % {t.name}.shape[{d}], -3.0)")
+
+    def op_oob(self) -> None:
+        """Indexing that is out of range on some call (indices up to 8, dims from 2): eager raises,
+        the compiled call must raise the same exception type."""
+        r = self.r
+        a = self.tensor(lambda v: v.ndim >= 1 and known(v.shape[0]) and min(v.shape[0]) < 8)
+        if a.ndim == 0 or not known(a.shape[0]) or min(a.shape[0]) >= 8:
+            return
+        self.raises = True
+        k = r.choice(["index", "index_select", "gather"])
+        i = self.new_input((self.dim(),), "i")
+        if k == "index":
+            self.add(f"{a.name}[{i.name}]", i.shape + a.shape[1:], a.dtype)
+        elif k == "index_select":
+            self.add(f"{a.name}.index_select(0, {i.name})", i.shape + a.shape[1:], a.dtype)
+        elif a.ndim == 1:
+            self.add(f"torch.gather({a.name}, 0, {i.name})", i.shape, a.dtype)
+
     def op_module(self) -> None:
         """An nn submodule or buffer of the program's module (module programs only)."""
         r = self.r
@@ -862,7 +924,8 @@ class Gen:
 
     OPS = [("op_unary", 10), ("op_binary", 14), ("op_reduce", 8), ("op_matmul", 4), ("op_view", 8),
            ("op_view_chain", 5), ("op_inplace", 12), ("op_cat", 3), ("op_where", 3), ("op_index", 4),
-           ("op_control", 4), ("op_break", 2), ("op_list", 2)]
+           ("op_control", 4), ("op_break", 2), ("op_list", 2), ("op_out_variant", 2), ("op_accumulate", 2),
+           ("op_oob", 0.4)]
 
     def generate(self) -> Program:
         r = self.r
@@ -922,8 +985,8 @@ def runs_eagerly(p: Program) -> bool:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 (fn if not isinstance(fn, torch.nn.Module) else copy.deepcopy(fn))(*args)
-        except ValueError as e:
-            if not (p.raises and "too big" in str(e)):
+        except (ValueError, IndexError, RuntimeError) as e:
+            if not (p.raises and ("too big" in str(e) or "index" in str(e).lower() or "out of" in str(e))):
                 return False
         except Exception:
             return False
