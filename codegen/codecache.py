@@ -1,23 +1,55 @@
-"""Content-addressed disk cache for generated sources and shared libraries.
+"""Content-addressed disk cache for generated code: every artifact is verified before it is used.
 
-Key = sha256(source, compiler command, compiler version). A library is built into a temporary
-name and renamed into place, so concurrent processes never load a half-written file; a warm
-process (same key on disk) runs no compiler at all, and each library is loaded once per process.
-Directory: $PYDYNAMO_CACHE_DIR (default ~/.cache/pydynamo), subfolders cpp/ and wrappers/.
+Artifacts under cache_dir() ($PYDYNAMO_CACHE_DIR, default ~/.cache/pydynamo):
+  cpp/<k2>/<key>.so      kernel libraries (ctypes), key = source_key(source); .cpp beside it
+  guards/...             the tensor-check CPython extension (pydynamo/tensor_check.py)
+  cpp/libmvec-<...>      the libmvec probe's answer (a sealed 1-byte payload)
+  wrappers/, triton/     generated Python, named by the sha256 of its own text
+
+Invariants:
+  * Nothing unverified is loaded. A binary artifact ends with a trailer recording the key it was
+    built for, the toolchain, and the sha256 and size of the bytes before it (the ELF loader
+    ignores bytes past the last section). `load_binary` dlopens/imports a file only when its
+    trailer names the key being asked for and the bytes hash to the recorded value, so a
+    truncated, overwritten, zero-length or garbage library, or another key's library copied over
+    this name, is never mapped (those crashed every later process with SIGBUS/SIGILL/SIGSEGV).
+    Generated Python is named by its own sha256 and used only when the file's text equals the
+    source. Verification reads each artifact once per process (at load, never per call).
+  * Damage is repaired: an artifact that fails verification, or fails to load, is rebuilt with
+    one CacheWarning and replaced; the next process finds a verified file and says nothing.
+    A missing artifact is simply built (a cold cache is not damage).
+  * Writes are atomic and durable: a temp file in the same directory, fsync, rename, fsync of the
+    directory. Processes racing on one key each build their own temp file; the last rename wins
+    and every reader sees either no file or a complete sealed one.
+  * A cache dir that cannot be written (read-only, no permission) still serves its verified
+    entries; what must be built goes to a per-process temp dir, with one CacheWarning.
+  * A key covers every input of its artifact: kernel libraries hash the source, the compiler
+    command and version, the CPU's instruction-set flags (-march=native code from another CPU
+    could SIGILL) and the C library version (libmvec); they include no Python or torch headers
+    and are loaded by ctypes, so neither version is an input. The guard extension's key is
+    tensor_check's (source, torch version and build, Python ABI, compiler and command).
+  * Each library is loaded once per process (`_loaded`); deleting the file afterwards does not
+    affect the process (the mapping stays), and the next process rebuilds it.
 """
 from __future__ import annotations
 
+import atexit
 import ctypes
+import errno
 import functools
 import hashlib
+import json
 import logging
 import os
+import shutil
+import struct
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from typing import Dict
+import warnings
+from typing import Callable, Dict, Optional, Tuple, TypeVar
 
 log = logging.getLogger("pydynamo.codegen")
 
@@ -26,6 +58,13 @@ CXX = os.environ.get("CXX", "g++")
 # if-convert float selects, which AVX2 and older targets need to vectorize pd_expf, max, where
 CXXFLAGS = ["-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=c++17", "-fwrapv",
             "-fno-math-errno", "-fno-trapping-math", "-w"]
+
+# Bumped when the on-disk format changes: old entries are then never looked up (not "damaged").
+FORMAT = "2"
+
+
+class CacheWarning(UserWarning):
+    """A cached artifact failed verification or the cache dir is unwritable (repaired/bypassed)."""
 
 
 def cxxflags() -> list:
@@ -44,15 +83,14 @@ def cxxflags() -> list:
     return CXXFLAGS + [f"-mprefer-vector-width={width}"]
 
 _loaded: Dict[str, ctypes.CDLL] = {}
-_lock = threading.Lock()
-stats = {"compiles": 0, "disk_hits": 0, "memory_hits": 0, "compile_seconds": 0.0}
+_lock = threading.RLock()      # reentrant: a build may probe libmvec, which publishes too
+stats = {"compiles": 0, "disk_hits": 0, "memory_hits": 0, "compile_seconds": 0.0, "repairs": 0}
 
 
 def cache_dir() -> str:
     d = os.environ.get("PYDYNAMO_CACHE_DIR")
     if not d:
         try:
-            import sys
             cfg = sys.modules.get("pydynamo.config")
             d = getattr(cfg, "cache_dir", None)
         except Exception:
@@ -69,21 +107,251 @@ def compiler_version() -> str:
         return f"unknown ({e})"
 
 
+@functools.lru_cache(None)
+def target_id() -> str:
+    """What -march=native and -lmvec depend on besides the compiler: the CPU's instruction-set
+    flags and the C library version (a cache dir shared by machines must not hand one CPU's
+    AVX-512 library to another)."""
+    import platform
+    cpu = platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith(("flags", "Features")):
+                    cpu += ":" + hashlib.sha256(line.split(":", 1)[1].strip().encode()).hexdigest()[:16]
+                    break
+    except OSError:
+        cpu += ":" + platform.processor()
+    try:
+        libc = os.confstr("CS_GNU_LIBC_VERSION") or ""
+    except (ValueError, OSError):
+        libc = ""
+    return f"{cpu} {libc}"
+
+
+def toolchain() -> str:
+    return " ".join([CXX] + cxxflags()) + " | " + compiler_version() + " | " + target_id()
+
+
 def source_key(source: str) -> str:
     h = hashlib.sha256()
-    for part in (source, " ".join([CXX] + cxxflags()), compiler_version()):
+    for part in (FORMAT, source, toolchain()):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()
 
 
-def _atomic_write(path: str, text: str):
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
+# ------------------------------------------------------------------ sealed files
 
+_MAGIC = b"PDCACHE2"
+_TAIL = struct.Struct("<Q8s")          # length of the JSON trailer, magic
+
+
+def _seal(payload_len: int, sha: str, key: str, what: str, info: str) -> bytes:
+    meta = json.dumps({"key": key, "sha256": sha, "size": payload_len, "what": what,
+                       "built_with": info, "format": FORMAT}).encode()
+    return b"\n" + meta + _TAIL.pack(len(meta), _MAGIC)
+
+
+def _unseal(blob: bytes, key: str) -> Tuple[Optional[bytes], str]:
+    """(payload, "") for a sealed blob built for `key`, else (None, why not)."""
+    if len(blob) < _TAIL.size:
+        return None, f"{len(blob)} bytes, no trailer"
+    n, magic = _TAIL.unpack_from(blob, len(blob) - _TAIL.size)
+    if magic != _MAGIC or n > len(blob) - _TAIL.size:
+        return None, "no trailer (truncated or overwritten)"
+    try:
+        meta = json.loads(blob[len(blob) - _TAIL.size - n: len(blob) - _TAIL.size])
+        size, sha, built_for = int(meta["size"]), meta["sha256"], meta["key"]
+    except (ValueError, KeyError, TypeError):
+        return None, "unreadable trailer"
+    if built_for != key:
+        return None, f"built for key {str(built_for)[:16]}..., not this one"
+    if size != len(blob) - _TAIL.size - n - 1:
+        return None, f"size {len(blob) - _TAIL.size - n - 1} bytes, recorded {size}"
+    payload = blob[:size]
+    if hashlib.sha256(payload).hexdigest() != sha:
+        return None, "content hash mismatch"
+    return payload, ""
+
+
+def _read(path: str) -> Tuple[Optional[bytes], str]:
+    """(bytes, "") or (None, "") where there is no file, or (None, why it cannot be read)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(), ""
+    except FileNotFoundError:
+        return None, ""
+    except OSError as e:
+        return None, f"unreadable: {e.strerror}"
+
+
+# ------------------------------------------------------------------ where to write
+
+_fallback: Dict[str, str] = {}          # unwritable cache root -> this process's temp root
+# the cache dir (or a folder in it) cannot take a new file: read-only, no permission, full, a file
+# where a folder should be
+_UNWRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.ENOTDIR,
+               errno.EEXIST)
+
+
+def _candidates(rel: str):
+    """Paths to look for `rel` in: the cache dir, then this process's fallback for it."""
+    root = cache_dir()
+    yield os.path.join(root, rel)
+    if root in _fallback:
+        yield os.path.join(_fallback[root], rel)
+
+
+def _fallback_root(root: str, err: OSError) -> str:
+    if root not in _fallback:
+        tmp = tempfile.mkdtemp(prefix="pydynamo-cache-")
+        atexit.register(shutil.rmtree, tmp, True)
+        _fallback[root] = tmp
+        warnings.warn(f"pydynamo cache: cannot write to {root} ({err.strerror}); compiled code "
+                      f"goes to {tmp} for this process", CacheWarning, stacklevel=4)
+    return _fallback[root]
+
+
+def _fsync_dir(d: str):
+    try:
+        fd = os.open(d, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def publish(rel: str, produce: Callable[[str], None]) -> str:
+    """Atomically create <cache dir>/rel: `produce(tmp)` writes the complete file at `tmp` (in the
+    same directory), which is fsynced and renamed into place. Falls back to a per-process temp
+    dir when the cache dir cannot be written. Returns the final path."""
+    root = cache_dir()
+    while True:
+        base = _fallback.get(root, root)
+        path = os.path.join(base, rel)
+        d = os.path.dirname(path)
+        tmp = None
+        try:
+            os.makedirs(d, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=d, prefix=os.path.basename(path) + ".", suffix=".tmp")
+            os.close(fd)
+            produce(tmp)
+            fd = os.open(tmp, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, path)
+        except BaseException as e:
+            if tmp is not None:
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
+            if isinstance(e, OSError) and e.errno in _UNWRITABLE and base == root:
+                _fallback_root(root, e)
+                continue
+            raise
+        _fsync_dir(d)
+        return path
+
+
+def _warn_damaged(what: str, path: str, reason: str):
+    stats["repairs"] += 1
+    warnings.warn(f"pydynamo cache: {what} {path} is damaged ({reason}); rebuilding it",
+                  CacheWarning, stacklevel=5)
+
+
+# ------------------------------------------------------------------ verified artifacts
+
+T = TypeVar("T")
+
+
+def load_binary(rel: str, key: str, build: Callable[[str], None], load: Callable[[str], T],
+                what: str, info: str = "") -> Tuple[T, str]:
+    """Load the artifact at <cache dir>/rel built for `key`: verified first (trailer names `key`,
+    bytes match its sha256), else (missing, damaged, or failing to load) `build(tmp)` writes it
+    afresh, it is sealed (`info`: the toolchain, for readers) and published, and loaded.
+    Returns (load(path), path)."""
+    found = _find_sealed(rel, key, lambda path, payload: (load(path), path), what)
+    if found is not None:
+        stats["disk_hits"] += 1
+        return found
+    path = _publish_sealed(rel, key, build, what, info)
+    return load(path), path
+
+
+def load_value(rel: str, key: str, compute: Callable[[], bytes], what: str) -> bytes:
+    """A small sealed value (a probe's answer): verified like a binary, recomputed if not."""
+    found = _find_sealed(rel, key, lambda path, payload: payload, what)
+    if found is not None:
+        return found
+    value = compute()
+
+    def produce(tmp):
+        with open(tmp, "wb") as f:
+            f.write(value)
+    _publish_sealed(rel, key, produce, what, "")
+    return value
+
+
+def _find_sealed(rel: str, key: str, use: Callable[[str, bytes], T], what: str) -> Optional[T]:
+    """use(path, payload) for the first place of `rel` whose file verifies for `key` and loads
+    (OSError/ImportError: it does not); None if there is none, after one warning if a file was
+    there but damaged."""
+    damaged = None
+    for path in _candidates(rel):
+        blob, reason = _read(path)
+        if blob is None and not reason:        # no file there
+            continue
+        payload, reason = _unseal(blob, key) if blob is not None else (None, reason)
+        if payload is not None:
+            try:
+                return use(path, payload)
+            except (OSError, ImportError) as e:   # verified bytes that will not load here
+                reason = f"fails to load: {e}"
+        damaged = damaged or (path, reason)
+    if damaged:
+        _warn_damaged(what, *damaged)
+    return None
+
+
+def _publish_sealed(rel: str, key: str, produce: Callable[[str], None], what: str,
+                    info: str) -> str:
+    """publish() what `produce(tmp)` writes, with the trailer for `key` appended."""
+    def sealed(tmp):
+        produce(tmp)
+        with open(tmp, "rb") as f:
+            data = f.read()
+        with open(tmp, "ab") as f:
+            f.write(_seal(len(data), hashlib.sha256(data).hexdigest(), key, what, info))
+    return publish(rel, sealed)
+
+
+def store_text(rel: str, text: str, what: str) -> str:
+    """The path of a file under the cache holding exactly `text` (content-addressed names):
+    an existing file is used only if its text is `text`; otherwise it is (re)written."""
+    data = text.encode()
+    for path in _candidates(rel):
+        blob, reason = _read(path)
+        if blob == data:
+            return path
+        if blob is not None or reason:
+            _warn_damaged(what, path, reason or "its text differs from its content hash")
+            break
+
+    def produce(tmp):
+        with open(tmp, "wb") as f:
+            f.write(data)
+    return publish(rel, produce)
+
+
+# ------------------------------------------------------------------ users
 
 @functools.lru_cache(None)
 def vector_math_available() -> bool:
@@ -91,14 +359,10 @@ def vector_math_available() -> bool:
     import platform
     if sys.platform != "linux" or platform.machine() not in ("x86_64", "AMD64"):
         return False
-    marker = os.path.join(cache_dir(), "cpp", "libmvec-" + hashlib.sha256(
-        compiler_version().encode()).hexdigest()[:16])
-    if os.path.exists(marker):          # probed by an earlier process: no compiler run
-        with open(marker) as f:
-            return f.read().strip() == "1"
-    ok = _probe_vector_math()
-    _atomic_write(marker, "1" if ok else "0")
-    return ok
+    key = hashlib.sha256((FORMAT + compiler_version() + target_id()).encode()).hexdigest()
+    value = load_value(os.path.join("cpp", "libmvec-" + key[:16]), key,
+                       lambda: b"1" if _probe_vector_math() else b"0", "libmvec probe marker")
+    return value == b"1"
 
 
 def _probe_vector_math() -> bool:
@@ -115,47 +379,37 @@ def _probe_vector_math() -> bool:
 
 
 def load_library(source: str) -> (ctypes.CDLL, str):
-    """Compile (or find) the shared library for this C++ source; returns (lib, path)."""
+    """Compile (or find, verified) the shared library for this C++ source; returns (lib, path)."""
     key = source_key(source)
     with _lock:
         if key in _loaded:
             stats["memory_hits"] += 1
-            return _loaded[key], _so_path(key)
-        so = _so_path(key)
-        if os.path.exists(so):
-            stats["disk_hits"] += 1
-        else:
-            _build(source, key, so)
-        lib = ctypes.CDLL(so)
-        _loaded[key] = lib
+            return _loaded[key]
+        rel = os.path.join("cpp", key[:2], key + ".so")
+        lib, so = load_binary(rel, key, lambda tmp: _build(source, tmp), ctypes.CDLL,
+                              "kernel library", toolchain())
+        _loaded[key] = lib, so
         return lib, so
 
 
-def _so_path(key):
-    return os.path.join(cache_dir(), "cpp", key[:2], key + ".so")
-
-
-def _build(source, key, so):
-    src = so[:-3] + ".cpp"
-    _atomic_write(src, source)
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(so), suffix=".so.tmp")
-    os.close(fd)
-    cmd = [CXX] + cxxflags() + [src, "-o", tmp] + (["-lmvec"] if "omp declare simd" in source else [])
+def _build(source: str, out: str):
+    """Compile `source` into the library file `out` (the .cpp is kept beside it, for reading)."""
+    src = out[:out.index(".so.")] + ".cpp"      # <dir>/<key>.so.XXXX.tmp -> <dir>/<key>.cpp
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(out), suffix=".cpp.tmp")
+    with os.fdopen(fd, "w") as f:               # (every writer renames the same text in)
+        f.write(source)
+    os.replace(tmp, src)
+    cmd = [CXX] + cxxflags() + [src, "-o", out] + (["-lmvec"] if "omp declare simd" in source else [])
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True)
     dt = time.perf_counter() - t0
     if proc.returncode != 0:
-        os.unlink(tmp)
         raise RuntimeError(f"C++ compile failed ({' '.join(cmd)}):\n{proc.stderr[-4000:]}")
-    os.replace(tmp, so)
     stats["compiles"] += 1
     stats["compile_seconds"] += dt
-    log.debug("compiled %s in %.2fs", so, dt)
+    log.debug("compiled %s in %.2fs", out, dt)
 
 
 def write_wrapper(source: str) -> str:
     key = hashlib.sha256(source.encode()).hexdigest()
-    path = os.path.join(cache_dir(), "wrappers", key[:2], key + ".py")
-    if not os.path.exists(path):
-        _atomic_write(path, source)
-    return path
+    return store_text(os.path.join("wrappers", key[:2], key + ".py"), source, "generated wrapper")

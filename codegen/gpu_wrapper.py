@@ -295,7 +295,7 @@ def _compile_lowered_triton(gm, g, stats, options, device):
     src, infos = generate_source(kernels, g.buffers_by_name, max_autotune and on_gpu)
     mod = kpath = None
     if kernels:
-        mod, kpath = load_module(src, codecache.cache_dir())
+        mod, kpath = load_module(src)
     wp = GpuWrapperPrinter(g, steps, infos, on_gpu)
     wsrc = wp.generate(f"{type(gm).__name__} (triton: {kpath or 'no kernels'})")
     if not g.size_bindings:     # for the CUDA-graph runner (the interpreter's tests use it too)

@@ -251,19 +251,20 @@ def __getattr__(name):
 _modules = {}
 
 
-def load_module(source: str, cache_dir: str):
-    """Write `source` (content-addressed) and import it; Triton's jit needs a real file."""
+def load_module(source: str):
+    """Write `source` (content-addressed) and import it; Triton's jit needs a real file, which
+    codecache.store_text hands back only when its text is `source` (a damaged one is rewritten).
+    The module runs the verified text itself, not a __pycache__ file nothing verifies."""
+    from codegen.codecache import store_text
     key = hashlib.sha256(source.encode()).hexdigest()
     if (key, interpreting()) in _modules:
         return _modules[key, interpreting()], _modules[key, interpreting()].__file__
-    path = os.path.join(cache_dir, "triton", key[:2], f"pd_triton_{key[:24]}.py")
-    if not os.path.exists(path):
-        from codegen.codecache import _atomic_write
-        _atomic_write(path, source)
+    path = store_text(os.path.join("triton", key[:2], f"pd_triton_{key[:24]}.py"), source,
+                      "generated Triton module")
     name = f"pd_triton_{key[:24]}_{int(interpreting())}"
     spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod
-    spec.loader.exec_module(mod)
+    exec(compile(source, path, "exec"), mod.__dict__)
     _modules[key, interpreting()] = mod
     return mod, path

@@ -12,8 +12,9 @@ Invariants:
     inference, conj for complex, neg for floating/complex); any C++ exception is a miss.
   * Optional: no compiler, no headers, a failed build or PYDYNAMO_C_TENSOR_GUARDS=0 give
     `checker() is None`, and guards.py emits the Python conditions instead (logged once).
-  * Built once per (source, torch, Python, compiler) into the cache dir, written atomically,
-    so parallel processes share one build; a warm process compiles nothing.
+  * Built once per (source, torch, Python, compiler) into the cache dir through
+    codegen.codecache.load_binary: written atomically, verified (key and content hash) before
+    it is imported, rebuilt with one warning when damaged; a warm process compiles nothing.
 """
 from __future__ import annotations
 
@@ -148,57 +149,71 @@ _lock = threading.Lock()
 _state: dict = {}            # "mod": the loaded module or None once decided
 
 
-def _key() -> str:
+def _command(src: str, out: str) -> list:
     import torch
+    from torch.utils import cpp_extension
+    abi = int(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", True))
+    return ([_compiler(), "-O2", "-shared", "-fPIC", "-std=c++20", "-w",
+             f"-D_GLIBCXX_USE_CXX11_ABI={abi}", src, "-o", out]
+            + [f"-I{p}" for p in cpp_extension.include_paths()]
+            + [f"-I{sysconfig.get_paths()['include']}"]
+            + [f"-L{p}" for p in cpp_extension.library_paths()]
+            + ["-lc10", "-ltorch", "-ltorch_cpu", "-ltorch_python"])
+
+
+def _key() -> str:
+    """Every input of the build: the source, torch (version, build, headers and libraries: the
+    paths in the command), Python's ABI (version, EXT_SUFFIX), the compiler and its version."""
+    import torch
+    from codegen import codecache
     h = hashlib.sha256()
-    for part in (SOURCE, torch.__version__, sys.version, _compiler()):
+    for part in (codecache.FORMAT, SOURCE, torch.__version__, str(torch.version.git_version),
+                 sys.version, sysconfig.get_config_var("EXT_SUFFIX") or "",
+                 " ".join(_command("SRC", "OUT")), codecache.compiler_version()):
         h.update(part.encode())
         h.update(b"\0")
-    return h.hexdigest()[:32]
+    return h.hexdigest()
 
 
 def _compiler() -> str:
     return os.environ.get("CXX", "g++")
 
 
-def _build(path: str) -> None:
-    import torch
-    from torch.utils import cpp_extension
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    src = path + ".cpp"
-    fd, tmp_src = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".cpp")
-    with os.fdopen(fd, "w") as f:
-        f.write(SOURCE)
-    os.replace(tmp_src, src)
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".so.tmp")
-    os.close(fd)
-    abi = int(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", True))
-    cmd = ([_compiler(), "-O2", "-shared", "-fPIC", "-std=c++20", "-w",
-            f"-D_GLIBCXX_USE_CXX11_ABI={abi}", src, "-o", tmp]
-           + [f"-I{p}" for p in cpp_extension.include_paths()]
-           + [f"-I{sysconfig.get_paths()['include']}"]
-           + [f"-L{p}" for p in cpp_extension.library_paths()]
-           + ["-lc10", "-ltorch", "-ltorch_cpu", "-ltorch_python"])
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+def _build(out: str) -> None:
+    """Compile the extension into `out` (a temp name in the guards folder; the .cpp goes beside)."""
+    d = os.path.dirname(out)
+    fd, src = tempfile.mkstemp(dir=d, suffix=".cpp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(SOURCE)
+        t0 = time.perf_counter()
+        proc = subprocess.run(_command(src, out), capture_output=True, text=True, timeout=600)
+    finally:
+        os.unlink(src)
     if proc.returncode != 0:
-        os.unlink(tmp)
         raise RuntimeError(proc.stderr[-2000:])
-    os.replace(tmp, path)
     log.info("pydynamo: built the C++ tensor guard check in %.1f s (%s)",
-             time.perf_counter() - t0, path)
+             time.perf_counter() - t0, out)
 
 
 def _load():
-    from pydynamo import config
+    """The extension from the cache, verified (codecache.load_binary): a damaged or foreign file
+    is rebuilt with one warning, never imported."""
+    from codegen import codecache
     suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
-    path = os.path.join(config.cache_dir, "guards", f"pd_tensor_check_{_key()}{suffix}")
-    if not os.path.exists(path):
-        _build(path)
-    loader = importlib.machinery.ExtensionFileLoader("pd_tensor_check", path)
-    spec = importlib.util.spec_from_file_location("pd_tensor_check", path, loader=loader)
-    mod = importlib.util.module_from_spec(spec)
-    loader.exec_module(mod)
+    key = _key()
+
+    def load(path):
+        loader = importlib.machinery.ExtensionFileLoader("pd_tensor_check", path)
+        spec = importlib.util.spec_from_file_location("pd_tensor_check", path, loader=loader)
+        mod = importlib.util.module_from_spec(spec)
+        loader.exec_module(mod)
+        return mod
+    import torch
+    mod, _ = codecache.load_binary(os.path.join("guards", f"pd_tensor_check_{key[:32]}{suffix}"),
+                                   key, _build, load, "C++ tensor guard extension",
+                                   f"torch {torch.__version__}, Python {sys.version.split()[0]}, "
+                                   f"{codecache.compiler_version()}")
     return mod
 
 
