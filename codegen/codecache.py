@@ -180,7 +180,7 @@ def _read(path: str) -> Tuple[Optional[bytes], str]:
     try:
         with open(path, "rb") as f:
             return f.read(), ""
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return None, ""
     except OSError as e:
         return None, f"unreadable: {e.strerror}"
@@ -190,9 +190,9 @@ def _read(path: str) -> Tuple[Optional[bytes], str]:
 
 _fallback: Dict[str, str] = {}          # unwritable cache root -> this process's temp root
 # the cache dir (or a folder in it) cannot take a new file: read-only, no permission, full, a file
-# where a folder should be
+# where a folder should be, a folder where the file should be
 _UNWRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.ENOTDIR,
-               errno.EEXIST)
+               errno.EEXIST, errno.EISDIR)
 
 
 def _candidates(rel: str):

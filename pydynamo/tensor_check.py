@@ -176,7 +176,8 @@ def _key() -> str:
 
 
 def _compiler() -> str:
-    return os.environ.get("CXX", "g++")
+    from codegen import codecache
+    return codecache.CXX                  # ($CXX, else g++: the kernels' compiler)
 
 
 def _build(out: str) -> None:
