@@ -14,7 +14,8 @@ The server itself only imports (no threads, no kernels run), so forking it is sa
 saves each scenario the ~2-3 s of importing torch, sympy and the compiler.
 
 Modes: "extra" also compiles a function no base cache holds (forces a build); "delete" deletes
-every kernel library after the first calls, then calls again and compiles a twin of `f`.
+every kernel library after the first calls, then calls again and compiles a twin of `f`;
+"crash" dies by SIGBUS at once (checks that a crash is reported as one).
 """
 import json
 import os
@@ -49,6 +50,10 @@ def h(x, y):
 
 
 def scenario(cache: str, modes) -> dict:
+    if "crash" in modes:                  # the harness's own check: a signal is reported
+        import resource
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        os.kill(os.getpid(), signal.SIGBUS)
     os.environ["PYDYNAMO_CACHE_DIR"] = cache
     pydynamo.config.cache_dir = cache
     torch.manual_seed(0)

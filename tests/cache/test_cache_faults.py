@@ -67,6 +67,12 @@ def check(answer, warnings=0, compiles=None):
     return rep
 
 
+def test_harness_reports_a_crashing_child_and_keeps_serving(server, tmp_path):
+    assert server.run(tmp_path, modes=["crash"]) == {"status": "signal SIGBUS", "report": None}
+    with pytest.raises(AssertionError):
+        check(server.run(tmp_path, modes=["crash"]))
+
+
 @pytest.fixture(scope="module")
 def base(server, tmp_path_factory):
     """One cache (two kernel libraries, two wrappers, the guard extension, the libmvec marker),
