@@ -23,6 +23,7 @@ import torch.fx
 from torch.fx.passes.shape_prop import TensorMetadata
 
 from codegen.canonical import Canonical, canonicalize
+from pydynamo.mutation import node_mutation
 from codegen.ir import (ArgRef, ComputedBuffer, ExternBuffer, ExternCall, InputBuffer, Layout,
                         NotLowered, TensorValue, current, realize, strided_view_of)
 from codegen.lowering import LOWERINGS, SUPPORTED_DTYPES
@@ -396,15 +397,12 @@ class GraphLowering:
                 aliased.add(n)
                 aliased.update(n.all_input_nodes)
         for n in self.gm.graph.nodes:
-            why = _mutates_arguments(n, self.gm)
+            mutation = node_mutation(n, self.gm)   # pydynamo's one record of in-place semantics
+            if mutation is None:
+                continue
+            why = _mutates_arguments(n, mutation)
             if why:
                 raise EagerFallback(why)
-            if n.op == "call_function" and n.target is operator.setitem:
-                raise EagerFallback("setitem mutates a tensor in place")
-            if "out" in n.kwargs and n.kwargs["out"] is not None:
-                raise EagerFallback("out= argument")
-            if not _is_inplace(n):
-                continue
             target = n.args[0] if n.args else None
             if not isinstance(target, torch.fx.Node) or target in aliased or \
                     target.op == "get_attr" or _canon_name(n) is None:
@@ -732,58 +730,29 @@ def _may_alias(node) -> bool:
     return name is None or name in VIEW_OPS
 
 
-def _is_inplace(node) -> bool:
-    if node.op not in ("call_method", "call_function", "call_module"):
-        return False
-    if node.kwargs.get("inplace"):
-        return True
-    if node.op == "call_module":
-        return False
-    name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
-    if getattr(node.target, "__module__", None) in ("_operator", "operator"):
-        # operator.and_ / or_ / not_ are not in place despite the underscore
-        return node.target in _INPLACE_OPERATORS
-    # torch's convention: a trailing underscore mutates the first argument (torch.zero_,
-    # Tensor.add_, x.relu_()); treat every such name as in place, whatever object it is
-    return isinstance(name, str) and name.endswith("_") and not name.endswith("__") and \
-        not name.startswith("_")
+def _mutates_arguments(node, mutation) -> Optional[str]:
+    """Why a mutating node is not the in-place form the lowering functionalizes (writes
+    args[0], returns it, spelled so canonicalize sees it), or None."""
+    if mutation.mutated != (0,) or mutation.returns != 0:
+        if node.target is operator.setitem or _target_name(node) == "__setitem__":
+            return "setitem mutates a tensor in place"
+        if "out" in mutation.mutated:
+            return "out= argument"
+        if node.op == "call_module" or node.target in _STATS_UPDATING:
+            return f"{_target_name(node)} in training mode updates its running statistics"
+        return f"{_target_name(node)} writes into its arguments"
+    name = _target_name(node)
+    if node.op != "call_module" and not node.kwargs.get("inplace") and \
+            not (name.endswith("_") or node.target in _INPLACE_OPERATORS):
+        return f"{name}: in-place flag passed positionally"
+    return None
 
 
 _INPLACE_OPERATORS = {getattr(operator, f"i{n}") for n in (
     "add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and", "or", "xor", "lshift",
     "rshift", "matmul")}
-
-
-def _mutates_arguments(node, gm) -> Optional[str]:
-    """Ops without a trailing underscore that still write into their arguments."""
-    if node.op == "call_module":
-        mod = gm.get_submodule(node.target)
-        if isinstance(mod, torch.nn.modules.batchnorm._BatchNorm) and mod.training and \
-                mod.track_running_stats:
-            return "batch norm in training mode updates its running statistics"
-        return None
-    if node.op != "call_function":
-        return None
-    if node.target in _STATS_UPDATING:
-        training = node.kwargs.get("training", node.kwargs.get("use_input_stats"))
-        pos = _STATS_UPDATING[node.target]
-        if training is None and len(node.args) > pos:
-            training = node.args[pos]
-        if training is None:
-            training = node.target in (torch.nn.functional.instance_norm,)
-        if training:
-            return f"{_target_name(node)} in training mode updates its running statistics"
-    if node.target in _ALWAYS_MUTATING:
-        return f"{_target_name(node)} writes into its arguments"
-    return None
-
-
-# function -> position of its `training` / `use_input_stats` argument
-_STATS_UPDATING = {torch.nn.functional.batch_norm: 5, torch.batch_norm: 5,
-                   torch.nn.functional.instance_norm: 5, torch.instance_norm: 5}
-_ALWAYS_MUTATING = {getattr(torch, n) for n in ("native_batch_norm", "_native_batch_norm_legit",
-                                                "_batch_norm_with_update")
-                    if hasattr(torch, n)}
+_STATS_UPDATING = {torch.nn.functional.batch_norm, torch.batch_norm, torch.nn.functional.instance_norm,
+                   torch.instance_norm}
 
 
 def _is_tensor_meta(m):

@@ -9,6 +9,10 @@ returns (guard, new_code). Policy:
   * a failure inside translation runs that frame eagerly (SKIP_CODE) with one warning naming the
     user's file:line and the reason; under fullgraph=True it raises FullGraphError instead.
     Backend errors are raised (BackendCompilerFailed): they are not the user's code's fault.
+  * settings: make_callback gives one callback per distinct optimize() settings (backend, mode,
+    options, fullgraph, dynamic); each entry it compiles is guarded on being called under that
+    callback (COMPILE_SETTINGS), so another optimize() of the same code compiles its own entries
+    and the recompile budget counts each settings' entries apart.
 `translate(code, frame_locals, globals)` is the pure core, usable without the hook.
 """
 from __future__ import annotations
@@ -76,13 +80,15 @@ def automatic_dynamic(code: types.CodeType):
 
 def translate(code: types.CodeType, frame_locals: dict, frame_globals: dict, builtins: Optional[dict] = None,
               backend: Any = "eager", allow_breaks: bool = False, dynamic: Optional[bool] = None,
-              auto: Any = None) -> FrameResult:
+              auto: Any = None, callback: Any = None) -> FrameResult:
     """Trace `code` over `frame_locals` and return the replacement code and its guard.
     Raises Unsupported when the frame cannot be captured in one graph, unless `allow_breaks`:
     then the frame is traced again up to the failing root instruction and cut there (a graph
     break, executor/breaks.py); Unsupported only if even that is impossible.
     `dynamic` is optimize's policy (None: automatic dynamic through `auto`, the code's
-    shapes.AutomaticDynamic; True: every dim symbolic; False: none)."""
+    shapes.AutomaticDynamic; True: every dim symbolic; False: none).
+    `callback`: the compile callback (make_callback) the entry is for; its guard then also
+    requires that callback to be the thread's current one (a COMPILE_SETTINGS guard)."""
     from pydynamo.executor.translator import InstructionTranslator
     t0 = time.perf_counter()
     if sys.version_info[:2] not in ((3, 11), (3, 12)):
@@ -119,6 +125,8 @@ def translate(code: types.CodeType, frame_locals: dict, frame_globals: dict, bui
     new_code, text = tx.result
     guards = list(tx.guards) + [Guard(None, GuardKind.GLOBAL_STATE, current_global_state(tx.state_read),
                                       f"{code.co_filename}:{code.co_firstlineno}")]
+    if callback is not None:
+        guards.append(Guard(None, GuardKind.COMPILE_SETTINGS, callback))
     env = tx.shape_env if tx.shape_env.var_to_hint else None
     if env is not None:
         guards.append(Guard(None, GuardKind.SHAPE_ENV, ShapeGuards.of(env),
@@ -209,9 +217,11 @@ TRANSIENT_REASONS = {"autocast", "functorch"}
 
 def _on_reset() -> None:
     from pydynamo.bytecode import resume
+    from pydynamo.executor import installed
     _warned.clear()
     resume.clear_cache()
     _AUTO.clear()
+    installed.clear()   # compiled graphs and constants the output code read from user globals
 
 
 def _register_reset() -> None:
@@ -229,9 +239,61 @@ def _warn_once(key, text: str) -> None:
     warnings.warn(text, stacklevel=3)
 
 
+@dataclasses.dataclass(frozen=True)
+class CompileSettings:
+    """What one optimize() call asked for; part of every cache entry's key (a COMPILE_SETTINGS
+    guard on the callback that stands for it)."""
+    backend: Any
+    fullgraph: bool
+    dynamic: Optional[bool]
+    mode: Optional[str]
+    options: Any
+
+    def __str__(self) -> str:
+        name = self.backend if isinstance(self.backend, str) else \
+            getattr(self.backend, "__qualname__", None) or type(self.backend).__qualname__
+        return (f"backend={name} mode={self.mode} options={self.options} fullgraph={self.fullgraph} "
+                f"dynamic={self.dynamic}")
+
+
+# One callback per distinct settings (equal settings share cache entries): a weak map, so a
+# callback (and the backend it holds) lives only as long as a wrapper or a cache entry uses it.
+_CALLBACKS: "weakref.WeakValueDictionary" = weakref.WeakValueDictionary()
+
+
+def _frozen(value) -> Any:
+    """A hashable stand-in for an options value (dicts and lists by content); TypeError if none."""
+    if isinstance(value, dict):
+        return tuple(sorted((k, _frozen(v)) for k, v in value.items()))
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__,) + tuple(_frozen(v) for v in value)
+    hash(value)
+    return value
+
+
 def make_callback(backend="codegen", fullgraph=False, dynamic=None, mode=None, options=None):
-    from pydynamo import _C
+    """The compile callback for these optimize() settings: the same object for equal settings
+    (same backend object, mode, options by content, fullgraph, dynamic)."""
     backend_fn = lookup_backend(backend)
+    fullgraph = bool(fullgraph)
+    try:
+        key = (backend_fn, fullgraph, dynamic, mode, _frozen(options))
+        hash(key)
+    except TypeError:   # unhashable options: a callback of its own
+        key = None
+    cached = _CALLBACKS.get(key) if key is not None else None
+    if cached is not None:
+        return cached
+    callback = _make_callback(backend, backend_fn, fullgraph, dynamic, mode, options)
+    if key is not None:
+        _CALLBACKS[key] = callback
+    return callback
+
+
+def _make_callback(backend, backend_fn, fullgraph, dynamic, mode, options):
+    from pydynamo import _C
+    settings = CompileSettings(backend if isinstance(backend, str) else backend_fn, fullgraph, dynamic,
+                               mode, options)
     if mode is not None and backend in ("codegen", "inductor"):
         # mode= means what it means for torch.compile: "reduce-overhead" turns on CUDA-graph
         # replay, "max-autotune" the kernel autotuner; both are codegen options.
@@ -243,7 +305,9 @@ def make_callback(backend="codegen", fullgraph=False, dynamic=None, mode=None, o
     def callback(code, frame_locals, frame_globals, builtins, entries):
         if skip_reason(code) is not None:
             return _C.SKIP_CODE
-        if len(entries) >= config.recompile_limit:
+        # entries compiled under other settings (another optimize() of the same code) do not
+        # count against this one's budget
+        if sum(getattr(g, "callback", None) is callback for g, _ in entries) >= config.recompile_limit:
             _warn_once(("limit", code), f"pydynamo: {code.co_filename}:{code.co_firstlineno}: "
                        f"{code.co_name} hit the recompile limit ({config.recompile_limit}); "
                        "existing compiled entries keep serving, new inputs run eagerly")
@@ -256,7 +320,8 @@ def make_callback(backend="codegen", fullgraph=False, dynamic=None, mode=None, o
         try:
             result = translate(code, frame_locals, frame_globals, builtins, backend_fn,
                                allow_breaks=not fullgraph, dynamic=dynamic,
-                               auto=automatic_dynamic(code) if dynamic is None else None)
+                               auto=automatic_dynamic(code) if dynamic is None else None,
+                               callback=callback)
         except (BackendCompilerFailed, ConstraintViolation):
             raise  # not the traced code's limits: the user asked for something we cannot honour
         except Unsupported as e:
@@ -283,7 +348,10 @@ def make_callback(backend="codegen", fullgraph=False, dynamic=None, mode=None, o
             _report_break(code, result.graph_break)
         for rec in RECORDERS:
             rec(result)
+        result.guard.callback = callback
         return result.guard, result.new_code
 
     callback.backend = backend_fn
+    callback.settings = settings
+    callback.fullgraph = fullgraph
     return callback

@@ -10,6 +10,10 @@ Invariants:
 - This module's own wrapper code objects are marked "skip" in `_C`, so an outer optimize context
   never tries to trace them; `reset()` re-marks them after clearing every cache.
 - `reset()` clears the C caches and then runs every function registered with `on_reset`.
+- The settings of an optimize() call are part of its cache entries' key (convert_frame's
+  COMPILE_SETTINGS guard on the callback); a fullgraph wrapper clears a "skip" mark on its
+  function's own code before each call, so it traces (and raises) where another optimize()
+  of the same function gave up.
 """
 from __future__ import annotations
 
@@ -51,6 +55,7 @@ class _CallbackScope:
         self._callback = callback
         self._make_kwargs = make_kwargs
         self._saved = threading.local()  # per thread: settings to restore, `with` blocks LIFO
+        self._fullgraph = bool(make_kwargs and make_kwargs.get("fullgraph"))
 
     def callback(self) -> Any:
         if self._make_kwargs is not None:
@@ -58,11 +63,17 @@ class _CallbackScope:
             self._make_kwargs = None
         return self._callback
 
-    def wrap(self, fn: Callable) -> Callable:
+    def wrap(self, fn: Callable, code: Any = None) -> Callable:
+        """`code`: the user code the call enters (a module's forward), when not fn's own."""
         scope = self
+        # fullgraph: the function's own code is traced (and a break raises) even where an
+        # optimize() with other settings gave up on it and marked it skip
+        top = (code or _code_of(fn)) if self._fullgraph else None
 
         @functools.wraps(fn)
         def _pydynamo_wrapper(*args, **kwargs):
+            if top is not None and _C.get_code_state(top) == "skip":
+                _C.set_code_state(top, "default")
             prev = _C.set_eval_frame(scope.callback())
             try:
                 return fn(*args, **kwargs)
@@ -81,6 +92,12 @@ class _CallbackScope:
 
     def __exit__(self, *exc_info) -> None:
         _C.set_eval_frame(self._saved.stack.pop())
+
+
+def _code_of(fn: Callable) -> Any:
+    fn = inspect.unwrap(fn)
+    fn = getattr(fn, "__func__", fn)
+    return getattr(fn, "__code__", None)
 
 
 def _is_nn_module(obj: Any) -> bool:
@@ -106,7 +123,7 @@ def _optimized_module(scope: _CallbackScope, mod: Any) -> Any:
         def __init__(self, orig):
             super().__init__()
             self._orig_mod = orig
-            self._call = scope.wrap(orig.__call__)
+            self._call = scope.wrap(orig.__call__, _code_of(getattr(orig, "forward", None)))
 
         def forward(self, *args, **kwargs):
             return self._call(*args, **kwargs)

@@ -24,6 +24,7 @@ from pydynamo.sources import Source
 
 class GuardKind(str, enum.Enum):
     # value is the sort rank: cheaper / more discriminating kinds run first
+    COMPILE_SETTINGS = "COMPILE_SETTINGS"   # the optimize() settings the entry was compiled under
     GLOBAL_STATE = "GLOBAL_STATE"
     ID_MATCH = "ID_MATCH"
     TYPE_MATCH = "TYPE_MATCH"
@@ -114,6 +115,8 @@ class Guard:
 
     def describe(self) -> str:
         where = f"  # {self.origin}" if self.origin else ""
+        if self.kind is GuardKind.COMPILE_SETTINGS:
+            return f"COMPILE_SETTINGS: {settings_of(self.expected)}{where}"
         if self.kind is GuardKind.SHAPE_ENV:
             return "SHAPE_ENV: " + ("; ".join(
                 t + (f"  # {o}" if o else "") for t, o in zip(self.expected.texts, self.expected.origins))
@@ -198,8 +201,21 @@ class _Emitter:
         self.lines.append(f"if not ({cond}): return False")
 
 
+def settings_of(callback) -> str:
+    """The optimize() settings a compile callback stands for, as text (its `settings`)."""
+    if callback is False:
+        return "run-only"
+    return str(getattr(callback, "settings", callback))
+
+
 def _emit_guard(em: _Emitter, g: Guard) -> None:
     k = g.kind
+    if k is GuardKind.COMPILE_SETTINGS:
+        # the thread's current callback: entries compiled under other optimize() settings
+        # (backend, mode, options, fullgraph, dynamic) do not serve; run-only mode serves any
+        from pydynamo import _C
+        em.check(f"{em.const(_C.get_eval_frame)}() in {em.const((g.expected, False))}")
+        return
     if k is GuardKind.GLOBAL_STATE:
         for name, get in GLOBAL_STATE_CHECKS + OPTIONAL_STATE_CHECKS:
             if name in g.expected:
@@ -296,7 +312,10 @@ def failures(guards: list[Guard], frame_locals: dict, frame_globals: dict) -> li
         if compile_guards([g], frame_globals)(frame_locals):
             continue
         try:
-            if g.source is None:
+            if g.kind is GuardKind.COMPILE_SETTINGS:
+                from pydynamo import _C
+                now = settings_of(_C.get_eval_frame())
+            elif g.source is None:
                 now = current_global_state()
             else:
                 now = eval(g.source.guard_expr(), {"L": frame_locals, "G": frame_globals})

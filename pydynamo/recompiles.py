@@ -1,7 +1,9 @@
 """Recompile explanations: why none of a code object's compiled entries accepted a call.
 
 On a cache miss for a code that already has entries, `explain_recompile` re-checks every guard of
-every entry one at a time and records each failing one as a `GuardFailure`: the value it names in
+every entry one at a time and records each failing one as a `GuardFailure` (an entry compiled
+by another optimize() call with other settings fails "compile settings": backend, mode, options,
+fullgraph, dynamic, expected vs now): the value it names in
 the user's terms (L['x'].dtype, L['n']), what the entry expected, what the call brought, and the
 user line whose code made the translator look at that value. A TENSOR_MATCH failure is narrowed to
 the fields that differ (dtype, shape, ...). The records feed the `recompiles` log channel and
@@ -13,7 +15,7 @@ import dataclasses
 import types
 from typing import Any
 
-from pydynamo.guards import Guard, GuardKind, TensorSpec, compile_guards, current_global_state
+from pydynamo.guards import Guard, GuardKind, TensorSpec, compile_guards, current_global_state, settings_of
 
 _SPEC_FIELDS = ("cls", "dtype", "device", "shape", "stride", "requires_grad", "is_conj", "is_neg",
                 "is_inference")
@@ -66,6 +68,11 @@ def guard_failures(guards: list, frame_locals: dict, frame_globals: dict) -> lis
             continue
         if g.kind is GuardKind.SHAPE_ENV:
             out += shape_failures(g.expected.env, frame_locals, frame_globals)
+            continue
+        if g.kind is GuardKind.COMPILE_SETTINGS:  # compiled by another optimize() call
+            from pydynamo import _C
+            out.append(GuardFailure("compile settings", g.kind.value, _Raw(settings_of(g.expected)),
+                                    _Raw(settings_of(_C.get_eval_frame())), g.origin))
             continue
         name = g.source.name() if g.source is not None else ""
         try:

@@ -8,8 +8,12 @@ Invariants:
     real device (the record type shapes/codegen share).
   * Metadata is computed by running the op on meta tensors (`_run_meta`), under the traced grad
     mode. A failure there is Unsupported (eager will raise the real error if there is one).
-  * Nodes whose only effect is a mutation (in-place methods, setitem, grad-mode switches) are
-    never removed by dead-code elimination.
+  * Nodes whose only effect is a mutation are never removed by dead-code elimination: what a
+    call writes is decided by pydynamo/mutation.py (in-place methods, `inplace=True`, setitem,
+    out=, running statistics), plus grad-mode and autocast switches.
+  * An in-place call's node becomes the written variable's node and its result IS that
+    variable (identity kept; see "in-place results" below). A positional `inplace` flag is
+    recorded as the keyword (`F.hardtanh(x, 0.0, 6.0, inplace=True)`).
   * Symbolic sizes (a frame with dynamic dims, pydynamo/shapes.py): calls with a symbolic
     argument get their metadata from `meta.propagate` (sympy shapes; meta["val"] and
     meta["tensor_meta"] are then the TensorMeta, meta["example_value"] too); the graph takes one
@@ -34,6 +38,8 @@ from pydynamo import autocast as _autocast
 from pydynamo import meta as _meta
 from pydynamo.exc import Unsupported
 from pydynamo.meta import TensorMeta
+from pydynamo.mutation import keyword_inplace, mutation_of, node_mutation
+from pydynamo.executor.installed import install, register_graph_module
 from pydynamo.shapes import ConstraintViolation, FloorDiv, is_truth_expr
 from pydynamo.executor.variables.base import VariableTracker
 from pydynamo.executor.variables.constant import ConstantVariable, ObjectVariable
@@ -75,20 +81,16 @@ def _meta_failed(target, e: Exception) -> Unsupported:
 
 
 def _is_impure(node: torch.fx.Node) -> bool:
-    if node.op == "call_method":
-        return node.target.endswith("_") and not node.target.endswith("__")
-    if node.op == "call_function":
-        name = getattr(node.target, "__name__", "")
-        if node.target in _IMPURE_FUNCTIONS:
-            return True
-        return (name.endswith("_") and not name.endswith("__")) or "out" in node.kwargs
-    return False
+    """Kept by dead-code elimination without users: writes a tensor in place (pydynamo.mutation)
+    or switches a global mode."""
+    if node.op == "call_function" and node.target in _STATE_FUNCTIONS:
+        return True
+    return node_mutation(node) is not None
 
 
-_IMPURE_FUNCTIONS = {operator.setitem, *_autocast.GRAPH_NODES, torch._C._set_grad_enabled, torch.autograd.grad_mode._enter_inference_mode,
-                     torch.autograd.grad_mode._exit_inference_mode, operator.iadd, operator.isub, operator.imul,
-                     operator.itruediv, operator.ifloordiv, operator.imod, operator.ipow, operator.imatmul,
-                     operator.iand, operator.ior, operator.ixor, operator.ilshift, operator.irshift}
+_STATE_FUNCTIONS = {*_autocast.GRAPH_NODES, torch._C._set_grad_enabled,
+                    torch.autograd.grad_mode._enter_inference_mode,
+                    torch.autograd.grad_mode._exit_inference_mode}
 
 
 def _device_of(args, kwargs, kind, target) -> Optional[torch.device]:
@@ -250,11 +252,18 @@ class OutputGraph:
         return False
 
     def call(self, tx, kind: str, target, args: list, kwargs: dict) -> VariableTracker:
+        if kind == "call_function":  # one spelling of the in-place flag: inplace=...
+            args, kwargs = keyword_inplace(target, tuple(args), kwargs)
+            args = list(args)
         if self.shape_env is not None and self.shape_env.var_to_hint and \
                 any(self._is_symbolic(a) for a in itertools.chain(args, kwargs.values())):
             return self.call_symbolic(tx, kind, target, args, kwargs)
         fx_args = tuple(self.to_fx(a, False) for a in args)
         fx_kwargs = {k: self.to_fx(v, False) for k, v in kwargs.items()}
+        mutation = mutation_of(kind, target, fx_args, fx_kwargs)
+        written = self._written(mutation, args, kwargs)
+        for var in written:
+            self._freeze(var)
         m_args = [self.to_fx(a, True) for a in args]
         m_kwargs = {k: self.to_fx(v, True) for k, v in kwargs.items()}
         device = _device_of(fx_args, fx_kwargs, kind, target)
@@ -270,11 +279,15 @@ class OutputGraph:
         elif "device" in m_kwargs:
             m_kwargs["device"] = torch.device("meta")
         out = self._run_meta(tx, kind_run, target_run, m_args, m_kwargs, args, kwargs)
-        if out is not None and not _has_tensor(out):
+        if mutation is None and out is not None and not _has_tensor(out):
             return tx.wrap_constant_result(out)
         node = self.graph.create_node(kind, target, fx_args, fx_kwargs)
         node.meta["stack_trace"] = f'  File "{tx.code.co_filename}", line {tx.lineno}, in {tx.code.co_name}'
-        return self.wrap_node(tx, node, out, device)
+        returned = mutation.returned(args, kwargs) if mutation is not None else None
+        if isinstance(returned, TensorVariable) and isinstance(out, torch.Tensor):
+            self._rebind(returned, node, out)
+            return returned
+        return self.wrap_node(tx, node, out, device, written)
 
     def call_symbolic(self, tx, kind: str, target, args: list, kwargs: dict) -> VariableTracker:
         """A call with symbolic sizes among its arguments: metadata from meta.propagate."""
@@ -294,9 +307,16 @@ class OutputGraph:
         fx_kwargs = {k: self.to_fx(v, False) for k, v in kwargs.items()}
         node = self.graph.create_node(kind, target, fx_args, fx_kwargs)
         node.meta["stack_trace"] = f'  File "{tx.code.co_filename}", line {tx.lineno}, in {tx.code.co_name}'
-        if isinstance(out, TensorMeta) and _is_inplace(kind, target) and args and isinstance(args[0], TensorVariable):
-            _meta.set_node_meta(node, out)
-            return args[0]  # an in-place op returns its input: keep identity
+        mutation = mutation_of(kind, target, fx_args, fx_kwargs)
+        returned = mutation.returned(args, kwargs) if mutation is not None else None
+        if isinstance(returned, TensorVariable) and isinstance(out, TensorMeta):
+            # an in-place op returns its input: keep identity, with the metadata it now has
+            returned.meta = out if out.is_symbolic else None
+            returned.env = self.shape_env
+            self._rebind(returned, node, out.to_meta_tensor(self.shape_env.size_hint))
+            if out.is_symbolic:
+                _meta.set_node_meta(node, out)
+            return returned
         return self.wrap_sym_node(tx, node, out)
 
     def wrap_sym_value(self, tx, out) -> VariableTracker:
@@ -361,13 +381,49 @@ class OutputGraph:
         fn = (lambda self_arg, *a, **k: getattr(self_arg, target)(*a, **k)) if kind == "call_method" else target
         return _autocast.run_meta(tx.root.autocast_, fn, m_args, m_kwargs, device_of)
 
-    def wrap_node(self, tx, node, out, device) -> VariableTracker:
+    # --- in-place results -------------------------------------------------------------------
+    # A TensorVariable's `example` stands for the real tensor: an in-place op runs on it in the
+    # meta run exactly as on the real one (sizes of t_/unsqueeze_, requires_grad of add_ with a
+    # grad-requiring operand, autograd errors). Only the variable's current node may carry the
+    # live example as its metadata; `_freeze` gives that node a snapshot before a write, and the
+    # op's node becomes the variable's node (`_rebind`): the result IS the written variable, and
+    # later reads go through the write.
+
+    @staticmethod
+    def _written(mutation, args, kwargs) -> list:
+        """The TensorVariables a call writes in place (pydynamo.mutation decides)."""
+        if mutation is None:
+            return []
+        return [v for v in mutation.written(args, kwargs) if isinstance(v, TensorVariable)]
+
+    def _freeze(self, var: TensorVariable) -> None:
+        meta = var.node.meta
+        if meta.get("val") is var.example:
+            self._set_meta(var.node, _snapshot(var.example), var.device)
+
+    def _rebind(self, var: TensorVariable, node, example: torch.Tensor) -> None:
+        """`node`'s value is `var`'s tensor after a write; `example` its metadata now."""
+        if example is not var.example:
+            if self.by_example.get(id(var.example)) is var:
+                del self.by_example[id(var.example)]  # ids of dead examples get reused
+            var.example = example
+            self.by_example[id(example)] = var
+        var.node = node
+        self._set_meta(node, example, var.device)
+
+    def wrap_node(self, tx, node, out, device, written=()) -> VariableTracker:
         if isinstance(out, torch.Tensor):
             if out.device.type != "meta":
                 raise Unsupported("meta_failed", f"{node.target} produced a real tensor while tracing")
             existing = self.by_example.get(id(out))
+            if existing is not None and any(existing is w for w in written):
+                self._rebind(existing, node, out)  # out=(a, b): each item is a written argument
+                return existing
             if existing is not None:
-                return existing  # an in-place op returns its input: keep identity
+                # an op that returns its input (x.contiguous()): keep identity; the node gets a
+                # snapshot of the metadata (the live example belongs to the variable's node)
+                self._set_meta(node, _snapshot(out), existing.device)
+                return existing
             var = TensorVariable(node, out, device)
             self._set_meta(node, out, device)
             self.by_example[id(out)] = var
@@ -379,7 +435,7 @@ class OutputGraph:
             for i, o in enumerate(out):
                 if isinstance(o, torch.Tensor) or isinstance(o, (tuple, list)):
                     item_node = self.graph.create_node("call_function", operator.getitem, (node, i), {})
-                    items.append(self.wrap_node(tx, item_node, o, device))
+                    items.append(self.wrap_node(tx, item_node, o, device, written))
                 else:
                     items.append(tx.wrap_constant_result(o))
             node.meta["val"] = tuple(out)
@@ -410,6 +466,7 @@ class OutputGraph:
             return None
         self.graph.lint()
         gm = torch.fx.GraphModule(torch.nn.Module(), self.graph)
+        register_graph_module(gm)
         example_inputs = [i.value for i in self.inputs]
         gid = next(_graph_ids)
         try:
@@ -422,7 +479,7 @@ class OutputGraph:
         if any(n.target is _autocast.enter_autocast for n in self.graph.nodes):
             compiled_fn = _closing_autocast(compiled_fn)
         name = f"__pydynamo_compiled_fn_{gid}"
-        self.frame_globals[name] = compiled_fn
+        install(self.frame_globals, name, compiled_fn)
         self.compiled.append(CompiledGraph(name, gm, example_inputs, compiled_fn, self.op_count()))
         return name
 
@@ -549,14 +606,9 @@ _SYM_BUILDERS = {
 }
 
 
-def _is_inplace(kind, target) -> bool:
-    if target in _OPERATOR_NAMED_:  # operator.and_ & co are named so to avoid keywords
-        return False
-    name = target if isinstance(target, str) else getattr(target, "__name__", "")
-    return (name.endswith("_") and not name.endswith("__")) or target in _IMPURE_FUNCTIONS
-
-
-_OPERATOR_NAMED_ = {operator.and_, operator.or_, operator.not_, operator.is_, operator.is_not}
+def _snapshot(example: torch.Tensor) -> torch.Tensor:
+    """A meta tensor with `example`'s metadata now, unaffected by later in-place ops on it."""
+    return example.detach().requires_grad_(example.requires_grad)
 
 
 def _has_tensor(out) -> bool:

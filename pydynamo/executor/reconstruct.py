@@ -5,7 +5,8 @@ The replacement is generated as Python source with the original signature (same 
 kinds, cell and free variables), compiled, and its code object taken: the C hook requires the
 same argument/cell/free layout, which `build_code` checks before returning. Graph inputs are read
 through their sources (`x`, `self._parameters['weight']`); the compiled graph and any
-non-literal constants live in the frame's globals under `__pydynamo_*` names.
+non-literal constants live in the frame's globals under `__pydynamo_*` names (executor/installed.py:
+removed again by reset()).
 Order inside the body: call the graph; compute every value to return or write into temporaries;
 apply the writes; return. Reading before writing keeps sources valid (a write cannot change what
 an earlier read meant).
@@ -16,11 +17,11 @@ import collections
 import inspect
 import itertools
 import keyword
-import linecache
 import math
 import types
 
 from pydynamo.exc import Unsupported
+from pydynamo.executor.installed import install, register_source
 from pydynamo.executor.variables.base import VariableTracker
 from pydynamo.executor.variables.constant import is_literal
 from pydynamo.executor.variables.containers import ConstDictVariable, ListVariable, SetVariable
@@ -82,7 +83,7 @@ class OutputCodegen:
                 not (isinstance(value, (float, complex)) and not _finite(value)):
             return repr(value)
         name = f"__pydynamo_const_{next(_const_ids)}"
-        self.frame_globals[name] = value
+        install(self.frame_globals, name, value)
         return name
 
     def load_tensor(self, var: TensorVariable) -> str:
@@ -251,7 +252,7 @@ def _register_source(filename: str, text: str, shift: int) -> None:
     cached text is moved the same way so every line number points at its statement."""
     lines = text.splitlines(True)
     lines = ["\n"] * shift + lines if shift >= 0 else lines[-shift:]
-    linecache.cache[filename] = (sum(map(len, lines)), None, lines, filename)
+    register_source(filename, lines)
 
 
 def _nargs(code) -> int:
