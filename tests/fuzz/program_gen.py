@@ -189,6 +189,7 @@ class Gen:
         self.counter = 0
         self.unknown = 0
         self.raises = False
+        self.must_return: list[Var] = []
         self.static = self.r.random() < 0.25     # every size the same on each call
         self.sizes: list[Dim] = []                # the size pool dims are drawn from
         for _ in range(3):
@@ -681,7 +682,7 @@ class Gen:
         t = self.pick(lambda v: v.writable and v.dtype == "f" and all(known(d) for d in v.shape))
         if t is None:
             return
-        a = self.pick(lambda v: v.dtype == "f" and broadcast(v.shape, t.shape) == t.shape) or t
+        a = self.pick(lambda v: v.dtype == "f" and v.shape == t.shape) or t   # out= never resizes
         k = r.choice(["add", "mul", "sin", "clamp", "where"])
         e = {"add": f"torch.add({a.name}, 1.5, out={t.name})", "mul": f"torch.mul({a.name}, {a.name}, out={t.name})",
              "sin": f"torch.sin({a.name}, out={t.name})", "clamp": f"torch.clamp({a.name}, -0.5, 0.5, out={t.name})",
@@ -726,12 +727,14 @@ class Gen:
         self.raises = True
         k = r.choice(["index", "index_select", "gather"])
         i = self.new_input((self.dim(),), "i")
+        # the result is returned: an unused op may be dropped as dead code (torch.compile drops
+        # it too), and then nothing raises
         if k == "index":
-            self.add(f"{a.name}[{i.name}]", i.shape + a.shape[1:], a.dtype)
+            self.must_return.append(self.add(f"{a.name}[{i.name}]", i.shape + a.shape[1:], a.dtype))
         elif k == "index_select":
-            self.add(f"{a.name}.index_select(0, {i.name})", i.shape + a.shape[1:], a.dtype)
+            self.must_return.append(self.add(f"{a.name}.index_select(0, {i.name})", i.shape + a.shape[1:], a.dtype))
         elif a.ndim == 1:
-            self.add(f"torch.gather({a.name}, 0, {i.name})", i.shape, a.dtype)
+            self.must_return.append(self.add(f"torch.gather({a.name}, 0, {i.name})", i.shape, a.dtype))
 
     def op_module(self) -> None:
         """An nn submodule or buffer of the program's module (module programs only)."""
@@ -949,6 +952,7 @@ class Gen:
         if pool and len(pool) - 1 not in outs:
             outs[-1] = len(pool) - 1
         rets = [pool[i].name for i in outs]
+        rets += [v.name for v in self.must_return if v.name not in rets]
         if r.random() < 0.15:
             t = pool[outs[0]]
             rets.append(f"{t.name}.shape[0] * 2" if t.ndim else f"{t.name}.dim()")

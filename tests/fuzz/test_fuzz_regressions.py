@@ -1,0 +1,50 @@
+"""Named regression tests from differential fuzzing (tests/fuzz, scripts/fuzz_sweep.py): each is a
+minimized program the fuzzer found wrong, run under the backend and dynamic setting it failed
+under, compared with eager by tests/differential.py (the same tensors for the compiled function,
+first call included; outputs, inputs after the call, module state, aliasing).
+
+A finding that is not fixed yet is marked xfail(strict=True) with what differs; the fix removes
+the marker. Findings are described in /work/notes/fuzz_findings.md (F<n> = the finding number).
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from differential import assert_same_as_eager  # noqa: E402
+
+
+def sizes(make, *ns):
+    """One maker per call: make(n) for each size n (the sizes change across calls)."""
+    return [lambda n=n: make(n) for n in ns]
+
+
+# F1 (sweep seed 20): under dynamic=True a stepped slice whose size is 1 (v[:, ::2] of a size-2
+# dim), broadcast against the full dim, was read with the wrong index (values from outside the
+# tensor).
+@pytest.mark.xfail(strict=True, reason="F1: codegen dynamic=True misindexes a broadcast stepped slice of size 1")
+@pytest.mark.parametrize("rest", [(2,), (2, 2), (3, 2)])
+def test_stepped_slice_of_size_one_broadcast_dynamic(rest):
+    def f(v):
+        return v + v[:, ::rest[0]], v > v[:, ::rest[0]]
+    assert_same_as_eager(f, sizes(lambda n: (torch.randn(n, *rest),), 3, 2, 5), backend="codegen", dynamic=True)
+
+
+@pytest.mark.parametrize("backend", ["eager", "codegen"])
+@pytest.mark.parametrize("dynamic", [None, True])
+def test_out_of_range_index_raises_like_eager(backend, dynamic):
+    """An out-of-range index whose result is used raises eager's exception type (IndexError for
+    advanced indexing and index_select)."""
+    def f(a, i):
+        return a[i] * 2, a.index_select(0, i) + 1
+    assert_same_as_eager(f, sizes(lambda n: (torch.randn(3, 4), torch.arange(n) + 1), 2, 4, 5),
+                         backend=backend, dynamic=dynamic)
