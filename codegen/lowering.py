@@ -124,10 +124,12 @@ def expand_to(x: TensorValue, size: Sequence) -> TensorValue:
     lead = len(size) - x.ndim
     if lead < 0:
         raise NotLowered("expand to fewer dims")
-    src = list(x.size)
+    # a dim broadcasts when its size is 1, also a symbolic size decided 1 on the example sizes
+    # (`(s1 + 1) // 2` of a stepped slice, an assumption the wrapper re-checks): read index 0
+    ones = [s != t and size_is_one(s) for s, t in zip(x.size, size[lead:])]
 
     def loader(idx):
-        return x.loader([sympy.Integer(0) if s == 1 else i for s, i in zip(src, idx[lead:])])
+        return x.loader([sympy.Integer(0) if one else i for one, i in zip(ones, idx[lead:])])
     return TensorValue(size, x.dtype, loader, None, x.cost)
 
 
@@ -518,9 +520,16 @@ def _parse_to_args(args, kwargs):
     dev = kwargs.get("device")
     if dev is not None and torch.device(dev).type != "cpu":
         raise NotLowered("device move")
-    if kwargs.get("memory_format") not in (None, torch.preserve_format, torch.contiguous_format):
-        raise NotLowered("memory_format")
+    _check_preserve_format(kwargs.get("memory_format"))
     return dtype
+
+
+def _check_preserve_format(memory_format):
+    """A cast lowers to a value (a new contiguous buffer, or the input itself when the dtype is
+    already right); only preserve_format means that. Another memory_format asks for a layout
+    (and, for contiguous_format of a non-contiguous input, a copy): eager's op does it."""
+    if memory_format not in (None, torch.preserve_format):
+        raise NotLowered("memory_format")
 
 
 @register("to")
@@ -537,7 +546,8 @@ def type_as(input, other):
 for _name, _dt in [("float", torch.float32), ("double", torch.float64), ("long", torch.int64),
                    ("int", torch.int32), ("bool", torch.bool), ("short", torch.int16),
                    ("char", torch.int8), ("byte", torch.uint8)]:
-    register(_name)(lambda input, memory_format=None, _dt=_dt: cast(input, _dt))
+    register(_name)(lambda input, memory_format=None, _dt=_dt:
+                    _check_preserve_format(memory_format) or cast(input, _dt))
 
 
 @register("clone", "contiguous", "detach", "alias", "positive", "resolve_conj", "resolve_neg")
@@ -1021,11 +1031,19 @@ def _symbolic_slice(n, start, end, step):
 def select(x, dim, index):
     d = norm_dim(dim, x.ndim)
     n = x.size[d]
-    if not isinstance(index, int) or not n.is_number or not -int(n) <= index < int(n):
+    if not isinstance(index, int):
         raise NotLowered("select index")
-    index = index % int(n)
+    if n.is_number:
+        if not -int(n) <= index < int(n):
+            raise NotLowered("select index")
+        index = sympy.Integer(index % int(n))
+    else:       # a symbolic dim: in range on the example sizes, checked at each call
+        sizes = getattr(current.graph, "sizes", None)
+        if sizes is None or not sizes.assume(sympy.Ge(n, index + 1 if index >= 0 else -index)):
+            raise NotLowered("select index")
+        index = sympy.Integer(index) if index >= 0 else n + index
     size = x.size[:d] + x.size[d + 1:]
-    return _view(x, size, lambda idx: list(idx[:d]) + [sympy.Integer(index)] + list(idx[d:]))
+    return _view(x, size, lambda idx: list(idx[:d]) + [index] + list(idx[d:]))
 
 
 register("select")(select)
@@ -1197,10 +1215,14 @@ def cat(tensors, dim=0):
         raise NotLowered("cat of 0-d")
     d = norm_dim(dim, nd)
     dt = result_dtype(*tensors)
+    if any(t.ndim != nd for t in tensors):
+        raise NotLowered("cat rank mismatch")
+    # a piece of length 0 along `dim` adds nothing, and a clamped load from it would read
+    # element 0 of an empty tensor (out of bounds: a crash when its storage is null)
+    pieces = [t for t in tensors if not (sympy.sympify(t.size[d]).is_zero)]
+    tensors = pieces or tensors[:1]
     offsets, off = [], sympy.Integer(0)
     for t in tensors:
-        if t.ndim != nd:
-            raise NotLowered("cat rank mismatch")
         offsets.append(off)
         off = off + t.size[d]
     size = list(tensors[0].size)

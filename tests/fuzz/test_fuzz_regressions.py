@@ -31,7 +31,6 @@ def sizes(make, *ns):
 # F1 (sweep seed 20): under dynamic=True a stepped slice whose size is 1 (v[:, ::2] of a size-2
 # dim), broadcast against the full dim, was read with the wrong index (values from outside the
 # tensor).
-@pytest.mark.xfail(strict=True, reason="F1: codegen dynamic=True misindexes a broadcast stepped slice of size 1")
 @pytest.mark.parametrize("rest", [(2,), (2, 2), (3, 2)])
 def test_stepped_slice_of_size_one_broadcast_dynamic(rest):
     def f(v):
