@@ -49,6 +49,46 @@ def _work_variants(item):
                 native_nodes=r.native_nodes, error=r.error, seconds=time.time() - t0)
 
 
+def _isolated(item, limit=300):
+    """_work(item) in a forked child: a crash (signal) or hang of one op is recorded as that
+    op's exception instead of taking the whole pool down."""
+    import select
+    import signal
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        try:
+            data = json.dumps(_work(item), default=str).encode()
+        except BaseException as e:     # noqa: BLE001  (report anything, then leave)
+            data = json.dumps(dict(op=item[0], variant=item[1], dtype=item[2], cases=0, wrong=[],
+                                   exceptions=[f"harness: {type(e).__name__}: {e}"], alias=[],
+                                   strides=[], error="harness", seconds=0)).encode()
+        with os.fdopen(w, "wb") as f:
+            f.write(data)
+        os._exit(0)
+    os.close(w)
+    chunks, t0 = [], time.time()
+    with os.fdopen(r, "rb") as f:
+        while True:
+            ready, _, _ = select.select([f], [], [], max(0.0, limit - (time.time() - t0)))
+            if not ready:
+                os.kill(pid, signal.SIGKILL)
+                break
+            b = os.read(f.fileno(), 1 << 16)
+            if not b:
+                break
+            chunks.append(b)
+    _, status = os.waitpid(pid, 0)
+    if chunks and os.WIFEXITED(status):
+        return json.loads(b"".join(chunks))
+    why = (f"killed by signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status) else
+           f"exit status {os.WEXITSTATUS(status)}")
+    return dict(op=item[0], variant=item[1], dtype=item[2], cases=0, wrong=[], alias=[], strides=[],
+                exceptions=[f"process died ({why}; over {limit}s)" if time.time() - t0 >= limit
+                            else f"process died ({why})"], error="crash", seconds=time.time() - t0)
+
+
 def _work(item):
     from tests.codegen import opinfo_harness as H
     name, variant, dtype_name = item[:3]
@@ -101,17 +141,19 @@ def main():
         if log:
             log.write(json.dumps(r, default=str) + "\n")
             log.flush()
+    isolate = not graph      # a pydynamo crash is a result of the variants sweep
     if a.shard:
         i, n = map(int, a.shard.split("/"))
         items = items[i::n]
     if a.jobs > 1:
         with ProcessPoolExecutor(a.jobs) as ex:
             # as they finish: a sweep stopped by a time limit still leaves its .jsonl lines
-            for fut in as_completed([ex.submit(_work, it) for it in items]):
+            for fut in as_completed([ex.submit(_isolated if isolate else _work, it)
+                                     for it in items]):
                 record(fut.result())
     else:
         for i in items:
-            record(_work(i))
+            record(_isolated(i) if isolate else _work(i))
     if not graph:
         return _summarize_variants(results, time.time() - t0, a.out)
     wrong = [r for r in results if r["wrong"]]

@@ -892,7 +892,8 @@ def linspace(start, end, steps, *, dtype=None, **kw):
             or not isinstance(steps, int) or steps < 1:
         raise NotLowered("linspace args")
     step = (end - start) / (steps - 1) if steps > 1 else 0.0
-    half = steps // 2
+    # eager fills the first half from start, the rest back from end; one step is start alone
+    half = steps // 2 if steps > 1 else 1
 
     def loader(idx):
         i = ops.index_expr(idx[0], dtype)
