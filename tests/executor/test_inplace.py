@@ -298,3 +298,103 @@ def test_mutation_record():
     assert mutation_of("call_module", "relu", ("x",), {}, module=nn.ReLU()) is None
     assert keyword_inplace(F.hardtanh, ("x", 0.0, 6.0, True), {}) == (("x", 0.0, 6.0), {"inplace": True})
     assert keyword_inplace(F.relu, ("x",), {}) == (("x",), {})
+
+
+# --- small vision blocks built the way torchvision writes them (inplace activations) ----------
+
+class InvertedResidual(nn.Module):       # MobileNetV2
+    def __init__(self, c=8, e=2):
+        super().__init__()
+        h = c * e
+        self.block = nn.Sequential(
+            nn.Conv2d(c, h, 1, bias=False), nn.BatchNorm2d(h), nn.ReLU6(inplace=True),
+            nn.Conv2d(h, h, 3, padding=1, groups=h, bias=False), nn.BatchNorm2d(h), nn.ReLU6(inplace=True),
+            nn.Conv2d(h, c, 1, bias=False), nn.BatchNorm2d(c))
+
+    def forward(self, x):
+        return x + self.block(x)
+
+
+class SqueezeExcite(nn.Module):          # EfficientNet / MobileNetV3
+    def __init__(self, c=8):
+        super().__init__()
+        self.conv = nn.Conv2d(c, c, 3, padding=1)
+        self.act = nn.SiLU(inplace=True)
+        self.fc1, self.fc2 = nn.Conv2d(c, 4, 1), nn.Conv2d(4, c, 1)
+        self.gate = nn.Hardsigmoid(inplace=True)
+        self.hs = nn.Hardswish(inplace=True)
+
+    def forward(self, x):
+        y = self.act(self.conv(x))
+        s = self.gate(self.fc2(F.relu(self.fc1(y.mean((2, 3), keepdim=True)), inplace=True)))
+        return self.hs(y * s)
+
+
+class DenseLayer(nn.Module):             # DenseNet: relu(inplace) on a batch-normed concat
+    def __init__(self, c=8, g=4):
+        super().__init__()
+        self.norm = nn.BatchNorm2d(c)
+        self.relu = nn.ReLU(inplace=True)
+        self.conv = nn.Conv2d(c, g, 3, padding=1)
+        self.drop = nn.Dropout(0.2, inplace=True)
+
+    def forward(self, feats):
+        x = torch.cat(feats, 1)
+        out = self.drop(self.conv(self.relu(self.norm(x))))
+        return torch.cat([x, out], 1)
+
+
+class VGGStage(nn.Module):               # VGG / AlexNet: conv, relu(inplace), pool, dropout(inplace)
+    def __init__(self):
+        super().__init__()
+        self.features = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(inplace=True),
+                                      nn.MaxPool2d(2), nn.Conv2d(8, 8, 3, padding=1),
+                                      nn.LeakyReLU(0.1, inplace=True))
+        self.classifier = nn.Sequential(nn.Linear(8 * 4 * 4, 16), nn.ReLU(True), nn.Dropout(0.5),
+                                        nn.Linear(16, 5))
+
+    def forward(self, x):
+        return self.classifier(torch.flatten(self.features(x), 1))
+
+
+def _randomize_bn(model):
+    for m in model.modules():
+        if isinstance(m, nn.BatchNorm2d):
+            m.running_mean.uniform_(-0.5, 0.5)
+            m.running_var.uniform_(0.5, 1.5)
+    return model
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("make,inputs", [
+    (InvertedResidual, lambda: (torch.randn(2, 8, 6, 6),)),
+    (SqueezeExcite, lambda: (torch.randn(2, 8, 6, 6),)),
+    (DenseLayer, lambda: ([torch.randn(2, 4, 5, 5), torch.randn(2, 4, 5, 5)],)),
+    (VGGStage, lambda: (torch.randn(2, 3, 8, 8),)),
+], ids=["mobilenet_v2_block", "squeeze_excite", "densenet_layer", "vgg_stage"])
+def test_vision_blocks_with_inplace_activations(make, inputs, backend):
+    torch.manual_seed(0)
+    model = _randomize_bn(make()).eval()
+    with torch.no_grad():
+        assert_same_as_eager(model, [inputs] * 3, backend=backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_training_backward_through_inplace_activations(backend):
+    """Grad mode, parameters requiring grad: the in-place ReLU writes a non-leaf (allowed in
+    eager); outputs, gradients and running statistics match eager."""
+    import copy
+    torch.manual_seed(0)
+    model = InvertedResidual().train()
+    ref_model = copy.deepcopy(model)
+    x = torch.randn(2, 8, 6, 6)
+    pydynamo.reset()
+    out = pydynamo.optimize(model, backend=backend)(x)
+    ref = ref_model(x)
+    torch.testing.assert_close(out, ref)
+    out.square().sum().backward()
+    ref.square().sum().backward()
+    for (name, p), q in zip(model.named_parameters(), ref_model.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, msg=name)
+    for b, c in zip(model.buffers(), ref_model.buffers()):
+        torch.testing.assert_close(b, c)
