@@ -353,5 +353,4 @@ def _make_callback(backend, backend_fn, fullgraph, dynamic, mode, options):
 
     callback.backend = backend_fn
     callback.settings = settings
-    callback.fullgraph = fullgraph
     return callback

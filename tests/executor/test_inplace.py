@@ -237,6 +237,23 @@ def test_trailing_underscore_methods(name, where, backend):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", sorted(_METHODS))
+def test_trailing_underscore_methods_with_symbolic_sizes(name, backend):
+    """The symbolic path (meta.propagate): the result is the written variable with its new
+    metadata (t_, unsqueeze_ change the sizes)."""
+    op = _METHODS[name]
+
+    def f(x, o):
+        t = x * 2
+        r = op(t, o)
+        s = op(x, o)
+        return r, t + 1, r is t, s is x, x
+
+    makers = [lambda n=n: (torch.randn(n, 3), torch.randn(n, 3)) for n in (4, 5, 6)]
+    assert_same_as_eager(f, makers, backend=backend, dynamic=True)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_resize_is_correct_or_breaks(backend):
     def f(x):
         t = x * 2
