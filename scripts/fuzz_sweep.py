@@ -33,39 +33,15 @@ def _setup():
     sys.path[:0] = [FUZZ, REPO]
 
 
-def _work(task):
-    """Worker: run seeds [lo, hi) under every config; one dict per (program, config)."""
-    _setup()
-    import fuzz_runner as fr
-    import program_gen as pg
-    lo, hi, configs = task
-    rows = []
-    for seed in range(lo, hi):
-        try:
-            p = pg.generate(seed)
-        except Exception as e:  # noqa: BLE001
-            rows.append({"seed": seed, "gen_error": f"{type(e).__name__}: {e}"})
-            continue
-        for backend, dyn in configs:
-            o = fr.run_program(p, backend, DYN[dyn])
-            r = o.result
-            rows.append({"seed": seed, "backend": backend, "dynamic": dyn, "calls": r.calls,
-                         "seconds": round(o.seconds, 3), "failed": o.failed, "signature": o.signature(),
-                         "kinds": sorted(r.kinds()), "graph_breaks": r.graph_breaks, "fallbacks": r.fallbacks,
-                         "eager_raised": r.eager_raised, "report": (o.crashed or r.report())[:4000],
-                         "layout": [t for k, _, t in r.problems if k == "layout"][:3]})
-    return rows
-
-
 def _minimize(task):
     _setup()
     import fuzz_runner as fr
     import program_gen as pg
     seed, backend, dyn, sig, budget = task
     p = pg.generate(seed)
-    q = fr.minimize(p, backend, DYN[dyn], sig, budget_s=budget)
-    o = fr.run_program(q, backend, DYN[dyn])
-    return sig, {"seed": seed, "backend": backend, "dynamic": dyn, "repro": q.repro(backend, DYN[dyn]),
+    q = fr.minimize(p, backend, dyn, sig, budget_s=budget)
+    o = fr.run_program(q, backend, dyn)
+    return sig, {"seed": seed, "backend": backend, "dynamic": dyn, "repro": q.repro(backend, dyn),
                  "report": o.result.report() if o.failed else "(minimized program no longer fails)"}
 
 
@@ -85,27 +61,27 @@ def main(argv=None) -> int:
     for _, d in configs:
         if d not in DYN:
             ap.error(f"--dynamic takes none,true,false; got {d}")
-    tasks = [(lo, min(lo + ns.chunk, ns.seed + ns.programs), configs)
+    tasks = [(lo, min(lo + ns.chunk, ns.seed + ns.programs), [(b, DYN[d]) for b, d in configs])
              for lo in range(ns.seed, ns.seed + ns.programs, ns.chunk)]
     t0 = time.time()
-    rows = []
-    ctx = mp.get_context("spawn")
-    with ctx.Pool(ns.jobs, maxtasksperchild=10) as pool:
-        for i, part in enumerate(pool.imap_unordered(_work, tasks)):
-            rows += part
-            bad = sum(r.get("failed", False) for r in rows)
-            print(f"[{time.time() - t0:7.0f}s] {i + 1}/{len(tasks)} chunks, {len(rows)} runs, {bad} failing",
-                  flush=True)
-        runs = [r for r in rows if "backend" in r]
-        classes = collections.OrderedDict()
-        for r in sorted(runs, key=lambda r: r["seed"]):
-            if r["failed"]:
-                classes.setdefault(r["signature"], []).append(r)
+    _setup()
+    import fuzz_runner as fr
+
+    def progress(rows):
+        bad = sum(r.get("failed", False) for r in rows)
+        print(f"[{time.time() - t0:7.0f}s] {len(rows)} runs, {bad} failing", flush=True)
+    rows = fr.run_pool(tasks, ns.jobs, progress)
+    runs = [r for r in rows if "backend" in r]
+    classes = collections.OrderedDict()
+    for r in sorted(runs, key=lambda r: r["seed"]):
+        if r["failed"]:
+            classes.setdefault(r["signature"], []).append(r)
+    with mp.get_context("spawn").Pool(max(1, ns.jobs)) as pool:
         mins = dict(pool.map(_minimize, [(items[0]["seed"], items[0]["backend"], items[0]["dynamic"], sig,
                                           ns.minimize_budget) for sig, items in classes.items()]))
     summary = collections.OrderedDict()
     for backend, dyn in configs:
-        rs = [r for r in runs if r["backend"] == backend and r["dynamic"] == dyn]
+        rs = [r for r in runs if r["backend"] == backend and r["dynamic"] == DYN[dyn]]
         summary[f"{backend}/dynamic={dyn}"] = {
             "programs": len(rs), "calls": sum(r["calls"] for r in rs),
             "wrong": sum("wrong" in r["kinds"] for r in rs),

@@ -12,10 +12,13 @@ counted, not failed.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
 import os
 import sys
 import time
+import warnings
 from typing import Optional
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -62,13 +65,65 @@ def _class_text(text: str) -> str:
 def run_program(p: pg.Program, backend: str, dynamic: Optional[bool]) -> Outcome:
     t0 = time.perf_counter()
     try:
-        fn = p.build()
-        res = differential.run_differential(fn, p.makers(), backend=backend, dynamic=dynamic)
+        # quiet: torch.fx prints the generated code of a graph that raises (a deliberate
+        # out-of-range index), and eager's own warnings are not pydynamo's (those are recorded)
+        with contextlib.redirect_stderr(io.StringIO()), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fn = p.build()
+            res = differential.run_differential(fn, p.makers(), backend=backend, dynamic=dynamic)
     except Exception as e:  # noqa: BLE001  the harness must report, not die
         import traceback
         return Outcome(p.seed, backend, dynamic, differential.Result(), time.perf_counter() - t0,
                        crashed=f"{type(e).__name__}: {e}\n{traceback.format_exc()[-1500:]}")
     return Outcome(p.seed, backend, dynamic, res, time.perf_counter() - t0)
+
+
+def run_seeds(task: tuple) -> list:
+    """Run programs of seeds [lo, hi) under each (backend, dynamic) of `configs`: one plain dict
+    per (program, config), picklable (a process pool's unit of work: the CI test and the sweep)."""
+    lo, hi, configs = task
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+    rows = []
+    for seed in range(lo, hi):
+        try:
+            p = pg.generate(seed)
+        except Exception as e:  # noqa: BLE001
+            rows.append({"seed": seed, "gen_error": f"{type(e).__name__}: {e}"})
+            continue
+        for backend, dyn in configs:
+            o = run_program(p, backend, dyn)
+            r = o.result
+            rows.append({"seed": seed, "backend": backend, "dynamic": dyn, "calls": r.calls,
+                         "seconds": round(o.seconds, 3), "failed": o.failed, "signature": o.signature(),
+                         "kinds": sorted(r.kinds()), "graph_breaks": r.graph_breaks, "fallbacks": r.fallbacks,
+                         "eager_raised": r.eager_raised, "report": (o.crashed or r.report())[:4000],
+                         "layout": [t for k, _, t in r.problems if k == "layout"][:3]})
+    return rows
+
+
+def run_pool(tasks: list, jobs: int, progress=None) -> list:
+    """run_seeds over `tasks` in `jobs` fresh processes (each installs its own frame hook)."""
+    import multiprocessing as mp
+    rows = []
+    if jobs <= 1:
+        for t in tasks:
+            rows += run_seeds(t)
+            if progress:
+                progress(rows)
+        return rows
+    with mp.get_context("spawn").Pool(jobs, initializer=_worker_init, maxtasksperchild=10) as pool:
+        for part in pool.imap_unordered(run_seeds, tasks):
+            rows += part
+            if progress:
+                progress(rows)
+    return rows
+
+
+def _worker_init():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+    for d in (HERE, os.path.dirname(HERE)):
+        if d not in sys.path:
+            sys.path.insert(0, d)
 
 
 def minimize(p: pg.Program, backend: str, dynamic: Optional[bool], signature: str,

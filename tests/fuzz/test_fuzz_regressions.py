@@ -47,3 +47,28 @@ def test_out_of_range_index_raises_like_eager(backend, dynamic):
         return a[i] * 2, a.index_select(0, i) + 1
     assert_same_as_eager(f, sizes(lambda n: (torch.randn(3, 4), torch.arange(n) + 1), 2, 4, 5),
                          backend=backend, dynamic=dynamic)
+
+
+# F2 (sweep seed 13, 05:20 UTC; fixed since): zero_() on the diagonal of an input that is itself a
+# view with a storage offset (a bool tensor) left the input unchanged under codegen and returned a
+# copy instead of a view of the input.
+@pytest.mark.parametrize("dynamic", [None, True])
+def test_zero_on_diagonal_of_offset_input_mutates_input(dynamic):
+    def f(x):
+        v = x.diagonal(0, -2, -1)
+        v.zero_()
+        return (v,)
+    assert_same_as_eager(f, sizes(lambda n: ((torch.rand(n + 1, 2, 2) > 0.3)[1:],), 3, 4, 3),
+                         backend="codegen", dynamic=dynamic)
+
+
+# F3 (sweep seed 237, 05:20 UTC; fixed since): a diagonal view of an input, returned beside the
+# input, came back as a new tensor under codegen (dynamic=None/False): it must alias the input.
+@pytest.mark.parametrize("dynamic", [None, False, True])
+def test_returned_diagonal_of_input_aliases_input(dynamic):
+    def f(x1, x3):
+        return (x1, x3, x3.diagonal(0, -2, -1))
+    assert_same_as_eager(f, [lambda: (torch.randn(2, 6, 8)[..., 1:-1], torch.randn(6, 4, 2, 2)),
+                             lambda: (torch.randn(2, 8, 7)[..., 1:-1], torch.randn(8, 8, 2, 2)),
+                             lambda: (torch.randn(2, 6, 9)[..., 1:-1], torch.randn(6, 7, 2, 2))],
+                         backend="codegen", dynamic=dynamic)
