@@ -197,12 +197,15 @@ def _device_move(gm, device):
 
 
 def _ensure_on(device):
-    def ensure(t, size, stride, dtype):
-        """Pin an extern result to the compiled layout and device (copy if it differs)."""
+    def ensure(t, size, stride, dtype, view=False):
+        """Pin an extern result to the compiled layout and device (copy if it differs; a view
+        of another layout: see codegen.wrapper.ensure_layout)."""
         if t.shape != size:
             raise ShapeMismatch
         if t.stride() == stride and t.dtype is dtype and t.device == device:
             return t
+        if view and t._is_view():
+            raise ShapeMismatch
         out = torch.empty_strided(size, stride, dtype=dtype, device=device)
         out.copy_(t)
         return out

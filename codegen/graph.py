@@ -27,8 +27,9 @@ from pydynamo.mutation import node_mutation
 from codegen.ir import (ArgRef, ComputedBuffer, ExternBuffer, ExternCall, InputBuffer, Layout,
                         NotLowered, TensorValue, current, realize, strided_view_of)
 from codegen.lowering import LOWERINGS, SUPPORTED_DTYPES
+from codegen.ops import as_single_load
 from codegen.scalars import RuntimeScalars, SpecializeFloats, has_scalar, scalar_symbols
-from codegen.sizevars import FloorDiv, canonical_size, pyexpr
+from codegen.sizevars import FloorDiv, canonical_size, loop_vars, pyexpr
 from codegen.symbolic import SymbolicSizes, as_sympy, symbolic_extern_layouts
 
 log = logging.getLogger("pydynamo.codegen")
@@ -44,7 +45,8 @@ VIEW_OPS = {"reshape", "view", "flatten", "unflatten", "view_as", "reshape_as", 
             "squeeze", "expand", "expand_as", "broadcast_to", "select", "narrow", "getitem",
             "split", "split_with_sizes", "chunk", "unbind", "detach", "alias", "contiguous",
             "to", "type_as", "float", "double", "long", "int", "bool", "short", "char", "byte",
-            "positive", "resolve_conj", "resolve_neg", "dropout"}
+            "positive", "resolve_conj", "resolve_neg", "dropout", "diagonal", "conj",
+            "broadcast_tensors", "meshgrid", "unsafe_chunk", "unsafe_split", "sum_to_size"}
 
 
 @dataclass
@@ -616,7 +618,18 @@ class GraphLowering:
             v = self.env[n]
             if isinstance(v, (list, tuple)):
                 return self._nested_output(v, seen)
-            return self._fresh_output(v, _may_alias(n), seen)
+            if may_alias(n) and isinstance(v, TensorValue) and v.buffer is None and \
+                    strided_view_of(v) is None and _eager_view(self._meta(n)) and \
+                    self._reads_visible(v, node):
+                # eager returns a view of an input or of another output: a copy would not
+                # share its memory, so the index map must fold to strides
+                raise EagerFallback(f"output {n.name}: a view whose strides the lowering "
+                                    f"cannot derive")
+            if not may_alias(n):
+                ref = self._output_in_eager_order(v, self._meta(n), seen)
+                if ref is not None:
+                    return ref
+            return self._fresh_output(v, may_alias(n), seen)
         self.outputs = torch.fx.node.map_arg(node.args[0], finalize)
         for m in self.mutations.values():
             m.value = self.to_arg(m.value)
@@ -627,12 +640,48 @@ class GraphLowering:
             return type(v)(self._nested_output(x, seen) for x in v)
         return self._fresh_output(v, False, seen)
 
-    def _fresh_output(self, v, may_alias, seen):
+    def _reads_visible(self, v: TensorValue, output_node) -> bool:
+        """Is `v` a load of a tensor the caller can see (an input, a constant, an output)?
+        (A view of an intermediate shares memory with nothing the caller holds.)"""
+        probe = as_single_load(v.loader, loop_vars("v", v.ndim))
+        if probe is None:
+            return False
+        buf = self.buffers_by_name[probe.name]
+        if isinstance(buf, InputBuffer):
+            return True
+        outs = torch.fx.node.map_arg(output_node.args[0], lambda n: n)
+        return any(isinstance(self.env.get(n), TensorValue) and
+                   self.env[n].buffer is buf for n in _flat(outs) if isinstance(n, torch.fx.Node))
+
+    def _output_in_eager_order(self, v, meta, seen) -> Optional[ArgRef]:
+        """A new output tensor in eager's memory order. Eager gives the result of a pointwise
+        op the dim order of its input (a transposed or channels_last input gives a transposed
+        or channels_last result: TensorIterator's rule, which the tracer's meta tensor
+        follows); a buffer here is contiguous (ir.py's invariant), so an output whose eager
+        strides are dense in another order is computed as the permuted value, contiguously,
+        and handed out as the permuted view of it. Only outputs not computed yet (a
+        loader): one already realized (a reduction, a value with other users) keeps the
+        contiguous layout rather than pay a copy."""
+        if not isinstance(v, TensorValue) or v.buffer is not None or not _is_tensor_meta(meta):
+            return None
+        stride = meta.stride() if callable(meta.stride) else meta.stride
+        order = _dense_order([self.hint(x) for x in meta.shape], [self.hint(x) for x in stride])
+        if order is None or order == sorted(order):
+            return None
+        permuted = LOWERINGS["permute"](v, order)
+        buf = realize(permuted).buffer
+        out = [None] * v.ndim
+        for d, st in zip(order, buf.layout.stride):
+            out[d] = st
+        seen.add(buf.name)
+        return ArgRef(buf, tuple(v.size), tuple(out), sympy.Integer(0))
+
+    def _fresh_output(self, v, aliasing, seen):
         """Outputs of non-view ops must be new tensors, as in eager."""
         if not isinstance(v, TensorValue):
             return v
         ref = self.to_arg(v)
-        if not may_alias and (not isinstance(ref.buffer, ComputedBuffer) or ref.buffer.name in seen):
+        if not aliasing and (not isinstance(ref.buffer, ComputedBuffer) or ref.buffer.name in seen):
             if not isinstance(ref.buffer, ExternBuffer) or ref.buffer.name in seen:
                 copy = TensorValue(list(v.size), v.dtype, v.loader, None, v.cost)
                 ref = self.to_arg(realize(copy))
@@ -722,12 +771,34 @@ def _canon_name(node):
     return name if name in LOWERINGS else None
 
 
-def _may_alias(node) -> bool:
+def may_alias(node) -> bool:
     """Could eager's result of this node share storage with another tensor?"""
     if node.op in ("placeholder", "get_attr"):
         return True
     name = _canon_name(node)
     return name is None or name in VIEW_OPS
+
+
+def _dense_order(size, stride) -> Optional[List[int]]:
+    """The dims from outermost to innermost of a dense, non-overlapping layout (a permutation
+    of a contiguous one, size-1 dims kept in place), or None."""
+    big = sorted((d for d in range(len(size)) if size[d] != 1), key=lambda d: -stride[d])
+    expect = 1
+    for d in reversed(big):
+        if stride[d] != expect:
+            return None
+        expect *= size[d]
+    # size-1 dims go back to their own place among the others (no stride to order them by)
+    out, it = [], iter(big)
+    for d in range(len(size)):
+        out.append(d if size[d] == 1 else next(it))
+    return out
+
+
+def _eager_view(meta) -> bool:
+    """May eager's result be a view? (A tracer's meta tensor knows: a meta run keeps view
+    relations; other records cannot tell, so yes.)"""
+    return not isinstance(meta, torch.Tensor) or meta._is_view()
 
 
 def _mutates_arguments(node, mutation) -> Optional[str]:

@@ -160,7 +160,10 @@ def _simplify_once(expr, ranges):
             return FloorDiv(a, d)
         return None
 
-    expr = expr.replace(lambda e: isinstance(e, (ModIdx, FloorDiv)), lambda e: rewrite(e) or e)
+    def rewritten(e):
+        r = rewrite(e)
+        return e if r is None else r     # (a fold to 0 is falsy: `rewrite(e) or e` lost it)
+    expr = expr.replace(lambda e: isinstance(e, (ModIdx, FloorDiv)), rewritten)
     expr = sympy.expand(expr)
     return _combine_terms(expr)
 

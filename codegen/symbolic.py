@@ -21,9 +21,11 @@ Invariants:
 - An extern op's output sizes are symbolic: from the node's symbolic metadata when the
   executor gave it, else matched against the argument sizes on the hints and confirmed by
   re-running the op on meta tensors with one symbol, then each group of equal-hint symbols,
-  set to other values (a group the op refuses is pinned to its hint by an assumption). The
-  wrapper still compares the real result's shape (`_ensure`) and re-runs the graph eagerly
-  if it differs, so a wrong guess costs time, never correctness.
+  set to other values (a group the op refuses is pinned to its hint by an assumption); a
+  view's strides (the argument's strides, or sums of two: a diagonal) are confirmed the same
+  way. The wrapper still compares the real result's shape (`_ensure`) and re-runs the graph
+  eagerly if it differs, or if a view result has other strides than planned (a copy would
+  not alias what eager's view does), so a wrong guess costs time, never correctness.
 """
 from __future__ import annotations
 
@@ -247,7 +249,9 @@ def symbolic_extern_layouts(sizes: SymbolicSizes, run_meta, refs, scalars, concr
     given = {p: m for p, m in _leaves(node_meta)} if node_meta is not None else {}
     cands: List[sympy.Expr] = []
     for r in refs:
-        for e in list(r.size) + list(r.stride) + [product(r.size)]:
+        # (sums of two strides: a diagonal's stride)
+        pairs = [a + b for i, a in enumerate(r.stride) for b in r.stride[i + 1:]]
+        for e in list(r.size) + list(r.stride) + [product(r.size)] + pairs:
             e = sympy.sympify(e)
             if not e.is_number and e not in cands:
                 cands.append(e)
@@ -255,9 +259,6 @@ def symbolic_extern_layouts(sizes: SymbolicSizes, run_meta, refs, scalars, concr
 
     def options(v):
         return [e for e in cands if sizes.hint(e) == v] + [sympy.Integer(v)]
-
-    def match(v):
-        return options(v)[0]
 
     out, guessed = {}, {}
     for path, m in _leaves(concrete):
@@ -271,25 +272,33 @@ def symbolic_extern_layouts(sizes: SymbolicSizes, run_meta, refs, scalars, concr
         else:       # the executor's symbolic metadata is trusted; guesses are confirmed
             guessed[path] = [options(int(v)) for v in m.shape]
             size = _confirm(sizes, run_meta, path, guessed[path])
-        out[path] = (size, _stride_guess(size, m, match))
+        out[path] = (size, _stride_guess(sizes, run_meta, path, size, m, options))
     return out
 
 
-def _stride_guess(size, m, match):
-    """Contiguous or dense strides follow the sizes; anything else is matched on the hints
-    (a wrong stride costs a copy in `_ensure`, never a wrong value)."""
+def _stride_guess(sizes, run_meta, path, size, m, options):
+    """Contiguous or dense strides follow the sizes; others (a view's: the input's strides)
+    are matched on the hints and confirmed on other sizes like the sizes are. A stride that
+    still differs at run time costs a copy in `_ensure` (or, for a view the caller gets, an
+    eager run), never a wrong value."""
     st = meta_stride(m)
     if st == tuple(int(x) for x in contiguous_strides(list(m.shape))):
         return contiguous_strides(size)
     dense = dense_strides(size, m)
-    return dense if dense is not None else [match(int(v)) for v in st]
+    if dense is not None:
+        return dense
+    guess = [options(int(v)) for v in st]
+    try:
+        return _confirm(sizes, run_meta, path, guess, meta_stride)
+    except LookupError:
+        return [opts[0] for opts in guess]     # the hints' match
 
 
-def _confirm(sizes, run_meta, path, dims) -> list:
+def _confirm(sizes, run_meta, path, dims, attr=lambda m: tuple(m.shape)) -> list:
     """Pick, for each output dim, the first candidate expression that also gives the op's size
-    when the symbols of one hint group (equal hints stay equal) take another value. A group the
-    op rejects at another value (`x @ w` with x's symbolic K against w's static K) is pinned to
-    its hint by a checked assumption."""
+    (or `attr`: its stride) when the symbols of one hint group (equal hints stay equal) take
+    another value. A group the op rejects at another value (`x @ w` with x's symbolic K
+    against w's static K) is pinned to its hint by a checked assumption."""
     groups: Dict[int, list] = {}
     for s in sorted(sizes.hints, key=lambda s: s.name):
         groups.setdefault(sizes.hints[s], []).append(s)
@@ -308,11 +317,11 @@ def _confirm(sizes, run_meta, path, dims) -> list:
                 sizes.assume(sympy.Eq(s, hint))
             continue
         m = other.get(path)
-        if m is None or len(m.shape) != len(dims):
+        if m is None or len(attr(m)) != len(dims):
             raise LookupError("output structure changes with the sizes")
         subs = {s: sympy.Integer(v) for s, v in alt.items()}
         dims = [[e for e in opts if int(sympy.sympify(e).xreplace(subs)) == int(n)]
-                for opts, n in zip(dims, m.shape)]
+                for opts, n in zip(dims, attr(m))]
         if not all(dims):
             raise LookupError(f"output sizes of {path} not confirmed on other sizes")
     return [opts[0] for opts in dims]

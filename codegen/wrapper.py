@@ -19,7 +19,8 @@ from typing import Dict, List
 import sympy
 import torch
 
-from codegen.ir import ArgRef, ExternCall, InputBuffer
+from codegen.graph import may_alias
+from codegen.ir import ArgRef, ComputedBuffer, ExternCall, InputBuffer
 from codegen.scalars import is_scalar_symbol
 from codegen.scheduler import FusedKernel, _argrefs, lifetimes
 from codegen.sizevars import pyexpr, static_int
@@ -94,8 +95,13 @@ class WrapperPrinter:
         if list(r.size) == list(lay.size) and list(r.stride) == list(lay.stride) and \
                 r.offset == lay.offset:
             return name
-        return (f"torch.as_strided({name}, {_tuple(r.size)}, {_tuple(r.stride)}, "
-                f"{_py(r.offset)})")
+        # IR offsets count from the buffer's first element (its data_ptr, which kernels are
+        # handed); as_strided's is absolute in the storage. A graph input, a constant or an
+        # extern's result may itself be a view with a storage offset, read per call.
+        offset = _py(r.offset)
+        if not isinstance(r.buffer, ComputedBuffer):
+            offset = f"{name}.storage_offset()" + ("" if r.offset == 0 else f" + {offset}")
+        return f"torch.as_strided({name}, {_tuple(r.size)}, {_tuple(r.stride)}, {offset})"
 
     def value(self, a) -> str:
         if isinstance(a, ArgRef):
@@ -291,10 +297,13 @@ class WrapperPrinter:
         res = f"_r{idx}"
         name = getattr(call.target, "__name__", type(call.target).__name__)
         self.emit(f"{res} = _externs[{idx}]({args})  # {name}")
+        # an op that may return a view of its argument: a copy to the planned layout would
+        # break what eager's result aliases (a wrong symbolic stride guess runs eagerly)
+        view = ", view=True" if call.origin is not None and may_alias(call.origin) else ""
         for b in call.outputs:
             get = res + "".join(f"[{p}]" for p in b.out_path)
             ensure = (f"_ensure({get}, {_tuple(b.layout.size)}, {_tuple(b.layout.stride)}, "
-                      f"{_dtype(b.dtype)})")
+                      f"{_dtype(b.dtype)}{view})")
             if call.target in FRESH_RESULT_EXTERNS and not b.out_path:
                 # a new tensor of its inputs' dtype and device (both pinned): only its layout
                 # can differ from the plan, and checking that inline saves a call per extern
@@ -332,12 +341,15 @@ class ShapeMismatch(Exception):
     """An extern op returned another shape than the kernels were compiled for."""
 
 
-def ensure_layout(t, size, stride, dtype):
-    """Pin an extern result to the layout the kernels were compiled for (copy if it differs)."""
+def ensure_layout(t, size, stride, dtype, view=False):
+    """Pin an extern result to the layout the kernels were compiled for (copy if it differs;
+    `view`: a view result of another layout is a wrong plan, the graph runs eagerly)."""
     if t.shape != size:
         raise ShapeMismatch
     if t.stride() == stride and t.dtype is dtype:
         return t
+    if view and t._is_view():
+        raise ShapeMismatch
     out = torch.empty_strided(size, stride, dtype=dtype)
     out.copy_(t)
     return out

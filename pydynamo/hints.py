@@ -37,6 +37,7 @@ HINTS: dict[str, str] = {
                       "(torch.where, torch.isclose(a, b).all())",
     "tensor_data_ptr": "data_ptr() is known only at run time: compare tensors, not their addresses",
     "tensor_storage": "storage access is not traced: use tensor operations",
+    "tensor_storage_offset": "storage_offset() is known only at run time (an input view may start anywhere in its storage): slice or narrow instead of as_strided with an offset",
     "tensor_hook": "register hooks outside the compiled function",
     "tensor_backward": "call backward() on the compiled function's output, outside it",
     "tensor_attr": "this tensor attribute is not traced: read it outside the compiled function",

@@ -18,7 +18,7 @@ from pydynamo.executor.variables.symbolic import SymNodeVariable, size_variable
 # Tensor methods whose result is metadata (answered from the example, no graph node).
 _META_METHODS = {"dim", "ndimension", "numel", "nelement", "element_size", "is_contiguous",
                  "is_floating_point", "is_complex", "get_device", "is_signed", "stride",
-                 "storage_offset", "is_inference"}
+                 "is_inference"}
 # Attributes read from the example (all metadata).
 _META_ATTRS = {"ndim", "dtype", "requires_grad", "is_leaf", "is_cuda", "is_sparse", "is_quantized",
                "is_meta", "layout", "is_mkldnn", "is_nested", "itemsize", "nbytes"}
@@ -31,6 +31,8 @@ _DATA_METHODS = {"item": "tensor_item", "tolist": "tensor_tolist", "numpy": "ten
                  "unique_consecutive": "dynamic_output_shape", "argwhere": "dynamic_output_shape",
                  "bincount": "dynamic_output_shape", "repeat_interleave": "dynamic_output_shape",
                  "data_ptr": "tensor_data_ptr", "untyped_storage": "tensor_storage",
+                 # where an input view starts in its storage varies per call and is not guarded
+                 "storage_offset": "tensor_storage_offset",
                  "register_hook": "tensor_hook", "backward": "tensor_backward",
                  "__index__": "tensor_item", "__int__": "tensor_item", "__float__": "tensor_item",
                  "equal": "data_dependent", "is_nonzero": "data_dependent",

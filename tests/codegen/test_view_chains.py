@@ -1,0 +1,94 @@
+"""Views of views of inputs that are views themselves: values, aliasing and strides vs eager.
+
+Named regressions of issue 14 item 2 (storage offsets lost), then a fixed-seed subset of the
+random view-chain sweep (tests/codegen/view_chains.py; the long sweep is
+scripts/view_chain_sweep.py). Inputs are passed as they are, never cloned (a clone drops the
+storage offset the bugs needed).
+"""
+import os
+import sys
+
+import pytest
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from differential import assert_same_as_eager  # noqa: E402
+import view_chains  # noqa: E402
+
+DYNAMIC = [None, True, False]
+
+
+def _offset_rows(n, cols=6):
+    """An (n, cols) input that starts one row into its storage."""
+    return lambda: (torch.randn(n + 1, cols)[1:],)
+
+
+@pytest.mark.parametrize("dynamic", DYNAMIC)
+def test_slice_of_offset_input_into_matmul(dynamic):
+    w = torch.randn(6, 3)
+    assert_same_as_eager(lambda x: x[1:] @ w, [_offset_rows(n) for n in (5, 7, 9)],
+                         backend="codegen", dynamic=dynamic)
+
+
+@pytest.mark.parametrize("dynamic", DYNAMIC)
+def test_cumsum_of_slice_of_offset_input(dynamic):
+    assert_same_as_eager(lambda x: torch.cumsum(x[2:], 0), [_offset_rows(n) for n in (5, 7, 9)],
+                         backend="codegen", dynamic=dynamic)
+
+
+@pytest.mark.parametrize("dynamic", DYNAMIC)
+@pytest.mark.parametrize("offset", [0, 1])
+def test_select_then_step_slice_view_output_keeps_offset(dynamic, offset):
+    """`x[:, 1][::2]` is a view starting one element in: under symbolic shapes it was read
+    from offset 0 (the extern's view result re-strided with an absolute offset of 0)."""
+    makers = [(lambda n=n: (torch.randn(n + offset, 6)[offset:],)) for n in (5, 7, 9)]
+    assert_same_as_eager(lambda x: x[:, 1][::2], makers, backend="codegen", dynamic=dynamic,
+                         allow_layout=False)
+
+
+def test_reshape_over_size_one_dims_stays_a_view():
+    """A fold of FloorDiv to 0 was dropped by the index simplifier (`rewrite(e) or e`), so a
+    view through size-1 dims came back as a copy: not aliasing the input as eager's does."""
+    def f(x):
+        return x.movedim(-1, 1).view(-1).unflatten(-1, (2, -1)).movedim(1, 0)
+    assert_same_as_eager(f, [lambda: (torch.randn(4, 3, 14)[2:3, 1:2, 1:13:2],)],
+                         backend="codegen", dynamic=False, allow_layout=False, max_fallbacks=0)
+
+
+def test_view_output_of_extern_with_symbolic_strides_is_eagers_view():
+    """An extern's view result whose symbolic strides were matched on colliding hints (a size
+    and a stride both 8) was copied to the guessed layout: the output no longer aliased the
+    input. Now the strides are confirmed on other sizes (no eager run here), and a view result
+    of another layout than planned runs the graph eagerly instead of being copied."""
+    def f(x):
+        return x.select(0, 0).chunk(2, 2)[-1]
+    makers = [lambda e=e: (eval(e),) for e in (
+        "torch.randn(4, 3, 13, 4)[0:4, 1:3:2, 0:12:2, 1:3:2]",
+        "torch.randn(9, 3, 20, 4)[0:8, 1:3:2, 0:20:2, 1:3:2]",
+        "torch.randn(12, 3, 29, 3)[0:12, 1:3:2, 0:28:2, 1:3:2]")]
+    assert_same_as_eager(f, makers, backend="codegen", dynamic=None, allow_layout=False,
+                         max_fallbacks=0)
+
+
+def test_storage_offset_read_is_not_baked_into_the_graph():
+    """`y.storage_offset()` was answered from the trace's meta example, which starts at 0, so
+    as_strided read another window than eager; the offset is now read at run time."""
+    def f(x):
+        y = x.narrow(0, 1, 2)
+        return y.as_strided((1,), y.stride(), y.storage_offset())
+    makers = [lambda: (torch.randn(10)[1:9:2],), lambda: (torch.randn(12)[3:11:2],)]
+    for backend in ("eager", "codegen"):
+        assert_same_as_eager(f, makers, backend=backend)
+
+
+SUBSET = range(0, 40)
+
+
+@pytest.mark.parametrize("seed", SUBSET)
+def test_random_view_chain(seed):
+    chain = view_chains.generate(seed)
+    for backend, dynamic in (("codegen", None), ("codegen", True), ("codegen", False),
+                             ("eager", None)):
+        res = view_chains.check(chain, backend, dynamic)
+        assert res.ok, f"{backend} dynamic={dynamic}\n{chain.repro(backend, dynamic)}\n{res.report()}"
