@@ -144,6 +144,9 @@ def minimize(p: pg.Program, backend: str, dynamic: Optional[bool], signature: st
             q = p.without(i)
             if still(q):
                 p, changed = q, True
+        q = p.without_unused_params()
+        if q.params != p.params and still(q):
+            p, changed = q, True
         if len(p.returns) > 1:
             for i in range(len(p.returns)):
                 q = p.with_returns([p.returns[i]], "tuple")

@@ -52,7 +52,7 @@ class Program:
     units: list             # list of list[str]: body statements, unindented
     returns: list           # list of (key or None, expr)
     ret_kind: str           # "single", "tuple", "list", "dict"
-    calls: list             # (torch seed, args expression) per call
+    calls: list             # (torch seed, [argument expressions]) per call
     module_init: list = dataclasses.field(default_factory=list)   # lines of __init__ (module programs)
     raises: bool = False    # holds a deliberate raise (eager may raise on some calls)
 
@@ -87,7 +87,7 @@ class Program:
     def repro(self, backend: str = "codegen", dynamic: Optional[bool] = None) -> str:
         """A standalone script: the program, its calls, the comparison."""
         make = f"torch.manual_seed({self.seed}); fn = M()" if self.is_module else "fn = f"
-        calls = "\n".join(f"    (lambda: (torch.manual_seed({s}), {a})[1])," for s, a in self.calls)
+        calls = "\n".join(f"    (lambda: (torch.manual_seed({s}), {_tuple(a)})[1])," for s, a in self.calls)
         return (f"{HEADER}\n{self.source()}\n{make}\nmakers = [\n{calls}\n]\n"
                 f"# run_differential(fn, makers, backend={backend!r}, dynamic={dynamic!r})  (tests/differential.py)\n")
 
@@ -105,12 +105,22 @@ class Program:
     def makers(self) -> list:
         ns = {"torch": torch}
 
-        def maker(seed, expr):
+        def maker(seed, items):
+            code = compile(_tuple(items), "<fuzz inputs>", "eval")
+
             def make():
                 torch.manual_seed(seed)
-                return eval(expr, ns)
+                return eval(code, ns)
             return make
         return [maker(s, a) for s, a in self.calls]
+
+    def without_unused_params(self) -> "Program":
+        """The program without parameters its body no longer reads (their inputs dropped)."""
+        import re
+        body = self.body_source()
+        keep = [i for i, name in enumerate(self.params) if re.search(rf"\b{re.escape(name)}\b", body)]
+        return dataclasses.replace(self, params=[self.params[i] for i in keep],
+                                   calls=[(s, [a[i] for i in keep]) for s, a in self.calls])
 
     def without(self, i: int) -> "Program":
         return dataclasses.replace(self, units=self.units[:i] + self.units[i + 1:])
@@ -316,7 +326,7 @@ class Gen:
             return f"torch.randint(1, 9, ({s}{',' if len(sz) == 1 else ''}))"
         return f"(torch.rand({s}) > 0.3)" if sz else "(torch.rand(()) > 0.3)"
 
-    def call_args(self, call: int) -> str:
+    def call_args(self, call: int) -> list:
         items = []
         for name, kind, shape, dtype, extra in self.inputs:
             if kind == "tensor":
@@ -325,7 +335,7 @@ class Gen:
                 items.append("[" + ", ".join(self.tensor_expr(shape, dtype, "plain", call) for _ in range(extra)) + "]")
             else:
                 items.append(repr(shape[call]))
-        return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+        return items
 
     # -- operand helpers ----------------------------------------------------------------------------
     def tensor(self, pred=lambda v: True, dtype: Optional[str] = None, ndim=None) -> Var:
@@ -736,6 +746,38 @@ class Gen:
         elif a.ndim == 1:
             self.must_return.append(self.add(f"torch.gather({a.name}, 0, {i.name})", i.shape, a.dtype))
 
+    def op_sizes(self) -> None:
+        """Sizes as values: factories with a size read from a tensor, size arithmetic in slices
+        and views (symbolic under dynamic shapes)."""
+        r = self.r
+        a = self.tensor(lambda v: v.ndim >= 1 and all(known(d) for d in v.shape))
+        if a.ndim == 0 or not all(known(d) for d in a.shape):
+            return
+        d = r.randrange(a.ndim)
+        n, sd = f"{a.name}.shape[{d}]", a.shape[d]
+        k = r.choice(["arange", "full", "ones_like", "zeros_new", "half_slice", "scale", "view_merge", "last_slice"])
+        if k == "arange":
+            tail = r.choice(["", " * 2 + 1", ".float() / " + n])
+            self.add(f"torch.arange({n})" + tail, (sd,), "f" if "/" in tail else "i")
+        elif k == "full":
+            self.add(f"torch.full(({n}, 2), 0.5)", (sd, (2,) * NCALLS), "f")
+        elif k == "ones_like":
+            self.add(f"torch.ones_like({a.name}) * {n}", a.shape, a.dtype if a.dtype != "b" else "i")
+        elif k == "zeros_new":
+            self.add(f"{a.name}.new_zeros({a.name}.shape) + {a.name}", a.shape, a.dtype if a.dtype != "b" else "i")
+        elif k == "half_slice" and min(sd) >= 2:
+            self.add(f"{a.name}.narrow({d}, 0, {n} // 2)",
+                     a.shape[:d] + (tuple(v // 2 for v in sd),) + a.shape[d + 1:], a.dtype, root=a.root, writable=a.writable)
+        elif k == "last_slice" and min(sd) >= 2:
+            self.add(f"{a.name}[{':, ' * d}{n} - 1:]", a.shape[:d] + ((1,) * NCALLS,) + a.shape[d + 1:], a.dtype,
+                     root=a.root, writable=a.writable)
+        elif k == "scale":
+            self.add(f"{a.name} * ({n} - 1)", a.shape, a.dtype if a.dtype != "b" else "i")
+        elif k == "view_merge" and a.ndim >= 2:
+            merged = tuple(x * y for x, y in zip(a.shape[0], a.shape[1]))
+            self.add(f"{a.name}.reshape({a.name}.shape[0] * {a.name}.shape[1], *{a.name}.shape[2:])",
+                     (merged,) + a.shape[2:], a.dtype, root=a.root, writable=a.writable)
+
     def op_module(self) -> None:
         """An nn submodule or buffer of the program's module (module programs only)."""
         r = self.r
@@ -928,7 +970,7 @@ class Gen:
     OPS = [("op_unary", 10), ("op_binary", 14), ("op_reduce", 8), ("op_matmul", 4), ("op_view", 8),
            ("op_view_chain", 5), ("op_inplace", 12), ("op_cat", 3), ("op_where", 3), ("op_index", 4),
            ("op_control", 4), ("op_break", 2), ("op_list", 2), ("op_out_variant", 2), ("op_accumulate", 2),
-           ("op_oob", 0.4)]
+           ("op_oob", 0.4), ("op_sizes", 4)]
 
     def generate(self) -> Program:
         r = self.r
@@ -966,6 +1008,10 @@ class Gen:
         calls = [(self.seed * 10 + c, self.call_args(c)) for c in range(NCALLS)]
         return Program(self.seed, params, self.units, returns, kind, calls,
                        self.module_init if self.is_module else [], self.raises)
+
+
+def _tuple(items: list) -> str:
+    return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
 
 
 def _prod(shape: tuple, call: int) -> int:

@@ -72,3 +72,14 @@ def test_returned_diagonal_of_input_aliases_input(dynamic):
                              lambda: (torch.randn(2, 8, 7)[..., 1:-1], torch.randn(8, 8, 2, 2)),
                              lambda: (torch.randn(2, 6, 9)[..., 1:-1], torch.randn(6, 7, 2, 2))],
                          backend="codegen", dynamic=dynamic)
+
+
+# F4 (fuzz seed 10, codegen dynamic=True): an out-of-range torch.gather raised IndexError from the
+# kernel where eager raises RuntimeError (issue 14 item 6: match eager's exception types).
+@pytest.mark.xfail(strict=True, reason="F4: codegen's gather kernel raises IndexError where eager raises RuntimeError")
+@pytest.mark.parametrize("dynamic", [None, True])
+def test_out_of_range_gather_raises_runtime_error_like_eager(dynamic):
+    def f(a, i):
+        return (torch.gather(a, 0, i),)
+    assert_same_as_eager(f, sizes(lambda n: (torch.randint(1, 9, (n,)), torch.randint(1, 9, (8,))), 6, 5, 6),
+                         backend="codegen", dynamic=dynamic)
