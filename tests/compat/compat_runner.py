@@ -1,6 +1,6 @@
 """Run the whole compat corpus under ONE engine in this process and write one record per case.
 
-    python tests/compat/compat_runner.py --engine {eager,torch,pydynamo} --out DIR [--cases a,b]
+    python tests/compat/compat_runner.py --engine {eager,torch,pydynamo,pydynamo-codegen} --out DIR [--cases a,b]
 
 Both compiling engines install a PEP 523 frame hook, so each runs in its own process. Per case
 and per call the record holds: the normalized output, the inputs after the call (in-place ops),
@@ -59,16 +59,37 @@ def _torch_engine():
     return torch._dynamo.reset, (lambda fn, backend: torch.compile(fn, backend=backend))
 
 
-def _pydynamo_engine():
+def _import_pydynamo():
     try:
         import pydynamo
     except ImportError:
         sys.path.insert(0, REPO)
         import pydynamo
+    return pydynamo
+
+
+def _pydynamo_engine():
+    pydynamo = _import_pydynamo()
     return pydynamo.reset, (lambda fn, backend: pydynamo.optimize(fn, backend=backend))
 
 
-ENGINES = {"eager": _eager_engine, "torch": _torch_engine, "pydynamo": _pydynamo_engine}
+def codegen_behind(counting):
+    """pydynamo's codegen backend behind the counting one: the counting backend records each
+    graph (compile counts stay comparable with torch.compile's), codegen compiles and runs it."""
+    from pydynamo.backends import lookup_backend
+    codegen = lookup_backend("codegen")
+    return lambda gm, example_inputs: (counting(gm, example_inputs), codegen(gm, example_inputs))[1]
+
+
+def _pydynamo_codegen_engine():
+    """The corpus through codegen's kernels: values, in-place updates and cache hits are checked
+    as under the pydynamo engine (tests/compat/test_compat.py::test_compat_codegen)."""
+    pydynamo = _import_pydynamo()
+    return pydynamo.reset, (lambda fn, backend: pydynamo.optimize(fn, backend=codegen_behind(backend)))
+
+
+ENGINES = {"eager": _eager_engine, "torch": _torch_engine, "pydynamo": _pydynamo_engine,
+           "pydynamo-codegen": _pydynamo_codegen_engine}
 
 
 # Graph breaks taken so far (cumulative), per engine: a break is legitimate only where
@@ -90,7 +111,7 @@ def _pydynamo_breaks():
     return lambda: n[0]
 
 
-BREAK_COUNTERS = {"torch": _torch_breaks, "pydynamo": _pydynamo_breaks}
+BREAK_COUNTERS = {"torch": _torch_breaks, "pydynamo": _pydynamo_breaks, "pydynamo-codegen": _pydynamo_breaks}
 _count_breaks = [lambda: 0]
 
 

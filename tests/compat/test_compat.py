@@ -14,6 +14,11 @@ torch versions, so they are computed once per machine. Asserted per case, agains
   * pydynamo gives no warning, except for a graph break on a call where torch.compile broke too
     (a data-dependent op such as torch.allclose, run outside the graph by both engines).
 A case whose torch.compile reference is itself not a clean capture is reported as a corpus bug.
+
+test_compat_codegen runs the corpus a second time with pydynamo's codegen backend behind the
+counting one (a fourth process, engine "pydynamo-codegen"): values, in-place updates and state
+equal eager's, same graphs and cache hits; codegen's eager fallbacks are allowed (never wrong).
+Integer and bool results compare exactly (compat_case.mismatch).
 """
 from __future__ import annotations
 
@@ -117,19 +122,25 @@ def _build_reference(ref: str, names: list, runner: str) -> str:
     return ref
 
 
+def _selected(request, test: str) -> list:
+    """Case names of the session's items of `test` (after -k selection)."""
+    return [i.callspec.params["name"] for i in request.session.items
+            if getattr(i, "callspec", None) is not None and "name" in i.callspec.params
+            and i.originalname == test]
+
+
 @pytest.fixture(scope="session")
 def records(tmp_path_factory, request):
     """{engine: {name: record}}; the reference and the pydynamo run go concurrently. Only the
     selected cases (-k) run under pydynamo; the cached reference always covers the corpus."""
-    selected = [i.callspec.params["name"] for i in request.session.items
-                if getattr(i, "callspec", None) is not None and "name" in i.callspec.params
-                and i.originalname == "test_compat"]
+    selected = _selected(request, "test_compat")
+    codegen_only = not selected and _selected(request, "test_compat_codegen")
     if UNDER_TEST == "torch":  # corpus authoring: check torch.compile's records against themselves
         ref = _ensure_reference()
         pyd = os.path.join(ref, "torch")
     else:
         pyd = str(tmp_path_factory.mktemp("compat") / "pydynamo")
-        t = threading.Thread(target=run_engine, args=("pydynamo", pyd, selected or NAMES))
+        t = threading.Thread(target=run_engine, args=("pydynamo", pyd, [] if codegen_only else selected or NAMES))
         t.start()
         ref = _ensure_reference()
         t.join()
@@ -242,6 +253,31 @@ def test_compat(records, name):
     bad = compare(rec, eager, "pydynamo") + compare_compile(rec, ref, "pydynamo")
     bad += compare_warnings(rec, ref)
     assert not bad, f"{name} ({where}):\n  " + "\n  ".join(bad)
+
+
+@pytest.fixture(scope="session")
+def codegen_records(tmp_path_factory, request):
+    """{name: record} of the selected cases under pydynamo with the codegen backend."""
+    out = str(tmp_path_factory.mktemp("compat") / "pydynamo-codegen")
+    run_engine("pydynamo-codegen", out, _selected(request, "test_compat_codegen") or NAMES)
+    return _Lazy(out)
+
+
+# Cases whose codegen run differs from eager (a real bug, strict: a fix must remove the entry).
+KNOWN_CODEGEN_GAPS: dict[str, str] = {}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=KNOWN_CODEGEN_GAPS[n]))
+                                  if n in KNOWN_CODEGEN_GAPS else n for n in NAMES])
+def test_compat_codegen(records, codegen_records, name):
+    """The corpus through codegen's C++ kernels: outputs, inputs after each call and side-effect
+    state equal eager's on every call, the same graphs as under the eager backend, and calls 2-4
+    are cache hits. Codegen's own eager fallbacks (one warning each) are allowed: slower, never wrong."""
+    eager, ref, rec = records["eager"][name], records["torch"][name], codegen_records[name]
+    bad = _check_eager(eager)
+    assert not bad, f"harness/corpus bug in {name} ({_where(name)}):\n  " + "\n  ".join(bad)
+    bad = compare(rec, eager, "pydynamo+codegen") + compare_compile(rec, ref, "pydynamo+codegen")
+    assert not bad, f"{name} ({_where(name)}):\n  " + "\n  ".join(bad)
 
 
 def test_corpus_size():

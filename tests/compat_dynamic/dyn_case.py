@@ -31,9 +31,11 @@ class Mode:
                               # codegen behind the counting backend (torch keeps the counting one)
 
 
-MODES = {"auto": Mode(None, "eager"), "dynamic": Mode(True, "eager"), "codegen": Mode(None, "codegen")}
-# codegen: pydynamo's own backend behind the counting one, so CI runs every case through symbolic kernels too
-DEFAULT_MODES = ("auto", "dynamic", "codegen")
+MODES = {"auto": Mode(None, "eager"), "dynamic": Mode(True, "eager"), "codegen": Mode(None, "codegen"),
+         "codegen_dynamic": Mode(True, "codegen")}
+# codegen: pydynamo's own backend behind the counting one, so CI runs every case through symbolic
+# kernels too: after the first size change (automatic dynamic) and from the first call (dynamic=True)
+DEFAULT_MODES = ("auto", "dynamic", "codegen", "codegen_dynamic")
 
 # The engine's mark_dynamic(t, dim); None under eager (marking means nothing there).
 MARK: list = [None]

@@ -6,8 +6,9 @@ Everything is tests/compat/compat_runner.py's (records, frame counting, timeouts
 changes: the corpus is dyn_corpus; compat_case.N_CALLS = 1, so a case's calls are its size
 sequence, each run once, in order; and each case is compiled with the mode its name carries
 (`@auto`: dynamic=None, `@dynamic`: dynamic=True, `@codegen`: dynamic=None with pydynamo's codegen
-backend behind the counting one). Under pydynamo each record also gets `guards`: the text of
-every guard of every frame compiled during the case (what test_design.py reads).
+backend behind the counting one, `@codegen_dynamic`: the same with dynamic=True). Under pydynamo
+each record also gets `guards`: the text of every guard of every frame compiled during the case
+(what test_design.py reads).
 """
 from __future__ import annotations
 
@@ -45,7 +46,6 @@ def _pydynamo_engine():
         sys.path.insert(0, cr.REPO)
         import pydynamo
     from pydynamo import convert_frame
-    from pydynamo.backends import lookup_backend
     dc.MARK[0] = getattr(pydynamo, "mark_dynamic", None)
 
     def record(item):
@@ -55,10 +55,7 @@ def _pydynamo_engine():
     convert_frame.RECORDERS.append(record)
 
     def wrap(fn, counting):
-        backend = counting
-        if _MODE[0].backend == "codegen":
-            codegen = lookup_backend("codegen")
-            backend = lambda gm, ex: (counting(gm, ex), codegen(gm, ex))[1]  # noqa: E731
+        backend = cr.codegen_behind(counting) if _MODE[0].backend == "codegen" else counting
         return pydynamo.optimize(fn, backend=backend, dynamic=_MODE[0].dynamic)
     return pydynamo.reset, wrap
 

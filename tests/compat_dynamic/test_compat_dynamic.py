@@ -3,7 +3,8 @@
 The compat harness is reused (tests/compat: case vocabulary, one process per engine, records
 cached under tests/compat_dynamic/.reference/ keyed by the corpus, harness, torch and Python
 versions); dyn_runner.py swaps the corpus and compiles each case in the mode its name carries
-(`@auto`: dynamic=None, `@dynamic`: dynamic=True, `@codegen`: dynamic=None with our codegen).
+(`@auto`: dynamic=None, `@dynamic`: dynamic=True, `@codegen`: dynamic=None with our codegen,
+`@codegen_dynamic`: dynamic=True with our codegen).
 A case is a sequence of calls with changing sizes, each run once. Asserted per case:
   * outputs (and inputs after the call) equal eager's on every call of the sequence;
   * on every call, pydynamo compiles as many graphs as torch.compile: under automatic dynamic a
