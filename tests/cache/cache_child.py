@@ -10,11 +10,12 @@ them against eager, report what the cache did.
 Requests: {"cache": dir, "modes": [...], "env": {...}, "parallel": n} (n children started at
 once, for the race). Answers: [{"status": "exit 0" | "exit N" | "signal SIGBUS", "report":
 {...} | None}, ...]. A child killed by a damaged library is an answer, not a dead test run.
-The server itself only imports (no threads, no kernels run), so forking it is safe; forking
-saves each scenario the ~2-3 s of importing torch, sympy and the compiler.
+The server itself only imports (no threads, no kernels run, no cache read), so forking it is
+safe; forking saves each scenario the ~4 s of importing torch, sympy and the compiler.
 
 Modes: "extra" also compiles a function no base cache holds (forces a build); "delete" deletes
 every kernel library after the first calls, then calls again and compiles a twin of `f`;
+"no_capabilities" drops root's capabilities first (a read-only folder is then read-only to it);
 "crash" dies by SIGBUS at once (checks that a crash is reported as one).
 """
 import json
@@ -54,6 +55,8 @@ def scenario(cache: str, modes) -> dict:
         import resource
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         os.kill(os.getpid(), signal.SIGBUS)
+    if "no_capabilities" in modes:
+        _drop_capabilities()
     os.environ["PYDYNAMO_CACHE_DIR"] = cache
     pydynamo.config.cache_dir = cache
     torch.manual_seed(0)
@@ -85,6 +88,17 @@ def scenario(cache: str, modes) -> dict:
         "eager_graphs": codegen.counters["eager_fallback_graphs"],
         "guards": tensor_check.module() is not None,
     }
+
+
+def _drop_capabilities():
+    """From here on permission bits bind this process even as root (which otherwise writes into
+    a read-only folder through CAP_DAC_OVERRIDE): no effective or permitted capabilities."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    header = (ctypes.c_uint32 * 2)(0x20080522, 0)    # _LINUX_CAPABILITY_VERSION_3, this process
+    data = (ctypes.c_uint32 * 6)()                   # effective, permitted, inheritable (x2): none
+    if libc.capset(header, data) != 0:
+        raise OSError(ctypes.get_errno(), "capset")
 
 
 def _fork(req) -> tuple:
@@ -119,7 +133,21 @@ def _answer(pid, r) -> dict:
     return {"status": desc, "report": json.loads(data) if data else None}
 
 
+def _preload():
+    """What each scenario would import on its first compile (~2 s of a child), done once before
+    forking: pydynamo's executor and codegen modules, torch.utils.cpp_extension (the guard
+    build's include paths), and what torch imports itself on its first meta-tensor ops. Nothing
+    here reads a cache, loads a library or starts a thread."""
+    import importlib
+    for name in ("pydynamo.convert_frame", "pydynamo.executor.translator", "pydynamo.guards",
+                 "codegen.cpp", "codegen.scheduler", "codegen.wrapper", "codegen.gpu_wrapper",
+                 "torch.utils.cpp_extension"):
+        importlib.import_module(name)
+    (torch.ones(2, 3, device="meta") * 2 + 1).sin().sum(0)
+
+
 def serve():
+    _preload()
     for line in sys.stdin:
         req = json.loads(line)
         children = [_fork(req) for _ in range(req.get("parallel", 1))]
