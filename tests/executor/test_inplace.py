@@ -415,3 +415,42 @@ def test_training_backward_through_inplace_activations(backend):
         torch.testing.assert_close(p.grad, q.grad, msg=name)
     for b, c in zip(model.buffers(), ref_model.buffers()):
         torch.testing.assert_close(b, c)
+
+
+class _InplaceModuleOnIntermediate(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.relu = nn.ReLU(inplace=True)
+
+    def forward(self, x):
+        t = x * 2
+        r = self.relu(t)
+        return r + t, t.sum()
+
+
+def _positional_flag_on_intermediate(x):
+    t = x * 2
+    r = F.hardtanh(t, -0.5, 0.5, True)
+    return r + t, t.sum()
+
+
+@pytest.mark.parametrize("make", [_InplaceModuleOnIntermediate, lambda: _positional_flag_on_intermediate],
+                         ids=["call_module_relu_inplace", "positional_inplace_flag"])
+def test_codegen_fx_graph_with_inplace_call_module_or_positional_flag(make):
+    """Graphs not made by the executor (torch.fx.symbolic_trace) keep `call_module` nodes and
+    positional flags: codegen's mutation check reads pydynamo.mutation, so these run correctly
+    (eagerly) where they used to give wrong values (the module's write was not seen)."""
+    import warnings
+    import codegen
+    fn = make()
+    gm = torch.fx.symbolic_trace(fn)
+    x = torch.randn(16)
+    ref = fn(x.clone())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        compiled = codegen.compile_fx(gm, [x.clone()])
+    arg = x.clone()
+    out = compiled(arg)
+    for a, b in zip(out, ref):
+        torch.testing.assert_close(a, b)
+    torch.testing.assert_close(arg, x)
