@@ -25,10 +25,14 @@ N_CALLS = 4
 
 @dataclasses.dataclass(frozen=True)
 class T:
-    """Spec of one random tensor input (never all-zero)."""
+    """Spec of one random tensor input (never all-zero). `layout`: "contiguous"; "offset" (a view
+    with a storage offset into a larger storage, as `qkv.split(...)` or a KV-cache slice gives);
+    "transposed" (strides of the reversed dims); "channels_last" (4-D). The values do not depend
+    on the layout (the same generator draws)."""
     shape: tuple
     dtype: torch.dtype = torch.float32
     requires_grad: bool = False
+    layout: str = "contiguous"
 
     def make(self, g: torch.Generator) -> torch.Tensor:
         if self.dtype.is_floating_point or self.dtype.is_complex:
@@ -39,11 +43,24 @@ class T:
                 x.view(-1)[0] = True
         else:
             x = torch.randint(1, 10, self.shape, generator=g, dtype=self.dtype)
-        return x.requires_grad_(self.requires_grad)
+        return _relayout(x, self.layout).requires_grad_(self.requires_grad)
 
 
-def t(*shape, dtype=torch.float32, requires_grad=False) -> T:
-    return T(tuple(shape), dtype, requires_grad)
+def _relayout(x: torch.Tensor, layout: str) -> torch.Tensor:
+    if layout == "offset":
+        out = torch.empty(x.numel() + 3, dtype=x.dtype)[3:].view(x.shape)
+        return out.copy_(x)
+    if layout == "transposed":
+        rev = tuple(reversed(range(x.dim())))
+        return x.permute(rev).contiguous().permute(rev)
+    if layout == "channels_last":
+        return x.contiguous(memory_format=torch.channels_last)
+    assert layout == "contiguous", layout
+    return x
+
+
+def t(*shape, dtype=torch.float32, requires_grad=False, layout="contiguous") -> T:
+    return T(tuple(shape), dtype, requires_grad, layout)
 
 
 def materialize(spec: Any, g: torch.Generator) -> Any:
