@@ -20,7 +20,6 @@ floats with rtol=atol=1e-4.
 from __future__ import annotations
 
 import copy
-import types
 import warnings
 from dataclasses import dataclass, field
 from typing import List
@@ -394,18 +393,6 @@ class VariantResult:
         return self.native_nodes > 0
 
 
-def _as_user_function(fn):
-    """OpInfo's lambdas live in torch.testing modules, which pydynamo takes for torch ops and
-    puts into the graph whole (/work/notes/opinfo_findings.md F1); a user writes such a lambda
-    in their own module. The same function in a user module is what the sweep calls."""
-    if not isinstance(fn, types.FunctionType) or not (fn.__module__ or "").startswith("torch"):
-        return fn
-    g = dict(fn.__globals__, __name__="opinfo_user")
-    user = types.FunctionType(fn.__code__, g, fn.__name__, fn.__defaults__, fn.__closure__)
-    user.__kwdefaults__ = fn.__kwdefaults__
-    return user
-
-
 def _cases(op, dtype, variants, layouts, max_samples):
     samples = list(op.sample_inputs("cpu", dtype, requires_grad=False))
     if max_samples:
@@ -427,7 +414,7 @@ def _cases(op, dtype, variants, layouts, max_samples):
         # each case owns its tensors: samples share tensors, and one case's in-place op
         # must not change another's input
         inp, args, kwargs = copy.deepcopy(_layout(s, la))
-        fn = _as_user_function(op.inplace_variant if v == "inplace" else op.op)
+        fn = op.inplace_variant if v == "inplace" else op.op
         args = (inp,) + args
         if v in ("out", "out_resize"):
             try:
@@ -499,10 +486,18 @@ def _tensors_of(x):
     return []
 
 
-def _aliases(result, inputs):
+def _storages(inputs):
+    """storage address -> indices of the inputs on it (an empty tensor has no storage to share)"""
+    by_ptr = {}
+    for j, t in enumerate(inputs):
+        if t.numel():
+            by_ptr.setdefault(t.untyped_storage().data_ptr(), []).append(j)
+    return by_ptr
+
+
+def _aliases(result, by_ptr):
     """For each tensor in `result`: the indices of the inputs sharing its storage."""
-    ptrs = [t.untyped_storage().data_ptr() for t in inputs]
-    return [tuple(j for j, p in enumerate(ptrs) if t.numel() and p == t.untyped_storage().data_ptr())
+    return [tuple(by_ptr.get(t.untyped_storage().data_ptr(), ())) if t.numel() else ()
             for t in _tensors_of(result)]
 
 
@@ -557,7 +552,8 @@ def _calls(fn, tensors, calls, before=None):
                 out = fn(*tensors)
             except Exception as e:
                 return recs, e
-            recs.append((_clone(out), [_aliases(o, tensors) for o in out],
+            by_ptr = _storages(tensors)
+            recs.append((_clone(out), [_aliases(o, by_ptr) for o in out],
                          [_strides(o) for o in out]))
     return recs, None
 
@@ -579,6 +575,7 @@ def _compiled_run(fn, tensors, calls, before=None):
 # one program (one compiled frame) per group: codegen runs a graph holding an out= call or an
 # in-place op on a graph input eagerly as a whole, which must not hide the function variant
 GROUPS = {"function": ("function",), "inplace": ("inplace",), "out": ("out", "out_resize")}
+CHUNK = 128
 
 
 def run_variants(op, dtype, variants=VARIANTS, layouts=LAYOUTS, max_samples=None,
@@ -597,8 +594,10 @@ def run_variants(op, dtype, variants=VARIANTS, layouts=LAYOUTS, max_samples=None
     nondet = any(k in op.name for k in NONDETERMINISTIC)
     for group, members in GROUPS.items():
         part = [c for c in cases if c.variant in members]
-        if part:
-            _check_program(part, f"{base}_{group}", calls, nondet, res)
+        # at most CHUNK cases a program: logspace has 1201 samples, and a wrapper of thousands
+        # of lines takes minutes for Python to compile
+        for i in range(0, len(part), CHUNK):
+            _check_program(part[i:i + CHUNK], f"{base}_{group}{i // CHUNK}", calls, nondet, res)
     for c in cases:
         res.by_variant[c.variant] = res.by_variant.get(c.variant, 0) + 1
     return res
