@@ -4,8 +4,10 @@ Decides whether to trace (skip rules), enforces the recompile budget, runs the t
 returns (guard, new_code). Policy:
   * skip: generators/coroutines, module bodies, stdlib, torch internals (except nn module
     `forward`s), pydynamo itself, functions marked `pydynamo.disable` -> SKIP_CODE.
-  * budget: once a code object has `config.recompile_limit` entries, existing entries keep
-    serving and new inputs run eagerly (RUN_ONLY) — one warning; nothing good is discarded.
+  * budget: once a code object has `config.recompile_limit` entries of one settings, existing
+    entries keep serving and new inputs run eagerly (RUN_ONLY; None while callbacks of other
+    settings live, and a callback made later un-marks such codes, so another optimize() of the
+    code still compiles it) — one warning; nothing good is discarded.
   * a failure inside translation runs that frame eagerly (SKIP_CODE) with one warning naming the
     user's file:line and the reason; under fullgraph=True it raises FullGraphError instead.
     Backend errors are raised (BackendCompilerFailed): they are not the user's code's fault.
@@ -259,6 +261,10 @@ class CompileSettings:
 # One callback per distinct settings (equal settings share cache entries): a weak map, so a
 # callback (and the backend it holds) lives only as long as a wrapper or a cache entry uses it.
 _CALLBACKS: "weakref.WeakValueDictionary" = weakref.WeakValueDictionary()
+_LIVE_CALLBACKS: "weakref.WeakSet" = weakref.WeakSet()   # every callback, hashable settings or not
+# Codes a callback marked run-only at its recompile limit: the mark would keep every other
+# settings' callback from being called for them, so a callback made later un-marks them.
+_LIMITED: "weakref.WeakSet" = weakref.WeakSet()
 
 
 def _frozen(value) -> Any:
@@ -287,6 +293,11 @@ def make_callback(backend="codegen", fullgraph=False, dynamic=None, mode=None, o
     callback = _make_callback(backend, backend_fn, fullgraph, dynamic, mode, options)
     if key is not None:
         _CALLBACKS[key] = callback
+    _LIVE_CALLBACKS.add(callback)
+    from pydynamo import _C
+    for code in list(_LIMITED):
+        _C.set_code_state(code, "default")
+    _LIMITED.clear()
     return callback
 
 
@@ -311,6 +322,9 @@ def _make_callback(backend, backend_fn, fullgraph, dynamic, mode, options):
             _warn_once(("limit", code), f"pydynamo: {code.co_filename}:{code.co_firstlineno}: "
                        f"{code.co_name} hit the recompile limit ({config.recompile_limit}); "
                        "existing compiled entries keep serving, new inputs run eagerly")
+            if len(_LIVE_CALLBACKS) > 1:
+                return None  # other settings may still compile this code: no run-only mark
+            _LIMITED.add(code)
             return _C.RUN_ONLY
         if entries and (RECORDERS or logs.enabled("recompiles")):
             why = explain_recompile(code, entries, frame_locals, frame_globals)

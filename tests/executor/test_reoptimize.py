@@ -168,6 +168,26 @@ def test_recompile_limit_counts_entries_of_the_same_settings_only(monkeypatch):
     assert b2.compiles == 2
 
 
+def test_other_settings_compile_after_the_first_hit_its_recompile_limit(monkeypatch):
+    """The limit used to mark the code run-only for everyone: a later optimize() with another
+    backend was never called for it."""
+    import gc
+    monkeypatch.setattr(config, "recompile_limit", 1)
+    gc.collect()   # callbacks of earlier tests' dead wrappers
+    log = []
+    b1, b2 = Tagged("b1", log), Tagged("b2", log)
+    g1 = pydynamo.optimize(f, backend=b1, dynamic=False)
+    with pytest.warns(UserWarning, match="recompile limit"):
+        for n in (2, 3, 4):
+            x = torch.randn(n)
+            torch.testing.assert_close(g1(x), f(x))
+    assert b1.compiles == 1
+    g2 = pydynamo.optimize(f, backend=b2, dynamic=False)
+    x = torch.randn(5)
+    torch.testing.assert_close(g2(x), f(x))
+    assert b2.compiles == 1 and log[-1] == "b2"
+
+
 def test_run_only_mode_serves_entries_of_any_settings():
     from pydynamo import _C, eval_frame
     log = []
