@@ -109,9 +109,14 @@ def upper_bound(expr, ranges: Dict[sympy.Symbol, sympy.Expr]):
         if rest == 1:
             total += coeff
             continue
-        if not (isinstance(rest, sympy.Symbol) and rest in ranges and coeff >= 0):
+        # c * v, or c * v * (a size: non-negative, free of loop variables)
+        factors = sympy.Mul.make_args(rest)
+        var = [f for f in factors if f in ranges]
+        scale = sympy.Mul(*[f for f in factors if f not in ranges])
+        if len(var) != 1 or coeff < 0 or scale.free_symbols & set(ranges) or \
+                not scale.is_nonnegative:
             return None
-        total += coeff * (ranges[rest] - 1)
+        total += coeff * scale * (ranges[var[0]] - 1)
     return total
 
 
@@ -126,8 +131,18 @@ def equals(a, b) -> bool:
 
 
 def _provably_le(a, b) -> bool:
-    d = sympy.expand(sympy.sympify(b) - sympy.sympify(a))
-    return bool(d.is_nonnegative)
+    a, b = sympy.sympify(a), sympy.sympify(b)
+    if sympy.expand(b - a).is_nonnegative:
+        return True
+    # a // k <= a / k: where `a` grows with each FloorDiv in it (every term holding one has a
+    # positive coefficient; sizes are positive), a bound with them relaxed bounds `a` too
+    # (2 * (s0 // 2) <= s0: an unflatten of a symbolic size)
+    divs = {f for f in sympy.expand(a).atoms(FloorDiv)}
+    if not divs or any(t.atoms(FloorDiv) and t.as_coeff_Mul()[0] <= 0
+                       for t in sympy.Add.make_args(sympy.expand(a))):
+        return False
+    relaxed = a.xreplace({f: f.args[0] / f.args[1] for f in divs})
+    return bool(sympy.expand(b - relaxed).is_nonnegative)
 
 
 def simplify_index(expr, ranges: Dict[sympy.Symbol, sympy.Expr]) -> sympy.Expr:

@@ -3,6 +3,7 @@ and compared with eager call by call (tests/codegen/view_chains.py, tests/differ
 
     TRITON_INTERPRET=1 python scripts/view_chain_sweep.py --n 5000 [--start 0]
         [--configs codegen:None,codegen:True,codegen:False,eager:None] [--triton-every 10]
+        [--device cuda]   (on a GPU machine: codegen takes its Triton path; use --triton-every 0)
 
 Each chain runs under every config (backend:dynamic), three calls with changing shapes; the
 Triton printer (through the interpreter: TRITON_INTERPRET=1) runs every `--triton-every`-th
@@ -35,6 +36,7 @@ def main(argv=None) -> int:
     ap.add_argument("--start", type=int, default=0)
     ap.add_argument("--configs", default="codegen:None,codegen:True,codegen:False,eager:None")
     ap.add_argument("--triton-every", type=int, default=10, help="0: never")
+    ap.add_argument("--device", default="cpu", help="where inputs live (cuda: codegen's GPU path)")
     args = ap.parse_args(argv)
     configs = [_config(c) for c in args.configs.split(",")]
     counts: collections.Counter = collections.Counter()
@@ -46,7 +48,7 @@ def main(argv=None) -> int:
         if args.triton_every and seed % args.triton_every == 0:
             runs.append(("triton", None))
         for backend, dynamic in runs:
-            res = view_chains.check(chain, backend, dynamic)
+            res = view_chains.check(chain, backend, dynamic, device=args.device)
             counts[f"{backend}:{dynamic} runs"] += 1
             counts[f"{backend}:{dynamic} calls"] += res.calls
             counts["fallback warnings"] += res.fallbacks

@@ -56,6 +56,18 @@ def test_reshape_over_size_one_dims_stays_a_view():
                          backend="codegen", dynamic=False, allow_layout=False, max_fallbacks=0)
 
 
+@pytest.mark.parametrize("dynamic", [None, True])
+def test_unflatten_of_symbolic_size_stays_a_view(dynamic):
+    """With a symbolic size, `(a * (s0 // 2) + b) // s0` did not fold to 0: upper_bound gave up
+    on a symbolic coefficient and 2 * (s0 // 2) <= s0 was not provable, so the view output
+    ran the graph eagerly."""
+    def f(x):
+        return x.movedim(-1, 1).view(-1).unflatten(-1, (2, -1)).movedim(1, 0)
+    makers = [lambda n=n: (torch.randn(4, 3, 2 * n + 1)[2:3, 1:2, 1::2],) for n in (6, 8, 10)]
+    assert_same_as_eager(f, makers, backend="codegen", dynamic=dynamic, allow_layout=False,
+                         max_fallbacks=0)
+
+
 def test_view_output_of_extern_with_symbolic_strides_is_eagers_view():
     """An extern's view result whose symbolic strides were matched on colliding hints (a size
     and a stride both 8) was copied to the guessed layout: the output no longer aliased the

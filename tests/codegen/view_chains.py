@@ -57,8 +57,11 @@ class Chain:
         exec(compile(src, name, "exec"), ns)
         return ns["f"]
 
-    def makers(self) -> list:
+    def makers(self, device: str = "cpu") -> list:
         def maker(call, expr):
+            if device != "cpu":     # made there (a copy with .to() would drop the offset)
+                expr = expr.replace(")", f", device={device!r})", 1)
+
             def make():
                 torch.manual_seed(self.seed * 8 + call)
                 return (eval(expr, {"torch": torch}),)
@@ -266,8 +269,9 @@ def generate(seed: int) -> Chain:
     return Chain(seed, ops, consumer, inputs)
 
 
-def check(chain: Chain, backend: str = "codegen", dynamic=None, options=None):
+def check(chain: Chain, backend: str = "codegen", dynamic=None, options=None, device="cpu"):
     """Eager vs compiled on the chain's three calls (tests/differential.py: values, aliasing,
-    the inputs after each call, and a view output's strides and storage offset)."""
-    return run_differential(chain.build(), chain.makers(), backend=backend, dynamic=dynamic,
-                            options=options)
+    the inputs after each call, and a view output's strides and storage offset); inputs on
+    `device` (codegen takes its Triton path for CUDA inputs)."""
+    return run_differential(chain.build(), chain.makers(device), backend=backend,
+                            dynamic=dynamic, options=options)
