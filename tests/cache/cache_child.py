@@ -106,6 +106,7 @@ def _fork(req) -> tuple:
     pid = os.fork()
     if pid == 0:                          # the child: one scenario, report on the pipe
         os.close(r)
+        signal.alarm(300)                 # a hung child is reported (SIGALRM), not a hung test
         code = 0
         try:
             os.environ.update(req.get("env", {}))
