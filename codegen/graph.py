@@ -618,18 +618,23 @@ class GraphLowering:
             v = self.env[n]
             if isinstance(v, (list, tuple)):
                 return self._nested_output(v, seen)
-            if may_alias(n) and isinstance(v, TensorValue) and v.buffer is None and \
-                    strided_view_of(v) is None and _eager_view(self._meta(n)) and \
-                    self._reads_visible(v, node):
-                # eager returns a view of an input or of another output: a copy would not
-                # share its memory, so the index map must fold to strides
-                raise EagerFallback(f"output {n.name}: a view whose strides the lowering "
-                                    f"cannot derive")
-            if not may_alias(n):
+            aliasing = may_alias(n)
+            if aliasing and isinstance(v, TensorValue) and v.buffer is None and \
+                    strided_view_of(v) is None:
+                if _eager_view(self._meta(n)) and self._reads_visible(n, v, node):
+                    # eager returns a view of an input or of another output: a copy would
+                    # not share its memory, so the index map must fold to strides
+                    raise EagerFallback(f"output {n.name}: a view whose strides the "
+                                        f"lowering cannot derive")
+                aliasing = False     # a new tensor either way (a cast, a copying reshape)
+            if _canon_name(n) == "contiguous" and self._needs_copy(v, self._meta(n)):
+                # eager copies unless the input already has the layout asked for
+                v, aliasing = TensorValue(list(v.size), v.dtype, v.loader, None, v.cost), False
+            if not aliasing:
                 ref = self._output_in_eager_order(v, self._meta(n), seen)
                 if ref is not None:
                     return ref
-            return self._fresh_output(v, may_alias(n), seen)
+            return self._fresh_output(v, aliasing, seen)
         self.outputs = torch.fx.node.map_arg(node.args[0], finalize)
         for m in self.mutations.values():
             m.value = self.to_arg(m.value)
@@ -640,18 +645,59 @@ class GraphLowering:
             return type(v)(self._nested_output(x, seen) for x in v)
         return self._fresh_output(v, False, seen)
 
-    def _reads_visible(self, v: TensorValue, output_node) -> bool:
-        """Is `v` a load of a tensor the caller can see (an input, a constant, an output)?
-        (A view of an intermediate shares memory with nothing the caller holds.)"""
+    def _needs_copy(self, v, meta) -> bool:
+        """Is eager's `contiguous(...)` of `v` a new tensor? It returns its input itself when
+        that already has the asked-for layout (the tracer's strides, else contiguous)."""
+        if not isinstance(v, TensorValue):
+            return False
+        ref = strided_view_of(v)
+        if ref is None:
+            return True
+        lay = ref.buffer.layout
+        if list(ref.size) != list(lay.size) or list(ref.stride) != list(lay.stride) or \
+                ref.offset != lay.offset:
+            return True      # a view: eager's input is a view of the buffer, not the buffer
+        if not _is_tensor_meta(meta):
+            return not lay.is_contiguous()
+        stride = meta.stride() if callable(meta.stride) else meta.stride
+        return any(self.hint(a) != self.hint(b) for a, b, n in zip(lay.stride, stride, lay.size)
+                   if self.hint(n) != 1)
+
+    def _reads_visible(self, n, v: TensorValue, output_node) -> bool:
+        """Is `v` (node `n`'s value) a load of a tensor the caller can see (an input, a
+        constant, an output)? (A view of an intermediate shares memory with nothing the
+        caller holds.)"""
         probe = as_single_load(v.loader, loop_vars("v", v.ndim))
         if probe is None:
             return False
         buf = self.buffers_by_name[probe.name]
         if isinstance(buf, InputBuffer):
-            return True
+            return self._views_all_the_way(n)
         outs = torch.fx.node.map_arg(output_node.args[0], lambda n: n)
         return any(isinstance(self.env.get(n), TensorValue) and
                    self.env[n].buffer is buf for n in _flat(outs) if isinstance(n, torch.fx.Node))
+
+    def _views_all_the_way(self, n) -> bool:
+        """Does eager's value of `n` share memory with a graph input, through ops that return
+        views? A copy on the way (a contiguous() that copies, a cast to another dtype, an op
+        that computes) makes it a new tensor; an unknown op or a reshape (a view where the
+        layout allows) counts as a view."""
+        while n.op not in ("placeholder", "get_attr"):
+            name = _canon_name(n)
+            if name is None and n.target is not operator.getitem:
+                return True             # unknown: may be a view of anything
+            if name is not None and name not in VIEW_OPS:
+                return False            # computes a new tensor
+            src = next((a for a in n.args if isinstance(a, torch.fx.Node)), None)
+            if src is None:
+                return True
+            out, inp = self.env.get(n), self.env.get(src)
+            if name == "contiguous" and self._needs_copy(out, self._meta(n)) or \
+                    isinstance(out, TensorValue) and isinstance(inp, TensorValue) and \
+                    out.dtype != inp.dtype:
+                return False
+            n = src
+        return True
 
     def _output_in_eager_order(self, v, meta, seen) -> Optional[ArgRef]:
         """A new output tensor in eager's memory order. Eager gives the result of a pointwise

@@ -28,3 +28,27 @@ def test_pointwise_output_keeps_eager_strides(case, dynamic):
     fn, make = CASES[case]
     assert_same_as_eager(fn, [make, make, make], backend="codegen", dynamic=dynamic,
                          allow_layout=False, max_fallbacks=0)
+
+
+COPY_OR_SELF = {
+    # eager copies: the input is not contiguous
+    "transposed_contiguous": (lambda x: x.t().contiguous(), lambda: (torch.randn(4, 6),)),
+    "offset_slice_contiguous": (lambda x: x[:, 1:].contiguous(), lambda: (torch.randn(4, 6)[1:],)),
+    "channels_last_of_contiguous": (lambda x: x.contiguous(memory_format=torch.channels_last),
+                                    lambda: (torch.randn(2, 3, 4, 5),)),
+    # eager returns the input itself
+    "contiguous_of_contiguous": (lambda x: x.contiguous(), lambda: (torch.randn(4, 6),)),
+    # a cast keeps the input's dim order (preserve_format)
+    "transposed_to_double": (lambda x: x.t().to(torch.float64), lambda: (torch.randn(4, 6),)),
+}
+
+
+@pytest.mark.parametrize("dynamic", [None, True])
+@pytest.mark.parametrize("case", sorted(COPY_OR_SELF))
+def test_contiguous_and_casts_copy_exactly_when_eager_does(case, dynamic):
+    """`x.t().contiguous()` as an output was returned as the transposed view of x (aliasing
+    the input, not contiguous): contiguous lowers to its input, and the output took it as a
+    view op's result."""
+    fn, make = COPY_OR_SELF[case]
+    assert_same_as_eager(fn, [make, make], backend="codegen", dynamic=dynamic,
+                         allow_layout=False, allow_identity=False)
