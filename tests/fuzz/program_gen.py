@@ -902,7 +902,8 @@ class Gen:
 
     def op_control(self) -> None:
         r = self.r
-        k = r.choice(["if_shape", "if_shape", "loop_size", "loop_param", "if_data", "ternary_shape", "item", "raise"])
+        k = r.choice(["if_shape", "if_shape", "loop_size", "loop_param", "if_data", "ternary_shape", "item", "raise",
+                      "no_grad"])
         a = self.tensor(lambda v: v.ndim >= 1 and known(v.shape[0]))
         if a.ndim == 0 or not known(a.shape[0]):
             return
@@ -941,12 +942,26 @@ class Gen:
             name = self.fresh()
             self.emit(f"{name} = {b.name} * {b.name}.amax().item()")
             self.vars.append(Var(name, b.shape, "f"))
+        elif k == "no_grad":
+            b = self.tensor(dtype="f")
+            name = self.fresh()
+            self.emit("with torch.no_grad():", f"    {name} = {b.name} * 2 + 1")
+            self.vars.append(Var(name, b.shape, "f"))
         elif k == "raise" and r.random() < 0.3 and len(set(s0)) > 1:
             self.raises = True
             self.emit(f"if {a.name}.shape[0] > {thr}:", f"    raise ValueError('too big')")
 
     def op_break(self) -> None:
-        self.emit(self.r.choice(["pydynamo.graph_break()", "pydynamo.graph_break()"]))
+        """A graph break; half the time between two in-place updates of one input (each graph
+        must apply its own update once: the first-call double mutation showed here)."""
+        x = self.pick(lambda v: v.root == v.name and v.writable and v.dtype == "f")
+        if x is None or self.r.random() < 0.5:
+            self.emit("pydynamo.graph_break()")
+            return
+        self.emit(f"{x.name}.add_(1)")
+        self.emit("pydynamo.graph_break()")
+        self.emit(f"{x.name}.mul_(2)")
+        self.add(f"{x.name} * 3", x.shape, "f")
 
     def op_list(self) -> None:
         xs = [v for v in self.vars if v.name.startswith("xs")] or self.new_list_input()

@@ -95,12 +95,12 @@ def test_fuzz_programs_match_eager(fuzz_rows, backend):
         return
     msg = [f"{sum(len(v) for v in classes.values())} of {len(rows)} {backend} runs differ from eager, "
            f"{len(classes)} class(es):"]
-    for sig, items in classes.items():
+    for n, (sig, items) in enumerate(classes.items()):
         msg.append(f"\n=== {sig}  ({len(items)} run(s): "
                    + ", ".join(f"seed {r['seed']} dynamic={r['dynamic']}" for r in items[:8]) + ")")
         for r in items[:MAX_REPORTED if len(classes) < 4 else 1]:
             p = pg.generate(r["seed"])
-            q = fr.minimize(p, backend, r["dynamic"], sig, budget_s=20)
+            q = fr.minimize(p, backend, r["dynamic"], sig, budget_s=20 if n < 5 else 0)
             o = fr.run_program(q, backend, r["dynamic"])
             msg.append(o.result.report() if o.failed else r["report"])
             msg.append(q.repro(backend, r["dynamic"]) if o.failed else p.repro(backend, r["dynamic"]))
