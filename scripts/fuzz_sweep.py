@@ -70,6 +70,9 @@ def main(argv=None) -> int:
     def progress(rows):
         bad = sum(r.get("failed", False) for r in rows)
         print(f"[{time.time() - t0:7.0f}s] {len(rows)} runs, {bad} failing", flush=True)
+        if ns.out:   # an interrupted sweep keeps what it ran
+            with open(ns.out + ".partial", "w") as f:
+                json.dump(rows, f)
     rows = fr.run_pool(tasks, ns.jobs, progress)
     runs = [r for r in rows if "backend" in r]
     classes = collections.OrderedDict()
