@@ -767,6 +767,8 @@ def sum_to_size(input, *size):
     lead = input.ndim - len(size)
     dims = list(range(lead)) + [lead + i for i, s in enumerate(size)
                                 if s == 1 and input.size[lead + i] != 1]
+    if not size:        # eager's sum_to with an empty shape is tensor.sum(): a new tensor
+        return sum_(input, list(range(input.ndim)), False)
     if not dims:
         return input
     out = sum_(input, dims, True)

@@ -53,3 +53,14 @@ def test_cat_with_an_empty_piece_never_loads_from_it():
         return torch.cat([a, b, c], dim=1) + 1
     a, b, c = torch.randint(-9, 9, (3, 2)), torch.empty(3, 0, dtype=torch.int64), torch.randint(-9, 9, (3, 1))
     assert torch.equal(_compiled(g)(a, b, c), g(a, b, c))
+
+
+def test_sum_to_size_of_a_0d_tensor_to_the_empty_shape_is_a_new_tensor():
+    # eager's sum_to with shape () is tensor.sum() (a new tensor; bool sums to int64); the
+    # decomposition found nothing to reduce and returned the input itself
+    def f(x):
+        return x.sum_to_size(())
+    for x in (torch.randn(()), torch.tensor(True), torch.tensor(7)):
+        got, want = _compiled(f)(x), f(x)
+        assert got.dtype == want.dtype and torch.equal(got, want)
+        assert got.data_ptr() != x.data_ptr()
