@@ -671,11 +671,20 @@ class GraphLowering:
         if probe is None:
             return False
         buf = self.buffers_by_name[probe.name]
-        if isinstance(buf, InputBuffer):
+        if self._buffer_visible(buf):
             return self._views_all_the_way(n)
         outs = torch.fx.node.map_arg(output_node.args[0], lambda n: n)
         return any(isinstance(self.env.get(n), TensorValue) and
                    self.env[n].buffer is buf for n in _flat(outs) if isinstance(n, torch.fx.Node))
+
+    def _buffer_visible(self, buf) -> bool:
+        """An input or constant, or an extern's result that may be a view of one (a view op
+        run eagerly: its result is never copied to a planned layout, see wrapper._extern)."""
+        if isinstance(buf, InputBuffer):
+            return True
+        call = getattr(buf, "call", None)
+        return call is not None and call.origin is not None and may_alias(call.origin) and \
+            any(self._buffer_visible(r.buffer) for r in _refs((call.args, call.kwargs)))
 
     def _views_all_the_way(self, n) -> bool:
         """Does eager's value of `n` share memory with a graph input, through ops that return

@@ -23,8 +23,8 @@ import sympy
 import torch
 
 from codegen.ops import as_single_load, collect_deps, ops
-from codegen.sizevars import (contiguous_strides, equals, flat_index, loop_vars, product,
-                               simplify_index)
+from codegen.sizevars import (FloorDiv, ModIdx, contiguous_strides, equals, flat_index,
+                               loop_vars, product, simplify_index)
 
 
 class NotLowered(Exception):
@@ -190,8 +190,10 @@ def strided_view_of(tv: TensorValue) -> Optional[ArgRef]:
             return None
         strides.append(c)
     offset = sympy.expand(expr - sum(c * v for c, v in zip(strides, idx)))
-    if offset.free_symbols & set(idx) or any(isinstance(a, sympy.Function) for a in
-                                              sympy.preorder_traversal(offset)):
+    # (sizes' floor division in an offset is fine: a select at `s0 // 2`)
+    if offset.free_symbols & set(idx) or any(
+            isinstance(a, sympy.Function) and not isinstance(a, (FloorDiv, ModIdx))
+            for a in sympy.preorder_traversal(offset)):
         return None
     buf = current.graph.buffers_by_name[probe.name]
     return ArgRef(buf, tuple(tv.size), tuple(strides), offset)

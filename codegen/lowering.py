@@ -808,6 +808,10 @@ def reshape(input, *shape):
     new = _infer_size(shape, product(old))
     if new == old:
         return input
+    if _reshape_copies(input, new):
+        # eager's copy (the result views it, not the input); realize() of a buffer is itself
+        input = realize(TensorValue(old, input.dtype, input.loader, None, input.cost,
+                                    input.origins))
     groups = _reshape_groups(old, new)
 
     def index_map(idx):
@@ -825,6 +829,50 @@ def reshape(input, *shape):
                 out[k] = FloorDiv(lin, st) if k == ia else ModIdx(lin, st, sz)
         return out
     return _view(input, new, index_map)
+
+
+def _reshape_copies(x: TensorValue, new) -> bool:
+    """Does eager's reshape of `x` copy? Where `x` is a strided view of a graph input or
+    constant with a static layout that cannot give the new shape (torch's rule,
+    `view_strides`), eager reshapes a contiguous copy: what the result aliases (not the
+    input) and what as_strided on it reads follow from that. (A view of a computed value is
+    left to the index map: nothing the caller holds shares its memory.)"""
+    from codegen.ir import InputBuffer, strided_view_of
+    if x.buffer is not None and x.buffer.layout.is_contiguous():
+        return False
+    ref = strided_view_of(x)
+    if ref is None or not isinstance(ref.buffer, InputBuffer):
+        return False
+    dims = [sympy.sympify(e) for e in list(ref.size) + list(ref.stride) + list(new)]
+    if not all(e.is_Integer for e in dims):
+        return False
+    n = len(ref.size)
+    ints = [int(e) for e in dims]
+    return view_strides(ints[:n], ints[n:2 * n], ints[2 * n:]) is None
+
+
+def view_strides(size, stride, new):
+    """torch's rule for viewing a tensor of (size, stride) as shape `new`: the new strides,
+    or None when the layout cannot give them (reshape then copies, view raises). Dims are
+    merged only where each is contiguous with the next (size-1 dims are free)."""
+    if not size or 0 in size:
+        return list(contiguous_strides(new)) if 0 not in size else None
+    out = [0] * len(new)
+    view_d = len(new) - 1
+    chunk = stride[-1]
+    tensor_numel = view_numel = 1
+    for d in range(len(size) - 1, -1, -1):
+        tensor_numel *= size[d]
+        if d == 0 or (size[d - 1] != 1 and stride[d - 1] != tensor_numel * chunk):
+            while view_d >= 0 and (view_numel < tensor_numel or new[view_d] == 1):
+                out[view_d] = view_numel * chunk
+                view_numel *= new[view_d]
+                view_d -= 1
+            if view_numel != tensor_numel:
+                return None
+            if d > 0:
+                chunk, tensor_numel, view_numel = stride[d - 1], 1, 1
+    return out if view_d == -1 else None
 
 
 def _reshape_groups(old, new):

@@ -257,7 +257,8 @@ class TritonKernelPrinter(HandlerBase):
                   f"{self._mask_for(index)})")
 
     def _index_syms(self, index):
-        e = sympy.sympify(index).xreplace(self.var_map)
+        # of the index as printed (simplified: a folded `r0 // 3` leaves no block variable)
+        e = simplify_index(sympy.sympify(index).xreplace(self.var_map), self.ranges)
         return {s.name for s in e.free_symbols if not s.name.startswith("s")}
 
     def _block_index(self, index, printed):

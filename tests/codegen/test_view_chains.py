@@ -94,6 +94,42 @@ def test_storage_offset_read_is_not_baked_into_the_graph():
         assert_same_as_eager(f, makers, backend=backend)
 
 
+@pytest.mark.parametrize("dynamic", [None, False])
+def test_reshape_that_eager_copies_is_not_a_view_of_the_input(dynamic):
+    """flatten(2, 3) of dims that are not contiguous with each other copies under eager; a
+    diagonal after it folded to an affine map over the input, so the graph returned a view of
+    the input (other strides, other storage) and as_strided on it read another window
+    (sweep seed 784). The reshape lowering now copies where torch's rule says eager does."""
+    def f(x):
+        y = x.flatten(2, 3).unflatten(0, (2, -1)).diagonal(0, 1, 3)
+        y = y.as_strided((y.shape[0], y.shape[1], y.shape[2] - 1), y.stride(), y.storage_offset())
+        return y.amax(0)
+    makers = [lambda e=e: (eval(e),) for e in (
+        "torch.randn(7, 9, 13, 6)[2:6, 2:8, 0:12:2, 2:6]",
+        "torch.randn(9, 13, 12, 7)[2:8, 2:12, 0:12:2, 2:6]")]
+    assert_same_as_eager(f, makers, backend="codegen", dynamic=dynamic)
+
+
+def test_flatten_copy_then_views_keep_eagers_strides():
+    def f(x):
+        return x.flatten(2, 3).unflatten(0, (2, -1)).diagonal(0, 1, 3)
+    assert_same_as_eager(f, [lambda: (torch.randn(7, 9, 13, 6)[2:6, 2:8, 0:12:2, 2:6],)],
+                         backend="codegen", dynamic=False, allow_layout=False, max_fallbacks=0)
+
+
+@pytest.mark.parametrize("dynamic", [None, True])
+def test_view_of_an_extern_view_of_the_input_stays_a_view(dynamic):
+    """A select after an extern (chunk of a symbolic size) that returned a view of the input
+    came back as a copy: the output no longer aliased the input (sweep seed 807); a select
+    at `s0 // 2` also made the view's offset unprintable."""
+    def f(x):
+        return x.unflatten(2, (2, -1)).chunk(2, 3)[0].select(2, 1).unsqueeze(3)
+    makers = [lambda e=e: (eval(e),) for e in (
+        "torch.randn(8, 7, 6)[0:8:2, 2:6, 2:6]", "torch.randn(17, 11, 10)[0:16:2, 2:10, 2:10]",
+        "torch.randn(16, 11, 11)[0:16:2, 2:10, 2:10]")]
+    assert_same_as_eager(f, makers, backend="codegen", dynamic=dynamic, allow_layout=False)
+
+
 SUBSET = range(0, 40)
 
 
