@@ -83,3 +83,28 @@ def test_out_of_range_gather_raises_runtime_error_like_eager(dynamic):
         return (torch.gather(a, 0, i),)
     assert_same_as_eager(f, sizes(lambda n: (torch.randint(1, 9, (n,)), torch.randint(1, 9, (8,))), 6, 5, 6),
                          backend="codegen", dynamic=dynamic)
+
+
+# F5 (sweep seeds 490, 535, 619; codegen, dynamic None and True): a view of an intermediate that
+# is itself returned comes back as a separate tensor: eager's out[1] shares out[0]'s storage (a
+# later in-place update of one shows in the other), codegen's does not.
+@pytest.mark.xfail(strict=True, reason="F5: codegen returns a view of another output as a separate buffer")
+@pytest.mark.parametrize("dynamic", [None, True])
+def test_returned_view_of_returned_intermediate_shares_its_storage(dynamic):
+    def f(x):
+        v = x * 2
+        return v, v.view(-1), v.unsqueeze(1)
+    assert_same_as_eager(f, sizes(lambda n: (torch.randn(n, 5),), 6, 4, 6), backend="codegen", dynamic=dynamic)
+
+
+# F6 (sweep seed 551; codegen, dynamic None and True): after an in-place update of an input, a
+# returned view of that input is a copy under codegen (eager: a view of the input).
+@pytest.mark.xfail(strict=True, reason="F6: codegen returns a view of a mutated input as a copy")
+@pytest.mark.parametrize("dynamic", [None, True])
+@pytest.mark.parametrize("offset", [0, 1])
+def test_returned_view_of_mutated_input_aliases_it(dynamic, offset):
+    def f(x):
+        x.add_(1)
+        return x[1:], x.view(-1)[10:]
+    assert_same_as_eager(f, sizes(lambda n: (torch.randn(n + offset, 6)[offset:],), 6, 5, 6),
+                         backend="codegen", dynamic=dynamic)
