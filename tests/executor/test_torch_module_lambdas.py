@@ -29,3 +29,22 @@ def test_lambda_from_a_torch_module_is_traced_through(backend):
     pydynamo.reset()
     got = pydynamo.optimize(g, backend=backend)(x, x > 0, y)
     torch.testing.assert_close(got, torch.where(x > 0, x, y) * 2)
+
+
+@pytest.mark.parametrize("backend", ["eager", "codegen"])
+def test_vf_builtin_named_like_a_python_wrapper_is_not_put_in_the_graph(backend):
+    """OpInfo finding F4: `torch._VF.tensordot` calls itself `torch.tensordot`, which is
+    torch.functional's Python wrapper with another signature; as a graph target FX printed that
+    name and the graph raised TypeError. The call is a graph break now, with eager's result."""
+    from torch import _VF
+
+    def f(a, b, out):
+        return _VF.tensordot(a, b, [1, 2], [0, 1], out=out) + 1
+
+    torch.manual_seed(0)
+    a, b = torch.randn(2, 3, 4), torch.randn(3, 4, 5)
+    out_c, out_e = torch.empty(2, 5), torch.empty(2, 5)
+    pydynamo.reset()
+    got = pydynamo.optimize(f, backend=backend)(a, b, out_c)
+    torch.testing.assert_close(got, f(a, b, out_e))
+    torch.testing.assert_close(out_c, out_e)

@@ -70,10 +70,13 @@ def _has_tensor_arg(args, kwargs) -> bool:
 def _spelled_by_name(fn) -> bool:
     """A graph node's target must be reachable as `module.name` (FX prints it so, and backends
     look it up): a lambda or local helper defined in a torch module (torch.testing's OpInfo
-    wrappers, say) is not, so it is traced through as a user function instead."""
-    if not isinstance(fn, types.FunctionType):
+    wrappers, say) is not, so it is traced through as a user function instead. A builtin that
+    its module's name resolves to another function (`torch._VF.tensordot` is named
+    `torch.tensordot`, torch.functional's Python wrapper with another signature) cannot be
+    traced through: the call is a graph break."""
+    if not isinstance(fn, (types.FunctionType, types.BuiltinFunctionType)):
         return True
-    mod = sys.modules.get(fn.__module__ or "")
+    mod = sys.modules.get(getattr(fn, "__module__", None) or "")
     return mod is not None and getattr(mod, fn.__name__, None) is fn
 
 
@@ -120,6 +123,9 @@ class TorchFunctionVariable(VariableTracker):
             return tx.output.call(tx, "call_function", fn, list(args), kwargs)
         if all(a.is_python_constant() for a in args) and fn in (torch.device, torch.finfo, torch.iinfo):
             return tx.wrap_constant_result(fn(*[a.as_python_constant() for a in args]))
+        if isinstance(fn, types.BuiltinFunctionType) and not _spelled_by_name(fn):
+            raise Unsupported("torch_fn", f"{fn.__module__}.{fn.__name__} here is not the function "
+                              "that name resolves to (a torch._VF builtin): not put in a graph")
         if isinstance(fn, types.FunctionType):
             # a Python helper inside torch (argument checking, defaults): trace through it
             from pydynamo.executor.variables.functions import UserFunctionVariable
