@@ -27,7 +27,8 @@ import torch
 
 import codegen as _codegen
 
-from codegen.wrapper import FRESH_RESULT_EXTERNS, ShapeMismatch, WrapperPrinter, kernel_error
+from codegen.wrapper import (FRESH_RESULT_EXTERNS, KernelSite, ShapeMismatch, WrapperPrinter,
+                             kernel_error)
 
 log = logging.getLogger("pydynamo.codegen")
 _dtype_lock = threading.Lock()
@@ -165,7 +166,8 @@ class GpuWrapperPrinter(WrapperPrinter):
                           indent)
             else:
                 self.emit("if _err.item():", indent)
-                self.emit(f"_kernel_error(int(_err.item()), {where!r})", indent + 1)
+                self.emit(f"_kernel_error(int(_err.item()), "
+                          f"{self.const(KernelSite(k.name, k.origins()))})", indent + 1)
 
 
 _LAUNCH_KIND = {"ptr": "t", "size": "i", "scalar": "f"}

@@ -1432,9 +1432,18 @@ def zero(input):
 
 
 def _indirect(index_tv: TensorValue, size):
+    """The index loader of gather / index_select / embedding. Unlike Python-style indexing,
+    these ops refuse a negative index (eager raises), so a negative value is mapped to `size`:
+    out of range, which the kernel flags, instead of counting back from the end."""
     if index_tv.dtype not in (torch.int64, torch.int32):
         raise NotLowered("index dtype")
-    return lambda idx: ops.indirect_indexing(index_tv.loader(idx), size)
+
+    def load(idx):
+        v = index_tv.loader(idx)
+        zero = ops.constant(0, index_tv.dtype)
+        past = ops.index_expr(sympy.sympify(size), index_tv.dtype)
+        return ops.indirect_indexing(ops.where(ops.lt(v, zero), past, v), size)
+    return load
 
 
 @register("index_select")

@@ -325,9 +325,10 @@ class TritonKernelPrinter(HandlerBase):
         sz = self.idx(size)
         self.line(f"{name} = {value}.to(tl.int64)")
         self.line(f"{name} = tl.where({name} < 0, {name} + {sz}, {name})")
-        # out of range: flag it (the wrapper raises) and read element 0, never stray memory
-        self._flag(f"({name} >= {sz})", 1, name)
-        self.line(f"{name} = tl.where({name} >= {sz}, 0, {name})")
+        # out of range (still negative after wrapping, or past the end): flag it (the wrapper
+        # raises) and read element 0, never stray memory
+        self._flag(f"(({name} < 0) | ({name} >= {sz}))", 1, name)
+        self.line(f"{name} = tl.where(({name} < 0) | ({name} >= {sz}), 0, {name})")
         s = sym(name)
         self.ranges[s] = size
         return s

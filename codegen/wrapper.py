@@ -273,8 +273,7 @@ class WrapperPrinter:
         if self.may_err.get(k.name):
             self.emit(f"_err = {call}")
             self.emit("if _err:")
-            self.emit(f"_kernel_error(_err, '{k.name} ({', '.join(o.name for o in k.origins())})')",
-                      2)
+            self.emit(f"_kernel_error(_err, {self.const(KernelSite(k.name, k.origins()))})", 2)
         else:
             self.emit(call)
 
@@ -330,11 +329,97 @@ def _step_origins(step):
     return [step.origin] if step.origin is not None else []
 
 
-def kernel_error(code: int, where: str):
-    """Raise what eager raises for the condition a kernel flagged."""
+# What eager raises when an index tensor holds a value outside the indexed dimension, by
+# canonical op (kernels flag code 1 without the value, so the message keeps eager's wording
+# minus the value): gather/scatter-family ops raise RuntimeError, index_select and embedding
+# IndexError("index out of range in self"), Python-style indexing IndexError.
+_INDEX_ERRORS = {
+    "gather": RuntimeError, "scatter": RuntimeError, "scatter_add": RuntimeError,
+    "scatter_reduce": RuntimeError, "index_add": RuntimeError, "take_along_dim": RuntimeError,
+    "index_select": "in self", "embedding": "in self",
+}
+
+
+class KernelSite:
+    """Where a kernel's error flag came from: the kernel and the FX nodes fused into it (each
+    with its op and the user's source line, node.meta["stack_trace"])."""
+
+    def __init__(self, kernel: str, origins):
+        self.kernel = kernel
+        self.nodes = [(o.name, _canonical(o), _source_line(o), _size_info(o)) for o in origins]
+
+    def __str__(self):
+        return f"{self.kernel} ({', '.join(n[0] for n in self.nodes)})"
+
+
+def _canonical(node):
+    try:
+        from codegen.graph import _canon_name
+        return _canon_name(node)
+    except Exception:       # a name for the message only: never fail building the wrapper
+        return None
+
+
+def _size_info(node):
+    """(dim, size) of the dimension an indexing node indexes, where the graph records it."""
+    try:
+        name = _canonical(node)
+        if name not in ("gather", "scatter", "scatter_add", "scatter_reduce", "index_add",
+                        "index_select"):
+            return None
+        dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
+        val = node.args[0].meta.get("val")
+        n = int(val.shape[dim])
+        return dim % val.dim(), n
+    except Exception:
+        return None
+
+
+def kernel_error(code: int, where):
+    """Raise what eager raises for the condition a kernel flagged (`where`: a KernelSite, or
+    the kernel's name). The exception's traceback ends in a frame at the user's line of the
+    op that flagged it (the first indexing or dividing op fused into the kernel), as eager's
+    would; a note names the compiled kernel."""
+    site = where if isinstance(where, KernelSite) else None
+    node = None
     if code == 2:
-        raise RuntimeError(f"ZeroDivisionError (integer division by zero in {where})")
-    raise IndexError(f"index out of range in {where}")
+        exc = RuntimeError("ZeroDivisionError")
+        if site is not None:
+            node = next((n for n in site.nodes if n[1] in ("floor_divide", "remainder", "fmod",
+                                                         "div", "floordiv", "mod")), None)
+    else:
+        if site is not None:
+            node = next((n for n in site.nodes if n[1] in _INDEX_ERRORS), None)
+        kind = _INDEX_ERRORS.get(node[1]) if node is not None else None
+        if kind == "in self":
+            exc = IndexError("index out of range in self")
+        else:
+            dim = f" for dimension {node[3][0]} with size {node[3][1]}" \
+                if node is not None and node[3] else ""
+            cls = kind if kind is RuntimeError else IndexError
+            exc = cls(f"index is out of bounds{dim}")
+    if node is None and site is not None:
+        node = next((n for n in site.nodes if n[2]), None)
+    exc.add_note(f"(raised by the compiled kernel {where})")
+    src = node[2] if node is not None else ""
+    if src:
+        _raise_at(exc, src)
+    raise exc
+
+
+def _raise_at(exc, src: str):
+    """Raise `exc` from a frame at the user's file:line (`File "f.py", line 3, in fn`), so the
+    traceback shows the user's source line last, as an eager traceback would."""
+    import re
+    m = re.match(r'File "(.*)", line (\d+), in (.*)$', src)
+    if m is None:
+        exc.add_note(f"  {src}")
+        raise exc
+    filename, line, name = m.group(1), int(m.group(2)), m.group(3)
+    code = compile("\n" * (line - 1) + "raise __pydynamo_exc", filename, "exec")
+    if name.isidentifier():
+        code = code.replace(co_name=name)
+    exec(code, {"__pydynamo_exc": exc})
 
 
 class ShapeMismatch(Exception):
