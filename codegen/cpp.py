@@ -7,7 +7,8 @@ FusedKernel: shared outer loops (OpenMP-parallel when there is enough work), the
 inner loops (innermost `#pragma omp simd`). Reductions keep one accumulator per outer iteration;
 when the outer loops are too small to parallelize, each reduction is split across threads with
 per-thread accumulators combined under a critical section. Every kernel returns an error flag
-(an indirect index out of bounds) that the wrapper turns into an IndexError.
+(1: an indirect index out of bounds, 2: an integer division by zero) that the wrapper turns
+into the exception eager raises for the op (codegen/wrapper.py kernel_error).
 
 Only C++ lives here: the wrapper (codegen/wrapper.py) decides allocation and call order.
 """

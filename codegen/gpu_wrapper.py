@@ -9,9 +9,9 @@ Triton kernels on CPU tensors for tests), `compile_fx_triton` does the whole job
   and Triton launches on the current stream; extern ops (mm, conv, ...) are torch's own calls
   (cuBLAS, cuDNN) -> optionally wrapped in CUDA-graph replay (codegen/cudagraphs.py).
 Same never-a-wrong-answer contract as the C++ path: anything that cannot be printed runs the
-graph eagerly with one warning. An out-of-range indirect index raises IndexError on CPU (the
-interpreter) and trips a device-side assert on GPU (as eager CUDA indexing does), never reads
-stray memory.
+graph eagerly with one warning. An out-of-range indirect index raises eager's exception on CPU
+(the interpreter; codegen/wrapper.py kernel_error) and trips a device-side assert on GPU (as
+eager CUDA indexing does), never reads stray memory.
 """
 from __future__ import annotations
 
