@@ -912,7 +912,7 @@ class Gen:
         if k == "if_shape" or k == "ternary_shape":
             name = self.fresh()
             e1 = f"{a.name} * 2" if a.dtype != "b" else f"{a.name}.long()"
-            e2 = f"{a.name} + {a.name.split('[')[0] if False else 1}" if a.dtype != "b" else f"{a.name}.long() * 3"
+            e2 = f"{a.name} + 1" if a.dtype != "b" else f"{a.name}.long() * 3"
             dt = a.dtype if a.dtype != "b" else "i"
             if k == "ternary_shape":
                 self.emit(f"{name} = {e1} if {a.name}.shape[0] > {thr} else {e2}")
@@ -1019,9 +1019,8 @@ class Gen:
                 rets.append(f"{ints[0]} + 1")
         kind = r.choice(["tuple", "tuple", "list", "dict"] + (["single"] * 2 if len(rets) == 1 else []))
         returns = [(f"r{i}", e) for i, e in enumerate(rets)]
-        params = (["self"] if False else []) + self.params
         calls = [(self.seed * 10 + c, self.call_args(c)) for c in range(NCALLS)]
-        return Program(self.seed, params, self.units, returns, kind, calls,
+        return Program(self.seed, self.params, self.units, returns, kind, calls,
                        self.module_init if self.is_module else [], self.raises)
 
 
