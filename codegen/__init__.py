@@ -135,7 +135,8 @@ def _compile_lowered(gm, g, stats, options):
     from codegen.cpp import generate_source
     from codegen.ir import ExternCall
     from codegen.scheduler import FusedKernel, mark_row_local, schedule
-    from codegen.wrapper import ShapeMismatch, WrapperPrinter, ensure_layout, kernel_error
+    from codegen.wrapper import (ShapeMismatch, WrapperPrinter, ensure_layout, extern_error,
+                                 kernel_error)
 
     steps = schedule(g.buffers, g.outputs, list(g.mutations.values()),
                      fuse=options.get("fuse", True))
@@ -163,6 +164,7 @@ def _compile_lowered(gm, g, stats, options):
     ns: Dict[str, Any] = {"torch": torch, "_consts": wp.consts, "_externs": wp.externs,
                           "_empty": torch.empty_strided, "_ensure": ensure_layout,
                           "_grad_enabled": torch.is_grad_enabled, "_kernel_error": kernel_error,
+                          "_extern_error": extern_error,
                           "_ShapeMismatch": ShapeMismatch, "_scalar_fns": g.scalars.callables}
     for b in g.constants:           # module parameters / traced constants, held by reference
         ns[b.name] = b.tensor

@@ -28,7 +28,7 @@ import torch
 import codegen as _codegen
 
 from codegen.wrapper import (FRESH_RESULT_EXTERNS, KernelSite, ShapeMismatch, WrapperPrinter,
-                             kernel_error)
+                             extern_error, kernel_error)
 
 log = logging.getLogger("pydynamo.codegen")
 _dtype_lock = threading.Lock()
@@ -313,7 +313,8 @@ def _compile_lowered_triton(gm, g, stats, options, device):
         "torch": torch, "_consts": wp.consts, "_externs": wp.externs, "_device": device,
         "_empty": functools.partial(torch.empty_strided, device=device),
         "_ensure": _ensure_on(device), "_grad_enabled": torch.is_grad_enabled,
-        "_kernel_error": kernel_error, "_ShapeMismatch": ShapeMismatch,
+        "_kernel_error": kernel_error, "_extern_error": extern_error,
+        "_ShapeMismatch": ShapeMismatch,
         "_new_err": functools.partial(torch.zeros, 1, dtype=torch.int32, device=device),
         "_scalar_fns": g.scalars.callables}
     for b in g.constants:

@@ -138,8 +138,16 @@ class WrapperPrinter:
             # wrong symbolic guess): the whole graph runs eagerly; externs are pure and
             # write-backs come last, so nothing was changed yet
             body = ["    " + ln if ln else ln for ln in self.lines[start:]]
+            # an extern (eager op) that raises: the same exception, from a frame at the
+            # user's line of that op (the step comments above each call name it)
+            sources: Dict[int, str] = {}
             self.lines[start:] = ["    try:"] + body + [
-                "    except _ShapeMismatch:", f"        return _mismatch({', '.join(params)})"]
+                "    except _ShapeMismatch:", f"        return _mismatch({', '.join(params)})",
+                "    except Exception as _e:", f"        _extern_error(_e, {self.const(sources)})",
+                "        raise"]
+            text = "\n".join(head + self.lines) + "\n"
+            sources.update(_source_lines(text))
+            return text
         return "\n".join(head + self.lines) + "\n"
 
     def _entry_checks(self, params):
@@ -401,10 +409,41 @@ def kernel_error(code: int, where):
     if node is None and site is not None:
         node = next((n for n in site.nodes if n[2]), None)
     exc.add_note(f"(raised by the compiled kernel {where})")
+    exc._pydynamo_placed = True
     src = node[2] if node is not None else ""
     if src:
         _raise_at(exc, src)
     raise exc
+
+
+def _source_lines(text: str) -> Dict[int, str]:
+    """Wrapper line number -> the user's source line of the step it belongs to (from the
+    `# node   [File "f.py", line 3, in fn]` comment opening each step)."""
+    out, cur = {}, ""
+    for n, ln in enumerate(text.splitlines(), 1):
+        s = ln.strip()
+        if s.startswith("# ") and s.endswith("]") and "[File " in s:
+            cur = s[s.rindex("[File ") + 1:-1]
+        elif s and not s.startswith("#"):
+            out[n] = cur
+    return out
+
+
+def extern_error(exc, sources: Dict[int, str]):
+    """An extern op raised inside the wrapper: raise `exc` itself (eager's exception, as the op
+    raised it) from a frame at the user's line of the op; a kernel's error is placed already."""
+    if getattr(exc, "_pydynamo_placed", False):
+        return
+    exc._pydynamo_placed = True
+    tb, line = exc.__traceback__, None
+    while tb is not None:       # the wrapper's frame: its line is the failing extern call
+        if tb.tb_frame.f_code.co_name == "call" and tb.tb_frame.f_globals.get("_extern_error") \
+                is extern_error:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    src = sources.get(line, "") if line is not None else ""
+    if src:
+        _raise_at(exc, src)
 
 
 def _raise_at(exc, src: str):

@@ -118,3 +118,20 @@ def test_python_style_tensor_indexing_out_of_range_raises_index_error():
     with pytest.raises(IndexError, match="out of bounds for dimension 0 with size 3"):
         _compiled(f, "cpp")(x, i)
     torch.testing.assert_close(_compiled(f, "cpp")(x, torch.tensor([0, -1])), f(x, torch.tensor([0, -1])))
+
+
+def getitem_fn(x, i):
+    y = x + 1
+    return y[i] * 2                                    # LINE: getitem
+
+
+@pytest.mark.parametrize("kernels", KERNELS)
+def test_extern_error_traceback_has_the_users_line(kernels):
+    # an op run eagerly inside the compiled graph (an extern: Python-style tensor indexing)
+    # raises its own exception; the traceback shows the user's line of that op
+    x, i = torch.randn(3, 4), torch.tensor([0, 5])
+    with pytest.raises(IndexError, match="index 5 is out of bounds for dimension 0 with size 3") \
+            as info:
+        _compiled(getitem_fn, kernels)(x, i)
+    frames = [(f.filename, f.lineno, f.name) for f in traceback.extract_tb(info.value.__traceback__)]
+    assert (__file__, _line("getitem"), "getitem_fn") in frames
