@@ -108,3 +108,21 @@ def test_returned_view_of_mutated_input_aliases_it(dynamic, offset):
         return x[1:], x.view(-1)[10:]
     assert_same_as_eager(f, sizes(lambda n: (torch.randn(n + offset, 6)[offset:],), 6, 5, 6),
                          backend="codegen", dynamic=dynamic)
+
+
+# F7 (sweep seed 1563, backend eager, dynamic=True): an int argument used in the graph, then
+# `self.steps += 1` on a Python int attribute of the module (a graph break at the setattr): the
+# attribute moves by 2 on one call and by 0 on another (eager: by 1 each call).
+@pytest.mark.xfail(strict=True, reason="F7: dynamic=True: module int attribute += 1 after a graph break applied 0 or 2 times")
+@pytest.mark.parametrize("ns", [(1, 4, 3), (2, 2, 2)])
+def test_module_int_attribute_increment_after_int_arg_dynamic(ns):
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.steps = 1
+
+        def forward(self, x, n):
+            k = n + 1
+            self.steps += 1
+            return x * k
+    assert_same_as_eager(M(), [lambda n=n: (torch.randn(1, 7), n) for n in ns], backend="eager", dynamic=True)
