@@ -319,7 +319,7 @@ class Gen:
     def _make(sz: list, dtype: str) -> str:
         s = ", ".join(map(str, sz))
         if dtype == "d":
-            return f"torch.randn({s}{', ' if sz else '()'}dtype=torch.float64)"
+            return f"torch.randn({s if sz else '()'}, dtype=torch.float64)"
         if dtype == "f":
             return f"torch.randn({s})" if sz else "torch.randn(())"
         if dtype == "i":

@@ -87,8 +87,8 @@ def test_out_of_range_gather_raises_runtime_error_like_eager(dynamic):
 
 # F5 (sweep seeds 490, 535, 619; codegen, dynamic None and True): a view of an intermediate that
 # is itself returned comes back as a separate tensor: eager's out[1] shares out[0]'s storage (a
-# later in-place update of one shows in the other), codegen's does not.
-@pytest.mark.xfail(strict=True, reason="F5: codegen returns a view of another output as a separate buffer")
+# later in-place update of one shows in the other), codegen's does not. Fixed: a new tensor the
+# graph returns and also uses is realized once at lowering (codegen/graph.py GraphLowering.call).
 @pytest.mark.parametrize("dynamic", [None, True])
 def test_returned_view_of_returned_intermediate_shares_its_storage(dynamic):
     def f(x):
@@ -126,3 +126,24 @@ def test_module_int_attribute_increment_after_int_arg_dynamic(ns):
             self.steps += 1
             return x * k
     assert_same_as_eager(M(), [lambda n=n: (torch.randn(1, 7), n) for n in ns], backend="eager", dynamic=True)
+
+
+# F8 (sweep seeds 730, 737, 746, ... backend triton, mostly dynamic=True): index_select with an
+# index tensor computed in the graph fails inside Triton (run by the interpreter on CPU).
+@pytest.mark.xfail(strict=True, reason="F8: triton dynamic=True: index_select kernel raises InterpreterError 'mask has unsupported dtype'")
+def test_triton_index_select_of_computed_index_dynamic():
+    def f(v, i):
+        return v.index_select(0, i % v.shape[0])
+    assert_same_as_eager(f, sizes(lambda n: (torch.randn(8, 5), torch.randint(1, 9, (n,))), 5, 6, 5),
+                         backend="triton", dynamic=True)
+
+
+# F9 (sweep seed 779, backend triton, dynamic None and True): a bool input filled in place, then
+# torch.minimum with a float64 tensor, reduced: the Triton kernel fails (bitwise_or on the types).
+@pytest.mark.xfail(strict=True, reason="F9: triton: fill_ on a bool input then minimum with float64 raises InterpreterError (bitwise_or)")
+def test_triton_minimum_of_filled_bool_and_float64():
+    def f(b, y):
+        b.fill_(True)
+        return (torch.minimum(b, y).mean(),)
+    assert_same_as_eager(f, [lambda: (torch.rand(5, 4, 5) > 0.3, torch.randn(5, dtype=torch.float64))] * 3,
+                         backend="triton", dynamic=None)
