@@ -471,8 +471,12 @@ class GraphLowering:
                 if isinstance(result, TensorValue) and result.buffer is None:
                     result.origins = _origins_of((args, kwargs)) + [node]
                 if isinstance(result, TensorValue) and result.buffer is None and \
-                        result.cost > 1 and len(node.users) > 1:
-                    result = realize(result)   # shared by several users: compute once
+                        len(node.users) > 1 and (result.cost > 1 or (
+                            any(u.op == "output" for u in node.users) and not may_alias(node))):
+                    # shared by several users: compute once; a new tensor the graph returns
+                    # and also views (`return v, v.view(-1)`): one buffer, so the returned
+                    # views share its memory as eager's do
+                    result = realize(result)
                 self.stats.native += 1
                 return self._finish(node, canon, result)
         except (NotLowered, TypeError, ValueError, IndexError, KeyError, NotImplementedError,

@@ -808,7 +808,10 @@ def reshape(input, *shape):
     new = _infer_size(shape, product(old))
     if new == old:
         return input
-    if _reshape_copies(input, new):
+    view = _input_view(input, new)
+    if isinstance(view, TensorValue):
+        return view
+    if view is False:
         # eager's copy (the result views it, not the input); realize() of a buffer is itself
         input = realize(TensorValue(old, input.dtype, input.loader, None, input.cost,
                                     input.origins))
@@ -831,44 +834,65 @@ def reshape(input, *shape):
     return _view(input, new, index_map)
 
 
-def _reshape_copies(x: TensorValue, new) -> bool:
-    """Does eager's reshape of `x` copy? Where `x` is a strided view of a graph input or
-    constant with a static layout that cannot give the new shape (torch's rule,
-    `view_strides`), eager reshapes a contiguous copy: what the result aliases (not the
-    input) and what as_strided on it reads follow from that. (A view of a computed value is
-    left to the index map: nothing the caller holds shares its memory.)"""
-    from codegen.ir import InputBuffer, strided_view_of
+def _input_view(x: TensorValue, new):
+    """Eager's reshape of `x` where `x` is a strided view of a graph input, a constant or an
+    extern's result (which may itself be a view of an input): the view it returns (a TensorValue over the input with torch's strides, `view_strides`), or
+    False when that layout cannot give the new shape and eager reshapes a contiguous copy:
+    what the result aliases and what as_strided on it reads follow from that. None: not such
+    a view (a computed value: the index map reshapes it, nothing the caller holds shares its
+    memory). Symbolic layouts are decided on the example sizes, each relation the decision
+    used checked by the wrapper at every call."""
+    from codegen.ir import strided_view_of
     if x.buffer is not None and x.buffer.layout.is_contiguous():
-        return False
+        return None
     ref = strided_view_of(x)
-    if ref is None or not isinstance(ref.buffer, InputBuffer):
+    if ref is None or isinstance(ref.buffer, ComputedBuffer) or \
+            any(size_hint(e) == 0 for e in ref.size):
+        return None
+    st = view_strides(list(ref.size), list(ref.stride), list(new), _decided)
+    if st is None:
         return False
-    dims = [sympy.sympify(e) for e in list(ref.size) + list(ref.stride) + list(new)]
-    if not all(e.is_Integer for e in dims):
-        return False
-    n = len(ref.size)
-    ints = [int(e) for e in dims]
-    return view_strides(ints[:n], ints[n:2 * n], ints[2 * n:]) is None
+    name, offset = ref.buffer.name, ref.offset
+    return TensorValue(list(new), x.dtype, lambda idx: ops.load(name, flat_index(idx, st, offset)),
+                       None, x.cost, list(x.origins))
 
 
-def view_strides(size, stride, new):
-    """torch's rule for viewing a tensor of (size, stride) as shape `new`: the new strides,
-    or None when the layout cannot give them (reshape then copies, view raises). Dims are
-    merged only where each is contiguous with the next (size-1 dims are free)."""
-    if not size or 0 in size:
-        return list(contiguous_strides(new)) if 0 not in size else None
+def _decided(rel) -> bool:
+    """A relation between sizes, decided on the example sizes; a symbolic one is recorded as
+    an assumption (or its negation) the wrapper re-checks."""
+    rel = sympy.sympify(rel)
+    if rel in (sympy.true, sympy.false):
+        return bool(rel)
+    sizes = getattr(current.graph, "sizes", None)
+    if sizes is None:
+        raise NotLowered("symbolic layout outside a graph")
+    if sizes.assume(rel):
+        return True
+    sizes.assume(rel.negated)
+    return False
+
+
+def view_strides(size, stride, new, holds=bool):
+    """torch's rule for viewing a tensor of (size, stride) as shape `new` (all sizes >= 1):
+    the new strides, or None when the layout cannot give them (reshape then copies, view
+    raises). Dims are merged only where each is contiguous with the next (size-1 dims are
+    free). `holds` decides each relation (symbolic sizes: see _decided)."""
+    if not size:
+        return list(contiguous_strides(new))
     out = [0] * len(new)
     view_d = len(new) - 1
     chunk = stride[-1]
     tensor_numel = view_numel = 1
     for d in range(len(size) - 1, -1, -1):
-        tensor_numel *= size[d]
-        if d == 0 or (size[d - 1] != 1 and stride[d - 1] != tensor_numel * chunk):
-            while view_d >= 0 and (view_numel < tensor_numel or new[view_d] == 1):
+        tensor_numel = tensor_numel * size[d]
+        if d == 0 or (holds(sympy.Ne(size[d - 1], 1)) and
+                      holds(sympy.Ne(stride[d - 1], tensor_numel * chunk))):
+            while view_d >= 0 and (holds(sympy.Lt(view_numel, tensor_numel)) or
+                                   holds(sympy.Eq(new[view_d], 1))):
                 out[view_d] = view_numel * chunk
-                view_numel *= new[view_d]
+                view_numel = view_numel * new[view_d]
                 view_d -= 1
-            if view_numel != tensor_numel:
+            if holds(sympy.Ne(view_numel, tensor_numel)):
                 return None
             if d > 0:
                 chunk, tensor_numel, view_numel = stride[d - 1], 1, 1

@@ -118,6 +118,31 @@ def test_flatten_copy_then_views_keep_eagers_strides():
 
 
 @pytest.mark.parametrize("dynamic", [None, True])
+def test_flatten_viewable_on_one_call_and_copied_on_another(dynamic):
+    """flatten(2, 3) of an input whose rows are padded (stride 9 for 8 columns) copies, of one
+    whose rows are not (stride 10 for 10) is a view: with symbolic sizes the graph copied
+    always, and the output no longer aliased the input where eager's did (sweep seed 1215).
+    The decision is now torch's rule on the example sizes, the relations it used checked at
+    each call."""
+    def f(x):
+        return x.flatten(2, 3).split(2, 1)[0]
+    makers = [lambda e=e: (eval(e),) for e in (
+        "torch.randn(15, 7, 6, 7)[2:14:2, 1:7, 0:6, 0:6]",
+        "torch.randn(23, 12, 6, 9)[2:22:2, 1:11, 0:6, 0:8]",
+        "torch.randn(22, 15, 6, 10)[2:22:2, 1:15, 0:6, 0:10]")]
+    assert_same_as_eager(f, makers, backend="codegen", dynamic=dynamic, allow_layout=False)
+
+
+def test_view_after_a_copying_contiguous():
+    """x.t().contiguous().view(-1): contiguous lowers to its input, so the view saw the
+    transposed layout and, asked as an extern, raised where eager views its copy."""
+    for dynamic in (None, True):
+        assert_same_as_eager(lambda x: x.t().contiguous().view(-1),
+                             [lambda: (torch.randn(4, 6),), lambda: (torch.randn(5, 7),)],
+                             backend="codegen", dynamic=dynamic, allow_layout=False)
+
+
+@pytest.mark.parametrize("dynamic", [None, True])
 def test_view_of_an_extern_view_of_the_input_stays_a_view(dynamic):
     """A select after an extern (chunk of a symbolic size) that returned a view of the input
     came back as a copy: the output no longer aliased the input (sweep seed 807); a select
