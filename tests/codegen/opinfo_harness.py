@@ -490,15 +490,15 @@ def _storages(inputs):
     """storage address -> indices of the inputs on it (an empty tensor has no storage to share)"""
     by_ptr = {}
     for j, t in enumerate(inputs):
-        if t.numel():
+        if t.numel() and t.layout is torch.strided:
             by_ptr.setdefault(t.untyped_storage().data_ptr(), []).append(j)
     return by_ptr
 
 
 def _aliases(result, by_ptr):
     """For each tensor in `result`: the indices of the inputs sharing its storage."""
-    return [tuple(by_ptr.get(t.untyped_storage().data_ptr(), ())) if t.numel() else ()
-            for t in _tensors_of(result)]
+    return [tuple(by_ptr.get(t.untyped_storage().data_ptr(), ()))
+            if t.numel() and t.layout is torch.strided else () for t in _tensors_of(result)]
 
 
 def _strides(x):
