@@ -1,7 +1,7 @@
 """Full OpInfo sweep of the codegen backend against eager (float32, int64, bool on CPU).
 
     python benchmarks/opinfo_sweep.py --variants all [--layouts ...] [--samples N]
-                                      [--ops add,mul] [--dtypes float32] [--jobs N] [--shard i/n] [--out f.json]
+                                      [--ops add,mul] [--dtypes float32] [--jobs N] [--shard i/n] [--table] [--out f.json]
     python benchmarks/opinfo_sweep.py --variants graph     (the FX-graph-only sweep below)
 
 --variants all (or a comma list of function,inplace,out,out_resize): each op's samples called as
@@ -117,6 +117,8 @@ def main():
     ap.add_argument("--layouts", default="contiguous,noncontiguous,transposed,offset")
     ap.add_argument("--samples", type=int, default=0, help="samples per op (0: all)")
     ap.add_argument("--shard", default="", help="i/n: every n-th (op, dtype) pair from the i-th")
+    ap.add_argument("--table", action="store_true",
+                    help="print a line per op and dtype: compared, wrong, exceptions, fallbacks")
     a = ap.parse_args()
     from tests.codegen import opinfo_harness as H
     graph = a.variants == "graph"
@@ -155,7 +157,7 @@ def main():
         for i in items:
             record(_isolated(i) if isolate else _work(i))
     if not graph:
-        return _summarize_variants(results, time.time() - t0, a.out)
+        return _summarize_variants(results, time.time() - t0, a.out, a.table)
     wrong = [r for r in results if r["wrong"]]
     native_ops = {r["op"] for r in results if r["native"] and r["dtype"] == "float32"}
     native_any = {r["op"] for r in results if r["native"]}
@@ -173,7 +175,14 @@ def main():
     return 1 if wrong else 0
 
 
-def _summarize_variants(results, seconds, out):
+def _summarize_variants(results, seconds, out, table=False):
+    if table:       # per op and dtype: compared / wrong / exceptions / eager fallbacks
+        print(f"{'op':48} {'dtype':8} {'compared':>8} {'wrong':>5} {'exc':>4} {'alias':>5} "
+              f"{'fallback':>8}")
+        for r in sorted(results, key=lambda r: (r["op"], r["variant"], r["dtype"])):
+            name = r["op"] + (f".{r['variant']}" if r["variant"] else "")
+            print(f"{name:48} {r['dtype']:8} {r['cases']:8} {len(r['wrong']):5} "
+                  f"{len(r['exceptions']):4} {len(r['alias']):5} {r.get('eager_fallbacks', 0):8}")
     bad = [r for r in results if r["wrong"] or r["exceptions"]]
     for r in bad:
         what = r["wrong"][:2] + r["exceptions"][:2]
