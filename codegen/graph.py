@@ -623,6 +623,8 @@ class GraphLowering:
             if isinstance(v, (list, tuple)):
                 return self._nested_output(v, seen)
             aliasing = may_alias(n)
+            if aliasing:
+                v = self._view_of_written_input(n, v)
             if aliasing and isinstance(v, TensorValue) and v.buffer is None and \
                     strided_view_of(v) is None:
                 if _eager_view(self._meta(n)) and self._reads_visible(n, v, node):
@@ -648,6 +650,41 @@ class GraphLowering:
         if isinstance(v, (list, tuple)):
             return type(v)(self._nested_output(x, seen) for x in v)
         return self._fresh_output(v, False, seen)
+
+    def _view_of_written_input(self, n, v):
+        """A returned view of an input written in place (`x.add_(1); return x[1:]`): eager's
+        is a view of the input, which holds the new values once the wrapper's write-backs ran
+        (they precede the return). The view chain is lowered again over the input itself;
+        `v` (a view of the new values' computation) is kept where that is not possible."""
+        chain = []
+        while n.op in ("call_function", "call_method") and self.input_alias.get(n) is None:
+            name = _canon_name(n)
+            if name not in VIEW_OPS or name == "contiguous" or not n.args or \
+                    not isinstance(n.args[0], torch.fx.Node):
+                return v
+            chain.append(n)
+            n = n.args[0]
+        pos = self.input_alias.get(n)
+        if not chain or pos is None or pos not in self.mutations:
+            return v
+        env = {n: self._input_value(pos)}
+        try:
+            for node in reversed(chain):
+                args = torch.fx.node.map_arg(node.args, lambda a: env.get(a, self.env[a]))
+                kwargs = torch.fx.node.map_arg(node.kwargs, lambda a: env.get(a, self.env[a]))
+                canon = canonicalize(node, self.gm, args, kwargs)
+                if canon is None or canon.inplace:
+                    return v
+                env[node] = LOWERINGS[canon.name](*self._tensors_to_values(canon.args),
+                                                  **self._tensors_to_values(canon.kwargs))
+        except (NotLowered, TypeError, ValueError, IndexError, KeyError):
+            return v
+        out = env[chain[0]]
+        if not isinstance(out, TensorValue) or out.dtype != v.dtype or \
+                [self.hint(a) for a in out.size] != [self.hint(b) for b in v.size] or \
+                strided_view_of(out) is None:
+            return v
+        return out
 
     def _needs_copy(self, v, meta) -> bool:
         """Is eager's `contiguous(...)` of `v` a new tensor? It returns its input itself when
