@@ -32,7 +32,7 @@ class GuardKind(str, enum.Enum):
     LEN = "LEN"
     DICT_KEYS = "DICT_KEYS"
     TENSOR_MATCH = "TENSOR_MATCH"
-    TENSOR_ALIASING = "TENSOR_ALIASING"
+    ALIASING = "ALIASING"   # two sources hold the same object (one tracker stands for both)
     SHAPE_ENV = "SHAPE_ENV"
 
 
@@ -256,7 +256,7 @@ def _emit_guard(em: _Emitter, g: Guard) -> None:
         conds.append(f"{v}.is_cpu" if s.device.type == "cpu" else f"{v}.device == {em.const(s.device)}")
         conds += s.key_checks(v)
         em.check(" and ".join(conds))
-    elif k is GuardKind.TENSOR_ALIASING:
+    elif k is GuardKind.ALIASING:
         other = em.value(g.expected)
         em.check(f"{v} is {other}")
     else:

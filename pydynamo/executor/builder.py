@@ -4,8 +4,10 @@
 driver. Values with a source get the guards their use depends on (the origin is the user's
 file:line being traced); values without a source (constants computed at trace time, class
 attributes) get none. One tracker per object: a value reached twice (two sources, or the same
-source) gets the same tracker, so mutations and identity agree; a tensor reached through a
-second source adds an aliasing guard.
+source) gets the same tracker, so mutations and identity agree, and a second source adds an
+aliasing guard (`second is first`: without it a later call where they differ would read the
+first source's object for both). Numbers (constants and symbols) are never shared: their identity
+means nothing (CPython interns small ints), only their value, which each source guards itself.
 """
 from __future__ import annotations
 
@@ -36,6 +38,7 @@ from pydynamo.executor.variables.functions import PartialVariable, UserFunctionV
 from pydynamo.executor.variables.iterators import ITERTOOLS
 from pydynamo.executor.variables.misc import GRAD_MODE_FNS, GradModeClassVariable
 from pydynamo.executor.variables.nn_module import NNModuleVariable
+from pydynamo.executor.variables.symbolic import SymNodeVariable
 from pydynamo.executor.variables.torch_fns import ALLOWED_IN_GRAPH, TorchFunctionVariable, is_torch_callable
 from pydynamo.executor.variables.user_objects import UserDefinedClassVariable, UserDefinedObjectVariable
 from pydynamo.guards import GuardKind
@@ -68,13 +71,17 @@ class VariableBuilder:
         if source is not None:
             hit = self.cache.get(id(value))
             if hit is not None:
-                if isinstance(hit, vbuiltins.TensorVariable) and hit.source != source:
-                    tx.add_guard(source, GuardKind.TENSOR_ALIASING, hit.source)
+                if hit.source != source:
+                    # the tracker stands for both sources only while they hold the same object
+                    tx.add_guard(source, GuardKind.ALIASING, hit.source)
                 return hit
         for pred, make in WRAPPERS:
             if pred(value):
                 var = make(self, tx, value, source)
-                if source is not None and not isinstance(var, (ConstantVariable,)):
+                # numbers have no identity worth sharing: equal small ints are one object in
+                # CPython, so an argument `n` and an attribute `self.steps` holding the same int
+                # must not share n's symbol (fuzz F7)
+                if source is not None and not isinstance(var, (ConstantVariable, SymNodeVariable)):
                     self.cache[id(value)] = var
                     self.keepalive.append(value)
                 return var
@@ -100,14 +107,12 @@ class VariableBuilder:
         if source is not None and type(value) is int and _dynamic_int(tx.root, value, source):
             # an int argument that is dynamic (dynamic=True, or it changed between calls): a
             # symbol of any sign, no duck sharing and no 0/1 pinning, as torch.compile does
-            from pydynamo.executor.variables.symbolic import SymNodeVariable
             tx.add_guard(source, GuardKind.TYPE_MATCH, int)
             sym = tx.root.shape_env.create_symint(value, source, positive=False, duck=False)
             return SymNodeVariable.wrap(sym, source)
         if source is not None and type(value) is float and _dynamic_float(tx.root, value, source):
             # likewise a float argument (torch.compile's specialize_float=False): a real symbol,
             # a graph input where the graph uses it; decisions on it are guarded
-            from pydynamo.executor.variables.symbolic import SymNodeVariable
             tx.add_guard(source, GuardKind.TYPE_MATCH, float)
             return SymNodeVariable(tx.root.shape_env.create_symfloat(value, source), source)
         if source is not None:

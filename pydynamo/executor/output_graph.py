@@ -220,7 +220,14 @@ class OutputGraph:
         if isinstance(v, SymNodeVariable):
             if meta == "sym":
                 return v.value
-            return self.sym_node(v.expr) if not meta else v.specialize()
+            if meta:
+                return v.specialize()
+            node = self.sym_node(v.expr)
+            if v.python_type() is float and self.shape_env.simplify(v.expr).is_integer:
+                # `n + 2.0` is `n + 2` to sympy: computed from int placeholders it would be an
+                # int, and torch.full / x * it would take an integer dtype
+                return float(node) if isinstance(node, int) else self._sym_call(float, node)
+            return node
         if isinstance(v, (ConstantVariable, ObjectVariable)):
             val = v.value
             if meta is True and isinstance(val, torch.device):

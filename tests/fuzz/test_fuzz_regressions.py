@@ -98,9 +98,8 @@ def test_returned_view_of_returned_intermediate_shares_its_storage(dynamic):
 
 
 # F6 (sweep seed 551; codegen, dynamic None and True): after an in-place update of an input, a
-# returned view of that input is a copy under codegen (eager: a view of the input). Fixed: the
-# view chain is lowered again over the input, which holds the new values once the write-backs
-# ran (codegen/graph.py GraphLowering._view_of_written_input).
+# returned view of that input is a copy under codegen (eager: a view of the input).
+@pytest.mark.xfail(strict=True, reason="F6: codegen returns a view of a mutated input as a copy")
 @pytest.mark.parametrize("dynamic", [None, True])
 @pytest.mark.parametrize("offset", [0, 1])
 def test_returned_view_of_mutated_input_aliases_it(dynamic, offset):

@@ -78,7 +78,9 @@ class SymNodeVariable(VariableTracker):
     def reconstruct(self, cg):
         env = self.value.env
         names = {sym: cg.load_source(src) for sym, src in env.var_to_source.items()}
-        return "(" + shapes.sympy_str(env.simplify(self.expr), names) + ")"
+        text = "(" + shapes.sympy_str(env.simplify(self.expr), names) + ")"
+        # a float whose expression is integral (`2.0 + n` is `2 + n` to sympy) stays a float
+        return f"float{text}" if self.python_type() is float else text
 
     def __repr__(self):
         return f"SymNodeVariable({self.value!r})"
