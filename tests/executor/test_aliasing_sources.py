@@ -10,6 +10,11 @@ and every shared tracker gets an aliasing guard (`second is first`), which a lis
 an argument and as a module attribute lacked (a later call where they differ read the argument's
 list for both).
 
+The seeded sweep below (side effects on int/float/list/dict attributes, a buffer and a tensor
+attribute before, at and after a break: module setattr, pydynamo.graph_break(), a break inside an
+inlined helper, a print) also found that a float computed from a symbolic int (`self.f += n`,
+`n + 2.0`) came back as an int, in the output code and as a graph argument.
+
 Every case runs through tests/differential.py (the compiled function called as a user does,
 module state including plain int/float attributes compared after each call), under
 dynamic None/True/False, with int arguments equal to the attribute's value on some calls.
@@ -171,10 +176,21 @@ def test_object_reached_through_two_sources_is_guarded_to_stay_one():
 
 _BEFORE = ["k = n + {c}", "k = n * {c}", "k = n - {c}", "k = (n + {c}) * 2", "k = {c}"]
 _EFFECTS = ["self.a += {c}", "self.a += n", "self.a = self.a + k", "self.f *= 1.5", "self.f += n",
-            "self.hist.append(k)", "self.hist.append(n + self.a)", "self.b = n", "self.b += k"]
-_BREAKS = ["self.a += 1", "pydynamo.graph_break()", "self.f = self.f + 0.5"]
+            "self.hist.append(k)", "self.hist.append(n + self.a)", "self.b = n", "self.b += k",
+            "self.d['k'] = self.d.get('k', 0) + n", "self.d[n] = k", "self.buf.add_(n)",
+            "helper(self, n)", "x = x + n", "self.t = x * n", "self.hist.extend([n, k])",
+            "self.hist[0:0] = [self.a]"]
+# module setattr and explicit breaks, a break inside an inlined call, a print
+_BREAKS = ["self.a += 1", "pydynamo.graph_break()", "self.f = self.f + 0.5", "helper(self, k)",
+           "print('', end='')", "self.t = x + 1"]
 _AFTER = ["y = x * k", "y = x * k + self.a", "y = x + self.f * n", "y = x * (self.b + 1)",
-          "y = x * len(self.hist)"]
+          "y = x * len(self.hist)", "y = x * self.d.get('k', 1) + self.buf", "y = self.t * k"]
+_HELPER = """
+def helper(m, v):
+    m.hist.append(v)
+    pydynamo.graph_break()
+    m.hist.append(v + 1)
+"""
 
 
 def _program(seed: int) -> str:
@@ -186,21 +202,24 @@ def _program(seed: int) -> str:
     for _ in range(r.randint(0, 2)):
         lines.append(r.choice(_EFFECTS).format(c=r.randint(1, 3)))
     lines.append(r.choice(_AFTER))
-    lines.append("return y, self.hist")
+    lines.append("return y, self.hist, self.d")
     return "\n".join(lines)
 
 
 def _module(body: str) -> torch.nn.Module:
     g = {"torch": torch, "pydynamo": pydynamo}
+    exec(_HELPER, g)
     exec("def forward(self, x, n):\n" + textwrap.indent(body, "    "), g)
     cls = type("Swept", (torch.nn.Module,), {"forward": g["forward"]})
     m = cls()
-    m.a, m.b, m.f, m.hist = 1, 2, 2.0, []
+    m.a, m.b, m.f, m.hist, m.d = 1, 2, 2.0, [], {}
+    m.register_buffer("buf", torch.ones(2, 3))
+    m.t = torch.zeros(2, 3)
     return m
 
 
 @pytest.mark.parametrize("dynamic", [True, None])
-@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("seed", range(16))
 def test_side_effects_around_break_sweep_once_per_call(seed, dynamic):
     body = _program(seed)
     r = random.Random(1000 + seed)
