@@ -164,3 +164,27 @@ def test_inplace_update_before_a_raise_is_applied(dynamic):
                              lambda: (torch.randint(1, 9, (3,)), torch.tensor([1, 5])),
                              lambda: (torch.randint(1, 9, (3,)), torch.tensor([0, 8]))],
                          backend="codegen", dynamic=dynamic)
+
+
+# F11 (sweep seed 2058; codegen, dynamic None and True): flatten of an expanded view must copy (as
+# eager's reshape does), so the returned value shares no storage with the other output; codegen
+# returned a view of the other output.
+@pytest.mark.xfail(strict=True, reason="F11: codegen returns flatten() of an expanded view of an output as a view of that output")
+@pytest.mark.parametrize("dynamic", [None, True])
+def test_flatten_of_expanded_view_does_not_alias_output(dynamic):
+    def f(x):
+        v5 = torch.softmax(x, 0) * x
+        v8 = v5.narrow(1, 1, v5.shape[1] - 1).t().unsqueeze(0).expand(4, -1, -1)
+        return {"r1": v5, "r2": v8.flatten(0)[0]}
+    assert_same_as_eager(f, [lambda: (torch.randn(2, 4)[1:],), lambda: (torch.randn(3, 4)[2:],),
+                             lambda: (torch.randn(2, 4)[1:],)], backend="codegen", dynamic=dynamic)
+
+
+# F12 (sweep seed 1900; codegen, dynamic=True): an input with a storage offset clamped in place,
+# then its diagonal returned: not a view of the input under dynamic=True (F6's case, other view).
+@pytest.mark.xfail(strict=True, reason="F12: codegen dynamic=True returns the diagonal of an input mutated in place as a copy")
+def test_diagonal_of_mutated_offset_input_aliases_it_dynamic():
+    def f(x):
+        x.clamp_(min=2, max=6)
+        return (x, x.diagonal(0, -2, -1))
+    assert_same_as_eager(f, [lambda: (torch.randint(1, 9, (2, 8))[..., 1:-1],)] * 3, backend="codegen", dynamic=True)
