@@ -206,7 +206,10 @@ def _fallbacks(gm, counters):
                      type(gm).__name__)
         return gm(*args)
 
-    def mismatch(*args, why=None):
+    def mismatch(*args, why=None, error=False):
+        if error:    # a kernel or extern raised: eager's partial in-place updates, its error
+            counters["error_replays"] += 1
+            return gm(*args)
         counters["input_mismatch_calls"] += 1
         if why is not None:      # a size relation the kernels were compiled under
             counters["size_assumption_calls"] += 1

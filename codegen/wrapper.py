@@ -9,6 +9,8 @@
      kernels ever see them), call the kernel through ctypes with data pointers, or call the
      extern op and pin its output layout;
   3. write-backs of in-place ops on inputs, then the outputs in the graph's structure.
+     A kernel or extern that raises in a graph with write-backs makes the graph run eagerly
+     on the (still untouched) inputs: eager's updates before the failing op, its exception.
 The kernel printer knows nothing of this file; a Triton printer can reuse it unchanged apart
 from the launch line.
 """
@@ -133,7 +135,8 @@ class WrapperPrinter:
         self._entry_checks(params)
         start = len(self.lines)
         self._body()
-        if any(isinstance(s, ExternCall) for s in self.steps):
+        may_raise = any(self.may_err.values())
+        if externs or (g.mutations and may_raise):
             # an extern result of another shape than compiled for (a data-dependent op, a
             # wrong symbolic guess): the whole graph runs eagerly; externs are pure and
             # write-backs come last, so nothing was changed yet
@@ -141,10 +144,16 @@ class WrapperPrinter:
             # an extern (eager op) that raises: the same exception, from a frame at the
             # user's line of that op (the step comments above each call name it)
             sources: Dict[int, str] = {}
+            handler = [f"        _extern_error(_e, {self.const(sources)})", "        raise"]
+            if g.mutations:
+                # eager has applied the in-place updates before the failing op, the wrapper
+                # none (write-backs come last): the graph runs eagerly on the untouched
+                # inputs, which applies them and raises eager's exception (at the user's line)
+                handler = [f"        return _extern_error(_e, {self.const(sources)}, "
+                           f"lambda: _mismatch({', '.join(params)}, error=True))"]
             self.lines[start:] = ["    try:"] + body + [
                 "    except _ShapeMismatch:", f"        return _mismatch({', '.join(params)})",
-                "    except Exception as _e:", f"        _extern_error(_e, {self.const(sources)})",
-                "        raise"]
+                "    except Exception as _e:"] + handler
             text = "\n".join(head + self.lines) + "\n"
             sources.update(_source_lines(text))
             return text
@@ -409,8 +418,8 @@ def kernel_error(code: int, where):
     if node is None and site is not None:
         node = next((n for n in site.nodes if n[2]), None)
     exc.add_note(f"(raised by the compiled kernel {where})")
-    exc._pydynamo_placed = True
     src = node[2] if node is not None else ""
+    exc._pydynamo_placed, exc._pydynamo_src = True, src
     if src:
         _raise_at(exc, src)
     raise exc
@@ -429,21 +438,34 @@ def _source_lines(text: str) -> Dict[int, str]:
     return out
 
 
-def extern_error(exc, sources: Dict[int, str]):
+def extern_error(exc, sources: Dict[int, str], replay=None):
     """An extern op raised inside the wrapper: raise `exc` itself (eager's exception, as the op
-    raised it) from a frame at the user's line of the op; a kernel's error is placed already."""
-    if getattr(exc, "_pydynamo_placed", False):
+    raised it) from a frame at the user's line of the op; a kernel's error is placed already.
+    `replay` (graphs writing inputs in place, whose write-backs had not run yet): run the graph
+    eagerly instead, so the inputs hold eager's updates before the failing op, and raise its
+    exception from the same user line (or return its result, should eager not raise)."""
+    src = getattr(exc, "_pydynamo_src", None)
+    if src is None:
+        tb, line = exc.__traceback__, None
+        while tb is not None:       # the wrapper's frame: its line is the failing extern call
+            if tb.tb_frame.f_code.co_name == "call" and \
+                    tb.tb_frame.f_globals.get("_extern_error") is extern_error:
+                line = tb.tb_lineno
+            tb = tb.tb_next
+        src = sources.get(line, "") if line is not None else ""
+    if replay is not None:
+        try:
+            return replay()
+        except Exception as e:
+            e.__suppress_context__ = True     # not "during handling of" the compiled error
+            exc = e
+    elif getattr(exc, "_pydynamo_placed", False):
         return
-    exc._pydynamo_placed = True
-    tb, line = exc.__traceback__, None
-    while tb is not None:       # the wrapper's frame: its line is the failing extern call
-        if tb.tb_frame.f_code.co_name == "call" and tb.tb_frame.f_globals.get("_extern_error") \
-                is extern_error:
-            line = tb.tb_lineno
-        tb = tb.tb_next
-    src = sources.get(line, "") if line is not None else ""
+    exc._pydynamo_placed, exc._pydynamo_src = True, src
     if src:
         _raise_at(exc, src)
+    if replay is not None:
+        raise exc
 
 
 def _raise_at(exc, src: str):

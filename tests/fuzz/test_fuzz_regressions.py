@@ -132,7 +132,6 @@ def test_module_int_attribute_increment_after_int_arg_dynamic(ns):
 
 # F8 (sweep seeds 730, 737, 746, ... backend triton, mostly dynamic=True): index_select with an
 # index tensor computed in the graph fails inside Triton (run by the interpreter on CPU).
-@pytest.mark.xfail(strict=True, reason="F8: triton dynamic=True: index_select kernel raises InterpreterError 'mask has unsupported dtype'")
 def test_triton_index_select_of_computed_index_dynamic():
     def f(v, i):
         return v.index_select(0, i % v.shape[0])
@@ -142,7 +141,6 @@ def test_triton_index_select_of_computed_index_dynamic():
 
 # F9 (sweep seed 779, backend triton, dynamic None and True): a bool input filled in place, then
 # torch.minimum with a float64 tensor, reduced: the Triton kernel fails (bitwise_or on the types).
-@pytest.mark.xfail(strict=True, reason="F9: triton: fill_ on a bool input then minimum with float64 raises InterpreterError (bitwise_or)")
 def test_triton_minimum_of_filled_bool_and_float64():
     def f(b, y):
         b.fill_(True)
@@ -153,16 +151,54 @@ def test_triton_minimum_of_filled_bool_and_float64():
 
 # F10 (sweep seed 1479; codegen, dynamic None and True): an in-place update of an input, then an
 # op that raises (an out-of-range gather): eager raises with the input already updated; codegen
-# raises the same exception with the input untouched.
-@pytest.mark.xfail(strict=True, reason="F10: codegen: an in-place update before a raising op is not applied when the graph raises")
+# raises the same exception with the input untouched. Fixed: a graph with write-backs whose
+# kernel or extern raises runs eagerly on the (untouched) inputs.
+_F10_CALLS = [lambda: (torch.randint(1, 9, (7,)), torch.tensor([1, 2])),
+              lambda: (torch.randint(1, 9, (3,)), torch.tensor([1, 5])),
+              lambda: (torch.randint(1, 9, (3,)), torch.tensor([0, 8]))]
+
+
+@pytest.mark.parametrize("backend", ["codegen", "triton"])
 @pytest.mark.parametrize("dynamic", [None, True])
-def test_inplace_update_before_a_raise_is_applied(dynamic):
+def test_inplace_update_before_a_raise_is_applied(dynamic, backend):
     def f(x, i):
         x.neg_()
         return (torch.gather(x, 0, i),)
-    assert_same_as_eager(f, [lambda: (torch.randint(1, 9, (7,)), torch.tensor([1, 2])),
-                             lambda: (torch.randint(1, 9, (3,)), torch.tensor([1, 5])),
-                             lambda: (torch.randint(1, 9, (3,)), torch.tensor([0, 8]))],
+    assert_same_as_eager(f, _F10_CALLS, backend=backend, dynamic=dynamic)
+
+
+# F10 variations: several updates (of two inputs) before the raising op and one after it (which
+# eager never applies); an update of a view of an input; the raise from an extern
+# (index_select, seed 1912's class).
+@pytest.mark.parametrize("dynamic", [None, True])
+def test_several_inplace_updates_around_a_raise(dynamic):
+    def f(x, y, i):
+        x.mul_(2)
+        y.add_(x)
+        x.sub_(1)
+        g = torch.gather(x, 0, i)
+        y.mul_(3)
+        return g + y[:2]
+    assert_same_as_eager(f, [lambda: (torch.randint(1, 9, (3,)), torch.randint(1, 9, (3,)),
+                                      torch.tensor([1, 5]))] * 3, backend="codegen", dynamic=dynamic)
+
+
+@pytest.mark.parametrize("dynamic", [None, True])
+def test_inplace_update_of_input_view_before_a_raise(dynamic):
+    def f(x, i):
+        x[1:].add_(3)
+        x[:, 0].neg_()
+        return torch.gather(x, 1, i)
+    assert_same_as_eager(f, [lambda: (torch.randint(1, 9, (3, 4)), torch.tensor([[0, 9]] * 3))] * 3,
+                         backend="codegen", dynamic=dynamic)
+
+
+@pytest.mark.parametrize("dynamic", [None, True])
+def test_inplace_update_before_a_raising_index_select(dynamic):
+    def f(x, i):
+        x.mul_(2)
+        return torch.index_select(x, 0, i) + 1
+    assert_same_as_eager(f, [lambda: (torch.randint(1, 9, (3, 2)), torch.tensor([0, 7]))] * 3,
                          backend="codegen", dynamic=dynamic)
 
 
