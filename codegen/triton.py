@@ -15,7 +15,8 @@ elimination per scope. Kernel templates, chosen per FusedKernel:
 
 Loop variables are re-expressed over the flat indices (x_i = (xindex // stride_i) % size_i) and
 simplified with codegen/sizevars.py, so contiguous accesses print as `xindex` or `r0`.
-fp16/bf16 values are computed in fp32 (loads upcast, stores round, explicit casts round);
+fp16/bf16 values are computed in fp32 (loads upcast, stores round, conversions to and from a
+half type round, so a half value cast to a wider type is eager's rounded one);
 reductions accumulate in fp32 (fp64 for fp64, int64 for integers). Welford is two passes (sum,
 then squared deviations), as accurate as the C++ backend's. Index math is int32 unless some size
 of the kernel reaches 2**31, then int64. Only long-stable tl.* calls are used (Triton 3.6-3.9);
@@ -181,6 +182,7 @@ class TritonKernelPrinter(HandlerBase):
         self.config: Optional[KernelConfig] = None
         self.idx64 = False
         self.tiled = False
+        self.half_exact: set = set()      # fp32 temporaries holding an exact fp16/bf16 value
 
     # ------------------------------------------------------------ emission helpers
     def line(self, s):
@@ -237,9 +239,10 @@ class TritonKernelPrinter(HandlerBase):
             return self.constant(0, dt)
         self.params.setdefault(name, False)
         expr = f"tl.load({name} + ({self._block_index(index, i)}), {self._mask_for(index)}, other=0)"
+        v = self.tmp(expr + (".to(tl.float32)" if dt in HALF else ""), dt)
         if dt in HALF:
-            expr += ".to(tl.float32)"
-        return self.tmp(expr, dt)
+            self.half_exact.add(v.name)
+        return v
 
     def store(self, name, index, value):
         i = self.idx(index)
@@ -313,8 +316,16 @@ class TritonKernelPrinter(HandlerBase):
         if dtype == torch.bool:
             return self.tmp(f"({x} != 0)", dtype)
         if dtype in HALF:   # round like eager, keep computing in fp32
-            return self.tmp(f"{x}.to({TL_DTYPES[dtype]}).to(tl.float32)", dtype)
+            # eager converts an integer to a half type through float (c10::BFloat16 and
+            # c10::Half are built from a float): beyond 2**24 it rounds twice, as here
+            src = "" if x.dtype.is_floating_point else ".to(tl.float32)"
+            v = self.tmp(f"{x}{src}.to({TL_DTYPES[dtype]}).to(tl.float32)", dtype)
+            self.half_exact.add(v.name)
+            return v
         cd = compute_dtype(dtype)
+        if x.dtype in HALF and x.name not in self.half_exact:
+            # a half value computed in fp32 leaves its type rounded, as eager's would be
+            x = self.tmp(f"{x}.to({TL_DTYPES[x.dtype]}).to(tl.float32)", x.dtype)
         if compute_dtype(x.dtype) == cd:
             return TVal(x.name, dtype)
         return self.tmp(f"{x}.to({TL_DTYPES[cd]})", dtype)

@@ -14,7 +14,10 @@ kinds of arguments on every call, so after the first launch of each specializati
 the compiled kernel's launcher directly (the same call Triton's `run` ends with).
 `libdevice` is Triton's special-function library on GPU; under TRITON_INTERPRET=1 (kernels on
 CPU tensors, used by the CI tests) it is a numpy shim with the same names, since the
-interpreter cannot call extern device functions.
+interpreter cannot call extern device functions. `fix_interpreter` corrects the interpreter
+where it computes what compiled Triton does not (the int1 type of comparisons, rounding to
+bfloat16), applied when a module is loaded under it: kernels are printed for compiled Triton
+and never work around the interpreter.
 """
 from __future__ import annotations
 
@@ -246,6 +249,62 @@ def __getattr__(name):
     return libdevice
 
 
+# ------------------------------------------------------------------ interpreter fixes
+
+
+def _bf16_bits_rtne(data):
+    """numpy values (any int, bool or float dtype) -> bfloat16 bit patterns (uint16), rounded
+    to nearest even through float32, as c10::BFloat16(float) and compiled Triton round."""
+    import numpy as np
+    f = np.asarray(data).astype(np.float32)
+    bits = f.view(np.uint32).astype(np.uint64)
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+    nan = (((bits >> 16) & 0x8000) | 0x7FC0).astype(np.uint16)
+    return np.where(np.isnan(f), nan, rounded)
+
+
+def fix_interpreter():
+    """Correct two places where the Triton interpreter (read in 3.6 and 3.9) computes what
+    compiled Triton does not; idempotent. Kernels are printed for compiled Triton and are
+    well-typed there, so the interpreter is fixed, never worked around in the kernels.
+
+      * Comparisons: Triton types the result int1 (semantic.py), but the interpreter labels
+        the numpy bools with the OPERANDS' dtype (`binary_op` keeps `lhs.dtype`). A 0-d
+        comparison broadcast to a block is rebuilt in that dtype (`create_splat`), so
+        `(s0 == 0) & xmask` became an int64 mask ("mask has unsupported dtype", fuzz F8) and
+        `x | (c != c)` with c a float64 scalar a float64 block ("bitwise_or", fuzz F9).
+      * Conversions to bfloat16: fp32 -> bf16 truncated (compiled Triton rounds to nearest
+        even), and int, bool or fp64 -> bf16 took `astype(uint16)`, the value as bits (True
+        became 9e-41)."""
+    try:
+        import triton.language as tl
+        from triton.runtime.interpreter import InterpreterBuilder, TensorHandle
+    except ImportError:
+        return
+    if getattr(InterpreterBuilder, "_pd_fixed", False):
+        return
+    import numpy as np
+    for name in list(vars(InterpreterBuilder)):
+        if not name.startswith(("create_icmp", "create_fcmp")):
+            continue
+
+        def relabel(self, lhs, rhs, _orig=getattr(InterpreterBuilder, name)):
+            out = _orig(self, lhs, rhs)
+            if out.dtype != tl.int1:
+                out = TensorHandle(np.asarray(out.data, dtype=np.bool_), tl.int1)
+            return out
+        setattr(InterpreterBuilder, name, relabel)
+
+    cast_impl = InterpreterBuilder.cast_impl
+
+    def cast(self, src, dst_type):
+        if dst_type.scalar != tl.bfloat16 or src.dtype.scalar == tl.bfloat16:
+            return cast_impl(self, src, dst_type)
+        return TensorHandle(_bf16_bits_rtne(src.data), tl.bfloat16)
+    InterpreterBuilder.cast_impl = cast
+    InterpreterBuilder._pd_fixed = True
+
+
 # ------------------------------------------------------------------ module loading
 
 _modules = {}
@@ -257,6 +316,8 @@ def load_module(source: str):
     The module runs the verified text itself, not a __pycache__ file nothing verifies."""
     from codegen.codecache import store_text
     key = hashlib.sha256(source.encode()).hexdigest()
+    if interpreting():
+        fix_interpreter()
     if (key, interpreting()) in _modules:
         return _modules[key, interpreting()], _modules[key, interpreting()].__file__
     path = store_text(os.path.join("triton", key[:2], f"pd_triton_{key[:24]}.py"), source,
