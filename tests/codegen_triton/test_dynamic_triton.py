@@ -13,6 +13,7 @@ import codegen
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "codegen"))
 from test_dynamic import TinyGPTBlock  # noqa: E402
+from differential import assert_values_equal  # tests/differential.py: exact ints, dtype tolerances
 
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
 
@@ -30,7 +31,7 @@ def serves_all_sizes(fn, make, dynamic, sizes=(5, 17, 64, 100), tol=1e-4):
     mism, built = codegen.counters["input_mismatch_calls"], codegen.counters["graphs_compiled"]
     for n in sizes:
         args = make(n)
-        torch.testing.assert_close(c(*args), gm(*args), rtol=tol, atol=tol)
+        assert_values_equal(c(*args), gm(*args), rtol=tol, atol=tol)
     assert codegen.counters["input_mismatch_calls"] == mism
     assert codegen.counters["graphs_compiled"] == built
     return c, open(c.wrapper_path).read()
@@ -117,5 +118,5 @@ def test_executor_graphs_with_int_size_placeholders():
         warnings.simplefilter("error")
         for n in (10, 12, 40):
             x = randn(n, 8)
-            torch.testing.assert_close(g(x, w), f(x, w), rtol=1e-4, atol=1e-4)
+            assert_values_equal(g(x, w), f(x, w), rtol=1e-4, atol=1e-4)
     assert len(built) == 1 and "s0 = arg1" in built[0]

@@ -12,6 +12,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import codegen
+from differential import assert_values_equal  # tests/differential.py: exact ints, dtype tolerances
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(),
                                 reason="needs a CUDA GPU (device tool: benchmarks/gpu/run_all.sh)")
@@ -49,7 +50,7 @@ def test_norms_match_eager(dtype, shape):
         return torch.softmax(x, -1), F.layer_norm(x, (shape[-1],), w, b), x.float().var(-1)
     c, gm = compiled(f, x, w, b)
     tol = 1e-4 if dtype == torch.float32 else 2e-2
-    torch.testing.assert_close(c(x, w, b), gm(x, w, b), rtol=tol, atol=tol)
+    assert_values_equal(c(x, w, b), gm(x, w, b), rtol=tol, atol=tol)
     assert c.kernel_count <= 4
 
 
@@ -57,7 +58,7 @@ def test_extern_matmul_and_fused_epilogue():
     x, w, b = (torch.randn(64, 128, device="cuda"), torch.randn(256, 128, device="cuda"),
                torch.randn(256, device="cuda"))
     c, gm = compiled(lambda x, w, b: F.gelu(F.linear(x, w, b)) * 2, x, w, b)
-    torch.testing.assert_close(c(x, w, b), gm(x, w, b), rtol=1e-3, atol=1e-3)
+    assert_values_equal(c(x, w, b), gm(x, w, b), rtol=1e-3, atol=1e-3)
     assert c.stats.externs == 1 and c.kernel_count == 1
 
 
@@ -71,7 +72,7 @@ def test_cudagraph_replay_matches_eager():
     c, gm = compiled(_tiny, x, y, cudagraphs=True)
     for _ in range(4):
         x, y = torch.randn(64, 64, device="cuda"), torch.randn(64, 64, device="cuda")
-        torch.testing.assert_close(c(x, y), gm(x, y))
+        assert_values_equal(c(x, y), gm(x, y))
     # fresh tensors each call: the in-place capture (first addresses) + the copied one
     assert c.cg_stats["captures"] == 2 and c.cg_stats["replays"] >= 3
 
@@ -83,7 +84,7 @@ def test_stale_output_is_never_overwritten():
     first = c(x)
     keep = first.clone()
     c(torch.randn(64, 64, device="cuda"))       # a later replay
-    torch.testing.assert_close(first, keep)
+    assert_values_equal(first, keep)
 
 
 def test_same_address_new_contents_and_address_change():
@@ -92,14 +93,14 @@ def test_same_address_new_contents_and_address_change():
     for _ in range(2):
         c(x)
     x.mul_(3)                                    # same address, new contents
-    torch.testing.assert_close(c(x), gm(x))
+    assert_values_equal(c(x), gm(x))
     assert c.cg_stats["input_copies"] == 0       # read in place, never copied
     z = torch.randn(32, 32, device="cuda")       # another address
-    torch.testing.assert_close(c(z), gm(z))
+    assert_values_equal(c(z), gm(z))
     assert c.cg_stats["input_copies"] == 1 and c.cg_stats["captures"] == 2
     x2 = torch.randn(32, 32, device="cuda")
-    torch.testing.assert_close(c(x2), gm(x2))
-    torch.testing.assert_close(c(x), gm(x))     # back at the first address: no copy
+    assert_values_equal(c(x2), gm(x2))
+    assert_values_equal(c(x), gm(x))     # back at the first address: no copy
     assert c.cg_stats["input_copies"] == 2
 
 
@@ -112,7 +113,7 @@ def test_parameters_in_place_and_input_mutation():
         for _ in range(3):
             c(x)
         m.weight.mul_(0.5)                       # parameter updated in place: seen by replay
-        torch.testing.assert_close(c(x), m(x))
+        assert_values_equal(c(x), m(x))
 
     def f(a, b):
         a.add_(b)
@@ -121,8 +122,8 @@ def test_parameters_in_place_and_input_mutation():
     c2, gm2 = compiled(f, a.clone(), b, cudagraphs=True)
     for _ in range(3):
         a1, a2 = a.clone(), a.clone()
-        torch.testing.assert_close(c2(a1, b), gm2(a2, b))
-        torch.testing.assert_close(a1, a2)       # the caller's tensor was written back
+        assert_values_equal(c2(a1, b), gm2(a2, b))
+        assert_values_equal(a1, a2)       # the caller's tensor was written back
 
 
 def test_uncapturable_graph_launches_plainly():
@@ -130,7 +131,7 @@ def test_uncapturable_graph_launches_plainly():
     c, gm = compiled(lambda x: torch.nonzero(x > 0).sum() + x.sum(), x, cudagraphs=True)
     before = codegen.counters["cudagraph_plain_launch"]
     for _ in range(3):
-        torch.testing.assert_close(c(x), gm(x))
+        assert_values_equal(c(x), gm(x))
     assert codegen.counters["cudagraph_plain_launch"] == before + 1
 
 
@@ -138,13 +139,13 @@ def test_index_out_of_range_never_reads_stray_memory():
     w = torch.randn(10, 4, device="cuda")
     idx = torch.tensor([1, 3, 9], device="cuda")
     c, gm = compiled(lambda i, w: F.embedding(i, w) * 2, idx, w)
-    torch.testing.assert_close(c(idx, w), gm(idx, w))
+    assert_values_equal(c(idx, w), gm(idx, w))
 
 
 def test_max_autotune_matches_eager():
     x = torch.randn(300, 5000, device="cuda")
     c, gm = compiled(lambda x: (torch.softmax(x, -1), torch.sigmoid(x) * 3), x, mode="max-autotune")
-    torch.testing.assert_close(c(x), gm(x), rtol=1e-4, atol=1e-4)
+    assert_values_equal(c(x), gm(x), rtol=1e-4, atol=1e-4)
     assert "triton.autotune" in c.kernel_source
 
 
@@ -159,7 +160,7 @@ def test_dynamic_dim_on_gpu():
     assert codegen.counters["cudagraph_plain_launch"] == plain + 1 and not hasattr(cg, "cg_stats")
     for n in (5, 9, 3000):
         x = torch.randn(n, 16, device="cuda")
-        torch.testing.assert_close(c(x, y), gm(x, y))
+        assert_values_equal(c(x, y), gm(x, y))
     assert codegen.counters["input_mismatch_calls"] == before
 
 
@@ -190,7 +191,7 @@ def test_direct_launch_reuses_the_compiled_kernel_only_where_triton_would():
     ls = _launchers(c)
     assert len(ls) == 1 and ls[0].fast == fast_launch_available(ls[0].fn)
     for a in (x[:4096], x[:4096], x[4:], x[1:4097], x[1:4097], x[:4096]):
-        torch.testing.assert_close(c(a, b), gm(a, b))    # x[1:]: misaligned, another kernel
+        assert_values_equal(c(a, b), gm(a, b))    # x[1:]: misaligned, another kernel
     if ls[0].fast:
         assert len(ls[0].compiled) == 2
 
@@ -200,7 +201,7 @@ def test_cudagraph_runner_picks_its_capture_with_the_entry_checks():
     c, gm = compiled(_tiny, x, y, cudagraphs=True)
     assert c.matches is not None               # no size symbols: one valid shape set
     for _ in range(3):
-        torch.testing.assert_close(c(x, y), gm(x, y))
+        assert_values_equal(c(x, y), gm(x, y))
     xd, yd = x.double(), y.double()            # fails the entry checks: runs eagerly
-    torch.testing.assert_close(c(xd, yd), gm(xd, yd))
+    assert_values_equal(c(xd, yd), gm(xd, yd))
     assert list(c.entries) == ["static"] and c.cg_stats["replays"] >= 1

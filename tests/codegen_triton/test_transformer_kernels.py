@@ -13,6 +13,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import codegen
+from differential import assert_values_equal  # tests/differential.py: exact ints, dtype tolerances
 
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
 
@@ -60,7 +61,7 @@ def test_layer_norm_through_a_view_is_one_kernel(backend, hidden):
     x, y = torch.randn(2, 16, hidden, device=DEV), torch.randn(2, 16, hidden, device=DEV)
     with torch.no_grad():
         c, _ = compiled(m, x, y, backend_kernels=backend)
-        torch.testing.assert_close(c(x, y), m(x, y), rtol=1e-4, atol=1e-4)
+        assert_values_equal(c(x, y), m(x, y), rtol=1e-4, atol=1e-4)
     assert c.kernel_count == 1            # statistics, normalize and the residual sum together
     assert extern_names(c) == ["mm"]
 
@@ -79,7 +80,7 @@ def test_layer_norm_view_split_is_still_correct():
     x = torch.randn(6, 32, device=DEV)
     with torch.no_grad():
         c, _ = compiled(m, x)
-        torch.testing.assert_close(c(x), m(x), rtol=1e-5, atol=1e-5)
+        assert_values_equal(c(x), m(x), rtol=1e-5, atol=1e-5)
 
 
 class Conv1D(nn.Module):
@@ -133,7 +134,7 @@ def test_attention_takes_strided_views_and_bias_goes_to_cublas():
     x = torch.randn(2, 16, 64, device=DEV)
     with torch.no_grad():
         c, _ = compiled(m, x)
-        torch.testing.assert_close(c(x), m(x), rtol=1e-4, atol=1e-4)
+        assert_values_equal(c(x), m(x), rtol=1e-4, atol=1e-4)
     # q, k, v are views of c_attn's biased product (bias added by the extern addmm); the
     # attention output's transpose back to (tokens, hidden) is a view into c_proj's matmul;
     # c_proj's bias fuses with the residual add, the one kernel
@@ -147,7 +148,7 @@ def test_mlp_bias_and_gelu_fuse_into_one_kernel():
     x = torch.randn(2, 16, 64, device=DEV) * 2
     with torch.no_grad():
         c, _ = compiled(m, x)
-        torch.testing.assert_close(c(x), m(x), rtol=1e-4, atol=1e-4)
+        assert_values_equal(c(x), m(x), rtol=1e-4, atol=1e-4)
     # every consumer of c_fc is a kernel: mm, then bias + GELU in one kernel (no
     # libdevice.pow); c_proj's product is the graph's output: its bias goes to the extern
     assert extern_names(c) == ["mm", "addmm"]
@@ -171,7 +172,7 @@ def test_bool_attention_mask_becomes_one_float_mask_for_all_layers():
     keep[:, 0] = True                      # every query attends to at least one key
     with torch.no_grad():
         c, _ = compiled(m, x, keep)
-        torch.testing.assert_close(c(x, keep), m(x, keep), rtol=1e-4, atol=1e-4)
+        assert_values_equal(c(x, keep), m(x, keep), rtol=1e-4, atol=1e-4)
     src = c.kernel_source
     assert src.count('float("-inf")') == 1      # one conversion kernel, shared by 3 layers
     masks = re.findall(r"attn_mask=(\w+)", wrapper(c))
@@ -189,7 +190,7 @@ def test_pow_by_small_constants_matches_eager(dtype):
                 torch.pow(x, 4))
     c, gm = compiled(f, x)
     tol = dict(rtol=1e-5, atol=1e-5) if dtype == torch.float32 else dict(rtol=2e-2, atol=2e-2)
-    torch.testing.assert_close(c(x), gm(x), equal_nan=True, **tol)
+    assert_values_equal(c(x), gm(x), **tol)
     assert c.kernel_source.count("libdevice.pow") == 2      # 2.5 and 4 only
 
 
@@ -200,7 +201,7 @@ def test_tensor_factories_need_no_extern():
     x = torch.randn(3, 8, device=DEV)
     c, gm = compiled(f, x)
     out, ref = c(x), gm(x)
-    torch.testing.assert_close(out, ref)
+    assert_values_equal(out, ref)
     assert out[1].shape == (0,) and out[1].dtype == x.dtype and out[1].device == x.device
     assert extern_names(c) == [] and c.stats.extern_nodes == 0
 
@@ -220,8 +221,8 @@ def test_pointwise_kernel_writes_in_place_into_a_dying_matmul_result():
     y0 = y.clone()
     c, _ = compiled(m, x, y)
     for _ in range(2):
-        torch.testing.assert_close(c(x, y), m(x, y), rtol=1e-4, atol=1e-4)
-    torch.testing.assert_close(y, y0, rtol=0, atol=0)
+        assert_values_equal(c(x, y), m(x, y), rtol=1e-4, atol=1e-4)
+    assert_values_equal(y, y0, rtol=0, atol=0)
     places = re.findall(r"(\w+) = (\w+)  # in place", wrapper(c))
     assert len(places) == 1, wrapper(c)
 
@@ -234,7 +235,7 @@ def test_attention_output_layout_is_the_devices_own():
     x = torch.randn(2, 16, 64, device=DEV)
     with torch.no_grad():
         c, _ = compiled(m, x)
-        torch.testing.assert_close(c(x), m(x), rtol=1e-4, atol=1e-4)
+        assert_values_equal(c(x), m(x), rtol=1e-4, atol=1e-4)
         q, k, v = m.attn.c_attn(x).split(64, dim=2)
         q, k, v = (t.view(2, 16, 4, -1).transpose(1, 2) for t in (q, k, v))
         real = F.scaled_dot_product_attention(q, k.contiguous(), v.contiguous(), is_causal=True)

@@ -8,6 +8,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import codegen
+from differential import assert_values_equal  # tests/differential.py: exact ints, dtype tolerances
 
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
 
@@ -31,7 +32,7 @@ def test_looped_reductions_match_eager():
         return (torch.softmax(x, -1), F.layer_norm(x, (20000,), w, b), x.var(-1),
                 x.argmax(-1), x.amin(-1), (x > 3).any(-1), (x * 1e-4 + 1).prod(-1))
     c, gm = compiled(f, x, w, b)
-    torch.testing.assert_close(c(x, w, b), gm(x, w, b), rtol=1e-4, atol=1e-4)
+    assert_values_equal(c(x, w, b), gm(x, w, b), rtol=1e-4, atol=1e-4)
     assert "for roff in range" in c.kernel_source
 
 
@@ -40,7 +41,7 @@ def test_nan_propagates_through_max_and_argmax():
     x[1, 7] = float("nan")
     x[2, 30:] = float("nan")
     c, gm = compiled(lambda x: (x.amax(-1), x.argmax(-1), x.argmin(-1), torch.maximum(x, -x)), x)
-    torch.testing.assert_close(c(x), gm(x), equal_nan=True)
+    assert_values_equal(c(x), gm(x))
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
@@ -53,7 +54,7 @@ def test_half_precision_with_fp32_accumulation(dtype):
     assert c.stats.extern_nodes == 0 and not c.stats.fallback
     out = c(x, w)
     assert all(o.dtype == dtype for o in out)
-    torch.testing.assert_close(out, gm(x, w), rtol=2e-2, atol=2e-2)
+    assert_values_equal(out, gm(x, w), rtol=2e-2, atol=2e-2)
 
 
 class Block(nn.Module):
@@ -71,7 +72,7 @@ def test_identical_kernels_are_printed_once():
     x = torch.randn(6, 32, device=DEV)
     with torch.no_grad():
         c, gm = compiled(torch.fx.symbolic_trace(m), x)
-        torch.testing.assert_close(c(x), m(x), rtol=1e-4, atol=1e-4)
+        assert_values_equal(c(x), m(x), rtol=1e-4, atol=1e-4)
     defs = c.kernel_source.count("@triton.jit") - 1          # minus the prod combine function
     assert c.kernel_count >= 4 and defs < c.kernel_count
 
@@ -91,7 +92,7 @@ def test_symbolic_sizes_use_int64_indices_and_one_kernel_serves_all():
     assert "to(tl.int64)" in c.kernel_source
     for n in (5, 9, 70):
         x = torch.randn(n, 16, device=DEV)
-        torch.testing.assert_close(c(x, y), gm(x, y))
+        assert_values_equal(c(x, y), gm(x, y))
 
 
 def test_other_device_or_layout_runs_eagerly():
@@ -100,7 +101,7 @@ def test_other_device_or_layout_runs_eagerly():
     before = codegen.counters["input_mismatch_calls"]
     xt = torch.randn(4, 4, device=DEV).t()
     with pytest.warns(UserWarning, match="differ"):
-        torch.testing.assert_close(c(xt), gm(xt))
+        assert_values_equal(c(xt), gm(xt))
     assert codegen.counters["input_mismatch_calls"] == before + 1
 
 
@@ -116,7 +117,7 @@ def test_transposed_reads_use_2d_tiles(shape):
     x = torch.randn(*shape, device=DEV)
     y = torch.randn(*shape[:-2], shape[-1], shape[-2], device=DEV)
     c, gm = compiled(lambda x, y: x.transpose(-1, -2) * 2 + y, x, y)
-    torch.testing.assert_close(c(x, y), gm(x, y))
+    assert_values_equal(c(x, y), gm(x, y))
     assert "yindex" in c.kernel_source and c.kernel_count == 1
 
 
@@ -129,7 +130,7 @@ def test_special_functions_at_special_values():
                 torch.expm1(x), torch.log1p(x.abs()), torch.round(x), torch.trunc(x),
                 torch.remainder(x, 1.5), torch.signbit(x))
     c, gm = compiled(f, x)
-    torch.testing.assert_close(c(x), gm(x), equal_nan=True, rtol=1e-5, atol=1e-6)
+    assert_values_equal(c(x), gm(x), rtol=1e-5, atol=1e-6)
 
 
 def test_graph_moving_a_tensor_to_another_device_runs_eagerly():
@@ -156,5 +157,5 @@ def test_matches_is_the_wrapper_entry_check():
     assert not matches(torch.randn(16, 8, device=DEV).t(), y)  # stride
     assert not matches(x, y.to("meta"))                       # device
     counted = codegen.counters["input_mismatch_calls"]
-    torch.testing.assert_close(c(x.double(), y), gm(x.double(), y))   # and runs eagerly
+    assert_values_equal(c(x.double(), y), gm(x.double(), y))   # and runs eagerly
     assert codegen.counters["input_mismatch_calls"] == counted + 1
