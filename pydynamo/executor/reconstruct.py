@@ -28,9 +28,11 @@ from pydynamo.executor.variables.containers import ConstDictVariable, ListVariab
 from pydynamo.executor.variables.tensor import TensorVariable
 from pydynamo.executor.variables.user_objects import UserDefinedObjectVariable
 from pydynamo.sources import Source, py_name
+from pydynamo.user_errors import place_graph_error
 
 _const_ids = itertools.count()
 OUT = "__pydynamo_out"
+PLACE_ERROR = "__pydynamo_place_error"
 
 
 def _new_object(cls, attrs, items=None):
@@ -207,7 +209,11 @@ def build_code(code: types.CodeType, cg: OutputCodegen, graph_call: str | None,
     if cg.nonlocals_declared:
         body.append("nonlocal " + ", ".join(sorted(cg.nonlocals_declared)))
     if graph_call is not None:
-        body.append(f"{OUT} = {graph_call}")
+        # an op that raises inside the graph raises eager's exception at the user's line of it
+        # (pydynamo/user_errors.py); a try costs nothing on 3.11+ until something raises
+        install(cg.frame_globals, PLACE_ERROR, place_graph_error)
+        body += ["try:", f"    {OUT} = {graph_call}", "except BaseException as __pydynamo_exc:",
+                 f"    {PLACE_ERROR}(__pydynamo_exc)", "    raise"]
     body += cg.lines + cg.cell_writes
     body.append(f"return {ret_expr}")
     # keep the original cell and free variables (the hook checks the layout): dead code that makes
