@@ -26,6 +26,7 @@ from codegen.ir import ArgRef, ComputedBuffer, ExternCall, InputBuffer
 from codegen.scalars import is_scalar_symbol
 from codegen.scheduler import FusedKernel, _argrefs, lifetimes
 from codegen.sizevars import pyexpr, static_int
+from pydynamo.user_errors import raise_at
 
 
 def _py(x) -> str:
@@ -469,18 +470,11 @@ def extern_error(exc, sources: Dict[int, str], replay=None):
 
 
 def _raise_at(exc, src: str):
-    """Raise `exc` from a frame at the user's file:line (`File "f.py", line 3, in fn`), so the
-    traceback shows the user's source line last, as an eager traceback would."""
-    import re
-    m = re.match(r'File "(.*)", line (\d+), in (.*)$', src)
-    if m is None:
-        exc.add_note(f"  {src}")
-        raise exc
-    filename, line, name = m.group(1), int(m.group(2)), m.group(3)
-    code = compile("\n" * (line - 1) + "raise __pydynamo_exc", filename, "exec")
-    if name.isidentifier():
-        code = code.replace(co_name=name)
-    exec(code, {"__pydynamo_exc": exc})
+    """Raise `exc` from a frame at the user's file:line (pydynamo/user_errors.py, shared with
+    the executor's graphs); a source that is no `File ...` line goes into a note."""
+    raise_at(exc, src)
+    exc.add_note(f"  {src}")
+    raise exc
 
 
 class ShapeMismatch(Exception):
