@@ -18,7 +18,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 import sympy
 import torch
 
-from codegen.ir import (ComputedBuffer, NotLowered, Reduction, TensorValue, body_cost,
+from codegen.ir import (NotLowered, Reduction, TensorValue, body_cost,
                         current, realize)
 from codegen.ops import ops
 from codegen.sizevars import (FloorDiv, ModIdx, _is_int_poly, contiguous_strides, equals,
@@ -812,9 +812,15 @@ def reshape(input, *shape):
     if isinstance(view, TensorValue):
         return view
     if view is False:
-        # eager's copy (the result views it, not the input); realize() of a buffer is itself
-        input = realize(TensorValue(old, input.dtype, input.loader, None, input.cost,
-                                    input.origins))
+        # eager's copy (the result views it, not the input), contiguous: the result is its
+        # view with contiguous strides (so views of the result fold to strides of the copy
+        # under symbolic sizes too, sharing it as eager's do)
+        copy = realize(TensorValue(old, input.dtype, input.loader, None, input.cost,
+                                   input.origins))
+        name, st = copy.buffer.name, contiguous_strides(new)
+        return TensorValue(list(new), input.dtype,
+                           lambda idx: ops.load(name, flat_index(idx, st, 0)), None,
+                           copy.cost, list(input.origins))
     groups = _reshape_groups(old, new)
 
     def index_map(idx):
@@ -835,19 +841,20 @@ def reshape(input, *shape):
 
 
 def _input_view(x: TensorValue, new):
-    """Eager's reshape of `x` where `x` is a strided view of a graph input, a constant or an
-    extern's result (which may itself be a view of an input): the view it returns (a TensorValue over the input with torch's strides, `view_strides`), or
-    False when that layout cannot give the new shape and eager reshapes a contiguous copy:
-    what the result aliases and what as_strided on it reads follow from that. None: not such
-    a view (a computed value: the index map reshapes it, nothing the caller holds shares its
-    memory). Symbolic layouts are decided on the example sizes, each relation the decision
-    used checked by the wrapper at every call."""
+    """Eager's reshape of `x` where `x` is a strided view of a buffer (a graph input, a
+    constant, an extern's result, which may itself be a view of an input, or a computed
+    buffer, which may be an output): the view it returns (a TensorValue over the buffer with
+    torch's strides, `view_strides`), or False when that layout cannot give the new shape and
+    eager reshapes a contiguous copy: what the result aliases and what as_strided on it reads
+    follow from that (a view of a copy never aliases another output). None: not such a view
+    (an unrealized value: the index map reshapes it, nothing shares its memory). Symbolic
+    layouts are decided on the example sizes, each relation the decision used checked by the
+    wrapper at every call."""
     from codegen.ir import strided_view_of
     if x.buffer is not None and x.buffer.layout.is_contiguous():
         return None
     ref = strided_view_of(x)
-    if ref is None or isinstance(ref.buffer, ComputedBuffer) or \
-            any(size_hint(e) == 0 for e in ref.size):
+    if ref is None or any(size_hint(e) == 0 for e in ref.size):
         return None
     st = view_strides(list(ref.size), list(ref.stride), list(new), _decided)
     if st is None:

@@ -205,7 +205,6 @@ def test_inplace_update_before_a_raising_index_select(dynamic):
 # F11 (sweep seed 2058; codegen, dynamic None and True): flatten of an expanded view must copy (as
 # eager's reshape does), so the returned value shares no storage with the other output; codegen
 # returned a view of the other output.
-@pytest.mark.xfail(strict=True, reason="F11: codegen returns flatten() of an expanded view of an output as a view of that output")
 @pytest.mark.parametrize("dynamic", [None, True])
 def test_flatten_of_expanded_view_does_not_alias_output(dynamic):
     def f(x):
@@ -214,6 +213,21 @@ def test_flatten_of_expanded_view_does_not_alias_output(dynamic):
         return {"r1": v5, "r2": v8.flatten(0)[0]}
     assert_same_as_eager(f, [lambda: (torch.randn(2, 4)[1:],), lambda: (torch.randn(3, 4)[2:],),
                              lambda: (torch.randn(2, 4)[1:],)], backend="codegen", dynamic=dynamic)
+
+
+# F11 variations: reshapes of views of an output, copying (a transposed or expanded layout:
+# the result shares nothing with the output, two views of one copy share it) or viewing (the
+# result is a view of the output); the Triton path.
+@pytest.mark.parametrize("backend", ["codegen", "triton"])
+@pytest.mark.parametrize("dynamic", [None, True])
+def test_reshape_of_view_of_output_copies_or_views_as_eager(dynamic, backend):
+    def f(x):
+        y = torch.softmax(x, 0) * x      # realized: the softmax's reduction
+        c = y.unsqueeze(0).expand(2, -1, -1).flatten(0, 1)
+        d = y.narrow(1, 1, y.shape[1] - 1).t().unsqueeze(0).expand(4, -1, -1).flatten(0)
+        return y, c[0], d[0], d[1:3], y.t().unsqueeze(0).reshape(y.shape[1], -1)
+    assert_same_as_eager(f, sizes(lambda n: (torch.randn(n + 1, 4)[1:],), 3, 2, 5),
+                         backend=backend, dynamic=dynamic)
 
 
 # F12 (sweep seed 1900; codegen, dynamic=True): an input with a storage offset clamped in place,
