@@ -654,8 +654,10 @@ class GraphLowering:
     def _view_of_written_input(self, n, v):
         """A returned view of an input written in place (`x.add_(1); return x[1:]`): eager's
         is a view of the input, which holds the new values once the wrapper's write-backs ran
-        (they precede the return). The view chain is lowered again over the input itself;
-        `v` (a view of the new values' computation) is kept where that is not possible."""
+        (they precede the return). The view chain is lowered again over the input itself, a
+        view op the lowerings cannot express (a diagonal of symbolic sizes) as its extern over
+        the input (a view, so it shows the write-backs too); `v` (a view of the new values'
+        computation) is kept where that is not possible."""
         chain = []
         while n.op in ("call_function", "call_method") and self.input_alias.get(n) is None:
             name = _canon_name(n)
@@ -675,8 +677,11 @@ class GraphLowering:
                 canon = canonicalize(node, self.gm, args, kwargs)
                 if canon is None or canon.inplace:
                     return v
-                env[node] = LOWERINGS[canon.name](*self._tensors_to_values(canon.args),
-                                                  **self._tensors_to_values(canon.kwargs))
+                try:
+                    env[node] = LOWERINGS[canon.name](*self._tensors_to_values(canon.args),
+                                                      **self._tensors_to_values(canon.kwargs))
+                except NotLowered:
+                    env[node] = self._extern_node(node, args, kwargs)
         except (NotLowered, TypeError, ValueError, IndexError, KeyError):
             return v
         out = env[chain[0]]
