@@ -117,9 +117,12 @@ def _tensors(v: Any, path: str, out: list, depth: int = 0) -> list:
     return out
 
 
-def tensor_diff(a: torch.Tensor, b: torch.Tensor, tol: Optional[tuple] = None) -> Optional[str]:
+def tensor_diff(a: torch.Tensor, b: torch.Tensor, tol: Optional[tuple] = None,
+                floor: Optional[tuple] = None) -> Optional[str]:
     """None when compiled `a` equals eager `b`: exact for integer/bool dtypes, else within the
-    dtype's tolerance or `tol` = (rtol, atol) (NaN == NaN, infinities must match)."""
+    dtype's tolerance or `tol` = (rtol, atol) (NaN == NaN, infinities must match). `floor`: the
+    loosest tolerance of the call's float inputs; a float64 output of a float32 computation
+    (`cat([exp(x32), y64])`) has float32 precision in eager too, so it is compared at that."""
     if type(a) is not type(b):
         return f"type {type(a).__name__} vs eager {type(b).__name__}"
     if a.dtype != b.dtype or a.shape != b.shape or a.device != b.device:
@@ -131,6 +134,8 @@ def tensor_diff(a: torch.Tensor, b: torch.Tensor, tol: Optional[tuple] = None) -
     a, b = a.detach(), b.detach()
     if a.dtype.is_floating_point or a.dtype.is_complex:
         rtol, atol = tol or TOLERANCES.get(a.dtype, (1e-4, 1e-5))
+        if tol is None and floor is not None:
+            rtol, atol = max(rtol, floor[0]), max(atol, floor[1])
         if torch.allclose(a, b, rtol=rtol, atol=atol, equal_nan=True):
             return None
         with torch.no_grad():
@@ -157,13 +162,14 @@ def _at(t: torch.Tensor, mask: torch.Tensor):
     return t[i].item() if t.dim() else t.item()
 
 
-def value_diff(a: Any, b: Any, path: str, tol: Optional[tuple] = None) -> list:
+def value_diff(a: Any, b: Any, path: str, tol: Optional[tuple] = None,
+               floor: Optional[tuple] = None) -> list:
     """Every difference between compiled value `a` and eager value `b` (recursive). `tol` =
     (rtol, atol) overrides the float tolerances; integers and bools always compare exactly."""
     if isinstance(b, torch.Tensor) or isinstance(a, torch.Tensor):
         if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
             return [f"{path}: {_short(a)} vs eager {_short(b)}"]
-        d = tensor_diff(a, b, tol)
+        d = tensor_diff(a, b, tol, floor)
         return [f"{path}: {d}"] if d else []
     if type(a) is not type(b):
         return [f"{path}: type {type(a).__name__} ({_short(a)}) vs eager {type(b).__name__} ({_short(b)})"]
@@ -173,15 +179,15 @@ def value_diff(a: Any, b: Any, path: str, tol: Optional[tuple] = None) -> list:
             return []
         return [f"{path}: {a!r} vs eager {b!r}"]
     if isinstance(b, tuple) and hasattr(b, "_fields"):
-        return [d for i, (x, y) in enumerate(zip(a, b)) for d in value_diff(x, y, f"{path}.{b._fields[i]}", tol)]
+        return [d for i, (x, y) in enumerate(zip(a, b)) for d in value_diff(x, y, f"{path}.{b._fields[i]}", tol, floor)]
     if isinstance(b, (list, tuple)):
         if len(a) != len(b):
             return [f"{path}: length {len(a)} vs eager {len(b)}"]
-        return [d for i, (x, y) in enumerate(zip(a, b)) for d in value_diff(x, y, f"{path}[{i}]", tol)]
+        return [d for i, (x, y) in enumerate(zip(a, b)) for d in value_diff(x, y, f"{path}[{i}]", tol, floor)]
     if isinstance(b, dict):
         if list(a) != list(b):
             return [f"{path}: keys {list(a)} vs eager {list(b)}"]
-        return [d for k in b for d in value_diff(a[k], b[k], f"{path}[{k!r}]", tol)]
+        return [d for k in b for d in value_diff(a[k], b[k], f"{path}[{k!r}]", tol, floor)]
     if isinstance(b, torch.nn.Module):
         return []   # compared through its state (module_diff)
     if b is None or isinstance(b, (bool, int, str, bytes, complex, torch.Size, torch.dtype, torch.device)):
@@ -250,6 +256,12 @@ def _significant_strides(t: torch.Tensor) -> tuple:
     return tuple(st for st, sz in zip(t.stride(), t.shape) if sz != 1)
 
 
+def precision_floor(inputs: Any) -> Optional[tuple]:
+    """The loosest float tolerance among the tensors in `inputs` (None: no float tensor)."""
+    tols = [TOLERANCES[t.dtype] for _, t in _tensors(inputs, "in", []) if t.dtype in TOLERANCES]
+    return (max(r for r, _ in tols), max(a for _, a in tols)) if tols else None
+
+
 def compare_call(c: CallRecord, e: CallRecord, i: int, res: Result) -> None:
     """Append every difference of the compiled call `c` from the eager call `e` to res.problems."""
     add = lambda kind, text: res.problems.append((kind, i, text))  # noqa: E731
@@ -272,7 +284,7 @@ def compare_call(c: CallRecord, e: CallRecord, i: int, res: Result) -> None:
         add("wrong", "after the call, " + d)
     if e.exc is not None:
         return
-    for d in value_diff(c.out, e.out, "out"):
+    for d in value_diff(c.out, e.out, "out", floor=precision_floor((e.inputs, es))):
         add("wrong", d)
     crel, cid = alias_relations(c.out, c.inputs)
     erel, eid = alias_relations(e.out, e.inputs)
