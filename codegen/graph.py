@@ -607,7 +607,10 @@ class GraphLowering:
         return int(e) if e.is_Integer else e
 
     def output(self, node):
-        seen, done = set(), {}
+        # seen: buffer name -> the node whose eager tensor that buffer is (its owner); a
+        # returned view hands out its base's buffer under the base's name, so a new tensor
+        # returned in any order after it is that buffer only if it is the base itself
+        seen, done = {}, {}
 
         def finalize(n):
             if n in done:          # the same node twice: the same tensor twice, as in eager
@@ -637,10 +640,10 @@ class GraphLowering:
                 # eager copies unless the input already has the layout asked for
                 v, aliasing = TensorValue(list(v.size), v.dtype, v.loader, None, v.cost), False
             if not aliasing:
-                ref = self._output_in_eager_order(v, self._meta(n), seen)
+                ref = self._output_in_eager_order(v, self._meta(n), seen, n)
                 if ref is not None:
                     return ref
-            return self._fresh_output(v, aliasing, seen)
+            return self._fresh_output(v, aliasing, seen, self._view_base(n, v) if aliasing else n)
         self.outputs = torch.fx.node.map_arg(node.args[0], finalize)
         for m in self.mutations.values():
             m.value = self.to_arg(m.value)
@@ -649,7 +652,7 @@ class GraphLowering:
     def _nested_output(self, v, seen):
         if isinstance(v, (list, tuple)):
             return type(v)(self._nested_output(x, seen) for x in v)
-        return self._fresh_output(v, False, seen)
+        return self._fresh_output(v, False, seen, None)
 
     def _view_of_written_input(self, n, v):
         """A returned view of an input written in place (`x.add_(1); return x[1:]`): eager's
@@ -754,7 +757,23 @@ class GraphLowering:
             n = src
         return True
 
-    def _output_in_eager_order(self, v, meta, seen) -> Optional[ArgRef]:
+    def _view_base(self, n, v):
+        """The node whose eager tensor a returned view `n` (value `v`) shares memory with:
+        the deepest node down its chain of view ops whose value is `v`'s buffer (`v[0]` of a
+        realized `v`: `v`), else `n` itself (a buffer no other node's value is)."""
+        ref = strided_view_of(v) if isinstance(v, TensorValue) else None
+        owner = n
+        while ref is not None and n.op in ("call_function", "call_method"):
+            val = self.env.get(n)
+            if isinstance(val, TensorValue) and val.buffer is ref.buffer:
+                owner = n
+            if _canon_name(n) not in VIEW_OPS or not n.args or \
+                    not isinstance(n.args[0], torch.fx.Node):
+                break
+            n = n.args[0]
+        return owner
+
+    def _output_in_eager_order(self, v, meta, seen, owner) -> Optional[ArgRef]:
         """A new output tensor in eager's memory order. Eager gives the result of a pointwise
         op the dim order of its input (a transposed or channels_last input gives a transposed
         or channels_last result: TensorIterator's rule, which the tracer's meta tensor
@@ -774,19 +793,23 @@ class GraphLowering:
         out = [None] * v.ndim
         for d, st in zip(order, buf.layout.stride):
             out[d] = st
-        seen.add(buf.name)
+        seen[buf.name] = owner
         return ArgRef(buf, tuple(v.size), tuple(out), sympy.Integer(0))
 
-    def _fresh_output(self, v, aliasing, seen):
-        """Outputs of non-view ops must be new tensors, as in eager."""
+    def _fresh_output(self, v, aliasing, seen, owner):
+        """Outputs of non-view ops must be new tensors, as in eager: a new tensor (`owner`
+        its node, None: a list element) gets a buffer already handed out only when that
+        buffer is its own (claimed by a returned view of it, `return v[0], v`)."""
         if not isinstance(v, TensorValue):
             return v
         ref = self.to_arg(v)
-        if not aliasing and (not isinstance(ref.buffer, ComputedBuffer) or ref.buffer.name in seen):
-            if not isinstance(ref.buffer, ExternBuffer) or ref.buffer.name in seen:
+        name = ref.buffer.name
+        taken = name in seen and (owner is None or seen[name] is not owner)
+        if not aliasing and (not isinstance(ref.buffer, ComputedBuffer) or taken):
+            if not isinstance(ref.buffer, ExternBuffer) or taken:
                 copy = TensorValue(list(v.size), v.dtype, v.loader, None, v.cost)
                 ref = self.to_arg(realize(copy))
-        seen.add(ref.buffer.name)
+        seen.setdefault(ref.buffer.name, owner)
         return ref
 
     # ------------------------------------------------------------ helpers

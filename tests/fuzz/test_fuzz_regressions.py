@@ -241,14 +241,49 @@ def test_diagonal_of_mutated_offset_input_aliases_it_dynamic():
 
 # F13 (triton sweep seed 3142, codegen too, dynamic None and True): an intermediate returned
 # after a view of it (v[0] before v): eager's out[0] is a view of out[1]; compiled, a separate
-# buffer (F5's fix covers a view returned after its base).
-@pytest.mark.xfail(strict=True, reason="F13: a view returned before its returned base is a separate buffer")
+# buffer (F5's fix covers a view returned after its base). The output pass recorded a buffer
+# handed out by a view as taken, so the base returned later was copied; each handed-out
+# buffer now records the node whose tensor it is (graph.output, _view_base).
 @pytest.mark.parametrize("backend", ["codegen", "triton"])
-def test_view_returned_before_its_returned_base_shares_storage(backend):
+@pytest.mark.parametrize("dynamic", [None, True])
+def test_view_returned_before_its_returned_base_shares_storage(dynamic, backend):
     def f(x):
         v = x * 5
         return v[0], v.unsqueeze(0).expand(3, 5, 5)[1:].transpose(1, 0), v
-    assert_same_as_eager(f, [lambda: (torch.randn(5, 5),)] * 2, backend=backend, dynamic=None)
+    assert_same_as_eager(f, [lambda: (torch.randn(5, 5),)] * 2, backend=backend, dynamic=dynamic)
+
+
+# F13 variations: views before and after their base in mixed order, two bases, a base
+# returned twice, a view of a view, a copy of the base (clone: a new tensor, never the
+# base's buffer) returned beside views of the base.
+@pytest.mark.parametrize("backend", ["codegen", "triton"])
+@pytest.mark.parametrize("dynamic", [None, True])
+@pytest.mark.parametrize("case", ["mixed", "two_bases", "base_twice", "view_of_view", "clone"])
+def test_views_and_their_returned_base_in_any_order_share_storage(case, dynamic, backend):
+    def mixed(x):
+        v = x.sin() + 1
+        return v[1:], v.t(), v, v[0], v.flatten()
+
+    def two_bases(x):
+        v, w = x * 2, x - 1
+        return w[0], v.t(), w, v, v[1:]
+
+    def base_twice(x):
+        v = x * 3
+        return v[:, 1], v, v, v.unsqueeze(0)
+
+    def view_of_view(x):
+        v = x + x
+        a = v[1:]
+        return a[:, 0], a, v, a.t()[0]
+
+    def clone(x):
+        v = x * 5
+        return v[0], v.clone(), v, v.t()
+    f = {"mixed": mixed, "two_bases": two_bases, "base_twice": base_twice,
+         "view_of_view": view_of_view, "clone": clone}[case]
+    assert_same_as_eager(f, sizes(lambda n: (torch.randn(n, 4),), 5, 3, 6), backend=backend,
+                         dynamic=dynamic)
 
 
 # F14 (triton sweep seed 3157, codegen too): a float32 exp promoted into a float64 output (cat
