@@ -23,7 +23,7 @@ import sympy
 import torch
 
 from codegen.ir import Reduction
-from codegen.ops import HandlerBase, set_handler
+from codegen.ops import HandlerBase, index_error_code, set_handler
 from codegen.scalars import SpecializeFloats, has_scalar, is_scalar_symbol, scalar_name
 from codegen.scheduler import FusedKernel, _same
 from codegen.sizevars import (cexpr, contiguous_strides, flat_index, loop_vars, product,
@@ -458,7 +458,8 @@ class CppKernelPrinter(HandlerBase):
         sz = self.idx(size)
         self.line(f"int64_t {name} = static_cast<int64_t>({value});")
         self.line(f"if ({name} < 0) {name} += {sz};")
-        self.line(f"if ({name} < 0 || {name} >= {sz}) {{ pd_err = 1; {name} = 0; }}")
+        self.line(f"if ({name} < 0 || {name} >= {sz}) "
+                  f"{{ pd_err = {index_error_code(check)}; {name} = 0; }}")
         s = sym(name)
         self.ranges[s] = size
         return s

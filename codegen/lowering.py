@@ -20,7 +20,7 @@ import torch
 
 from codegen.ir import (NotLowered, Reduction, TensorValue, body_cost,
                         current, realize)
-from codegen.ops import ops
+from codegen.ops import ERR_INDEX, ERR_INDEX_IN_SELF, ops
 from codegen.sizevars import (FloorDiv, ModIdx, _is_int_poly, contiguous_strides, equals,
                               flat_index, product)
 from codegen.symbolic import same_size, size_hint, size_is_one
@@ -1462,10 +1462,11 @@ def zero(input):
 # ------------------------------------------------------------------ indexing with tensors
 
 
-def _indirect(index_tv: TensorValue, size):
+def _indirect(index_tv: TensorValue, size, code=ERR_INDEX):
     """The index loader of gather / index_select / embedding. Unlike Python-style indexing,
     these ops refuse a negative index (eager raises), so a negative value is mapped to `size`:
-    out of range, which the kernel flags, instead of counting back from the end."""
+    out of range, which the kernel flags with `code` (the op family's error, codegen/ops.py),
+    instead of counting back from the end."""
     if index_tv.dtype not in (torch.int64, torch.int32):
         raise NotLowered("index dtype")
 
@@ -1473,7 +1474,7 @@ def _indirect(index_tv: TensorValue, size):
         v = index_tv.loader(idx)
         zero = ops.constant(0, index_tv.dtype)
         past = ops.index_expr(sympy.sympify(size), index_tv.dtype)
-        return ops.indirect_indexing(ops.where(ops.lt(v, zero), past, v), size)
+        return ops.indirect_indexing(ops.where(ops.lt(v, zero), past, v), size, code)
     return load
 
 
@@ -1484,7 +1485,7 @@ def index_select(input, dim, index):
         raise NotLowered("index_select index ndim")
     if index.ndim == 0:
         index = unsqueeze(index, 0)
-    ind = _indirect(index, input.size[d])
+    ind = _indirect(index, input.size[d], ERR_INDEX_IN_SELF)
     size = list(input.size)
     size[d] = index.size[0]
 
@@ -1502,7 +1503,7 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
         raise NotLowered("embedding max_norm")
     if not is_tensor(input) or weight.ndim != 2:
         raise NotLowered("embedding args")
-    ind = _indirect(input, weight.size[0])
+    ind = _indirect(input, weight.size[0], ERR_INDEX_IN_SELF)
     nd = input.ndim
 
     def loader(idx):

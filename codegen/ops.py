@@ -11,7 +11,11 @@ Vocabulary (the contract a printer implements):
   constant(value, dtype)  index_expr(expr, dtype)  to_dtype(x, dtype)
   scalar(name, dtype)   a runtime float input (codegen/scalars.py, a kernel argument) as
                         `dtype`, converted the way eager converts a Python scalar operand
-  indirect_indexing(value, size) -> sympy symbol usable inside later indices
+  indirect_indexing(value, size, check) -> sympy symbol usable inside later indices; a
+                        value out of [0, size) after wrapping flags error code `check`
+                        (ERR_INDEX / ERR_INDEX_IN_SELF below: which family of op indexed, so
+                        the wrapper raises that op's exception even where a kernel fuses
+                        several indexing ops; True means ERR_INDEX)
   every name in POINTWISE_OPS below, with the arity given there.
 Operands of binary ops always share one dtype (lowering inserts casts); comparison and logical
 ops return bool.
@@ -26,6 +30,17 @@ from typing import Any, List, Set, Tuple
 import sympy
 
 from codegen.sizevars import sym
+
+# Error codes a kernel flags (codegen/wrapper.py kernel_error turns them into eager's
+# exception): an out-of-range index of a gather/scatter-family op (eager: RuntimeError), a zero
+# integer divisor, an out-of-range index of index_select/embedding (eager: IndexError "index out
+# of range in self").
+ERR_INDEX, ERR_ZERO_DIV, ERR_INDEX_IN_SELF = 1, 2, 3
+
+
+def index_error_code(check) -> int:
+    """The code an indirect_indexing(..., check) flags for an out-of-range value."""
+    return ERR_INDEX if check is True else int(check)
 
 # name -> arity. Semantics follow the eager torch op of the same name (NaN-propagating
 # maximum/minimum, Python-style floor/remainder for floats, C-style for ints only where the

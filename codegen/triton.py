@@ -34,7 +34,7 @@ import sympy
 import torch
 
 from codegen.ir import Reduction
-from codegen.ops import HandlerBase, set_handler
+from codegen.ops import HandlerBase, index_error_code, set_handler
 from codegen.scalars import SpecializeFloats, has_scalar, is_scalar_symbol, scalar_name
 from codegen.scheduler import FusedKernel
 from codegen.sizevars import (FloorDiv, ModIdx, contiguous_strides, flat_index, product,
@@ -338,14 +338,14 @@ class TritonKernelPrinter(HandlerBase):
         self.line(f"{name} = tl.where({name} < 0, {name} + {sz}, {name})")
         # out of range (still negative after wrapping, or past the end): flag it (the wrapper
         # raises) and read element 0, never stray memory
-        self._flag(f"(({name} < 0) | ({name} >= {sz}))", 1, name)
+        self._flag(f"(({name} < 0) | ({name} >= {sz}))", index_error_code(check), name)
         self.line(f"{name} = tl.where(({name} < 0) | ({name} >= {sz}), 0, {name})")
         s = sym(name)
         self.ranges[s] = size
         return s
 
     def _flag(self, cond, code, like):
-        """Record error `code` (1 bad index, 2 zero divisor) where `cond` holds in a live lane;
+        """Record error `code` (codegen/ops.py ERR_*) where `cond` holds in a live lane;
         the pointer is widened to the condition's block so the mask always fits it."""
         self.uses_err = True
         text = (f"tl.store(pd_err + 0 * {like} + 0 * {self.mask}.to(tl.int32), {code}, "

@@ -23,6 +23,7 @@ import torch
 
 from codegen.graph import may_alias
 from codegen.ir import ArgRef, ComputedBuffer, ExternCall, InputBuffer
+from codegen.ops import ERR_INDEX_IN_SELF, ERR_ZERO_DIV
 from codegen.scalars import is_scalar_symbol
 from codegen.scheduler import FusedKernel, _argrefs, lifetimes
 from codegen.sizevars import pyexpr, static_int
@@ -400,15 +401,20 @@ def kernel_error(code: int, where):
     would; a note names the compiled kernel."""
     site = where if isinstance(where, KernelSite) else None
     node = None
-    if code == 2:
+    if code == ERR_ZERO_DIV:
         exc = RuntimeError("ZeroDivisionError")
         if site is not None:
             node = next((n for n in site.nodes if n[1] in ("floor_divide", "remainder", "fmod",
                                                          "div", "floordiv", "mod")), None)
     else:
+        # the code names the family of the op whose index was out of range (a kernel may fuse
+        # a gather and an index_select): the first fused op of that family flagged it
+        want = "in self" if code == ERR_INDEX_IN_SELF else RuntimeError
         if site is not None:
-            node = next((n for n in site.nodes if n[1] in _INDEX_ERRORS), None)
+            node = next((n for n in site.nodes if _INDEX_ERRORS.get(n[1]) == want), None)
         kind = _INDEX_ERRORS.get(node[1]) if node is not None else None
+        if node is None and code == ERR_INDEX_IN_SELF:
+            kind = "in self"
         if kind == "in self":
             exc = IndexError("index out of range in self")
         else:

@@ -44,6 +44,11 @@ def embedding_fn(w, i):
     return F.embedding(i, w) * 2                       # LINE: embedding
 
 
+def gather_then_index_select_fn(x, i, j):
+    y = torch.gather(x, 1, i % x.shape[1])             # always in range
+    return y.index_select(0, j)                        # LINE: gather_then_index_select
+
+
 def floordiv_fn(a, b):
     return (a + 1) // b                                # LINE: floordiv
 
@@ -62,6 +67,11 @@ CASES = [
     ("index_select", index_select_fn, lambda: (torch.randn(3, 4), torch.tensor([0, 5])),
      IndexError, "index out of range in self"),
     ("embedding", embedding_fn, lambda: (torch.randn(3, 4), torch.tensor([[0, 3]])),
+     IndexError, "index out of range in self"),
+    # fuzz seed 3688: a kernel fusing a gather (in range) and an index_select (out of range)
+    # raised the gather's RuntimeError: the kernel's code names the family that failed
+    ("gather_then_index_select", gather_then_index_select_fn,
+     lambda: (torch.randn(5, 4), torch.randint(0, 9, (5, 3)), torch.tensor([0, 7, 1])),
      IndexError, "index out of range in self"),
     ("floordiv", floordiv_fn, lambda: (torch.arange(4), torch.tensor([1, 0, 2, 1])),
      RuntimeError, "ZeroDivisionError"),
