@@ -383,7 +383,10 @@ class Gen:
                                "torch.rsqrt({}.abs() + 1)", "F.gelu({})", "F.silu({})", "-{}", "{}.neg()",
                                "torch.floor({} * 4)", "{}.clamp(-0.5, 0.5)", "{}.sign()", "{}.square()",
                                "torch.reciprocal({}.abs() + 1)", "F.hardswish({})", "F.leaky_relu({}, 0.2)",
-                               "F.elu({})", "torch.erf({})", "{}.round()", "torch.nan_to_num({} / 0)"])
+                               "F.elu({})", "torch.erf({})", "{}.round()",
+                               # finite replacements: +-float32 max (the default) overflows any
+                               # sum, whose inf/-inf/nan then depends on eager's summation order
+                               "torch.nan_to_num({} / 0, posinf=1e4, neginf=-1e4)"])
             self.add(e.format(a.name), a.shape, "f")
         elif a.dtype == "i":
             e = self.r.choice(["{}.abs()", "-{}", "{} * 3", "{} // 2", "{} % 3", "torch.clamp({}, min=2)",
