@@ -636,8 +636,9 @@ class GraphLowering:
                     raise EagerFallback(f"output {n.name}: a view whose strides the "
                                         f"lowering cannot derive")
                 aliasing = False     # a new tensor either way (a cast, a copying reshape)
-            if _canon_name(n) == "contiguous" and self._needs_copy(v, self._meta(n)):
-                # eager copies unless the input already has the layout asked for
+            if aliasing and self._copy_in_chain(n, node) and isinstance(v, TensorValue):
+                # eager copies unless the input already has the layout asked for: the
+                # result (or a view of that copy) is a new tensor, never the input's buffer
                 v, aliasing = TensorValue(list(v.size), v.dtype, v.loader, None, v.cost), False
             if not aliasing:
                 ref = self._output_in_eager_order(v, self._meta(n), seen, n)
@@ -694,11 +695,40 @@ class GraphLowering:
             return v
         return out
 
-    def _needs_copy(self, v, meta) -> bool:
-        """Is eager's `contiguous(...)` of `v` a new tensor? It returns its input itself when
-        that already has the asked-for layout (the tracer's strides, else contiguous)."""
+    def _copy_in_chain(self, n, output_node) -> bool:
+        """Is eager's value of the returned view `n` a `contiguous()` that copies, or a view
+        of one (`x.contiguous().view(-1)`), reached through view ops? Then it shares memory
+        with nothing below that copy. A copy another output also holds (the copy itself, or
+        a view between it and `n`) would have to be shared: the graph runs eagerly."""
+        chain = []
+        while n.op in ("call_function", "call_method") and n.args and \
+                isinstance(n.args[0], torch.fx.Node) and _canon_name(n) in VIEW_OPS:
+            chain.append(n)
+            if _canon_name(n) == "contiguous" and self._needs_copy(n, self.env.get(n)):
+                others = [m for m in _flat(torch.fx.node.map_arg(output_node.args[0],
+                                                                 lambda m: m))
+                          if isinstance(m, torch.fx.Node)]
+                if any(m in others for m in chain[1:]):
+                    raise EagerFallback(f"output {chain[0].name}: a view of a copy "
+                                        f"{n.name} another output holds")
+                return True
+            n = n.args[0]
+        return False
+
+    def _needs_copy(self, n, v) -> bool:
+        """Is eager's `contiguous(...)` (node `n`, value `v`) a new tensor? Eager returns its
+        input itself when that already has the asked-for layout (the tracer's strides,
+        else contiguous): it copies when eager's input has other strides (the input's
+        meta), and here the value is a new tensor too when the lowered input lacks them."""
         if not isinstance(v, TensorValue):
             return False
+        meta, src = self._meta(n), self._meta(n.args[0])
+        if _is_tensor_meta(meta) and _is_tensor_meta(src):
+            want = meta.stride() if callable(meta.stride) else meta.stride
+            have = src.stride() if callable(src.stride) else src.stride
+            if any(self.hint(a) != self.hint(b) for a, b, d in zip(have, want, meta.shape)
+                   if self.hint(d) != 1):
+                return True
         ref = strided_view_of(v)
         if ref is None:
             return True
@@ -750,7 +780,7 @@ class GraphLowering:
             if src is None:
                 return True
             out, inp = self.env.get(n), self.env.get(src)
-            if name == "contiguous" and self._needs_copy(out, self._meta(n)) or \
+            if name == "contiguous" and self._needs_copy(n, out) or \
                     isinstance(out, TensorValue) and isinstance(inp, TensorValue) and \
                     out.dtype != inp.dtype:
                 return False
