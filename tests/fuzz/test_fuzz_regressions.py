@@ -314,6 +314,26 @@ def test_view_chain_through_diagonal_of_mutated_input_aliases_it(dynamic, backen
                          backend=backend, dynamic=dynamic)
 
 
+# Seed 4464 (device sweep): `torch.nan_to_num(x / 0)[:, :, ::2].mean()` gave inf under codegen
+# where eager gave nan. Not a lowering bug: nan_to_num maps +-inf to +-float32 max and the sum of
+# those overflows, so the result (inf, -inf or nan) depends on the summation order; eager itself
+# gives nan for the strided view and inf for its .contiguous() copy (seed 44640001). The generator
+# now replaces infinities with finite values (program_gen.op_unary); what stays checked: the
+# elementwise nan_to_num of +-inf/nan is eager's exactly, and its reduction without overflow.
+@pytest.mark.parametrize("backend", ["codegen", "triton"])
+@pytest.mark.parametrize("dynamic", [None, True])
+def test_nan_to_num_of_division_by_zero_then_mean_matches_eager(dynamic, backend):
+    def f(x):
+        v = torch.nan_to_num(x / 0)
+        w = torch.nan_to_num(x / 0, posinf=1e4, neginf=-1e4)[:, :, ::2]
+        return v, w.mean(), v[:, :, ::2].amax()
+    def make(n):
+        x = torch.randn(6, n, n)
+        x[0, 0, 0] = 0.0                  # 0 / 0: nan, mapped to 0
+        return (x,)
+    assert_same_as_eager(f, sizes(make, 3, 2, 9), backend=backend, dynamic=dynamic)
+
+
 # Seed 4089 (device sweep, codegen, dynamic None and True): `v1.contiguous().view(-1)` of a
 # non-contiguous intermediate (eager: a copy) returned beside v1 came back as a view of v1's
 # buffer (realized contiguous here), so the two outputs shared storage where eager's do not.
