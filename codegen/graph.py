@@ -48,6 +48,11 @@ VIEW_OPS = {"reshape", "view", "flatten", "unflatten", "view_as", "reshape_as", 
             "positive", "resolve_conj", "resolve_neg", "dropout", "diagonal", "conj",
             "broadcast_tensors", "meshgrid", "unsafe_chunk", "unsafe_split", "sum_to_size"}
 
+# what a lowering raises for an op it cannot express (a symbolic count, an unsupported
+# argument): the op then runs as an extern
+_LOWERING_ERRORS = (NotLowered, TypeError, ValueError, IndexError, KeyError, NotImplementedError,
+                    AttributeError, ZeroDivisionError, RuntimeError)
+
 
 @dataclass
 class Mutation:
@@ -479,8 +484,7 @@ class GraphLowering:
                     result = realize(result)
                 self.stats.native += 1
                 return self._finish(node, canon, result)
-        except (NotLowered, TypeError, ValueError, IndexError, KeyError, NotImplementedError,
-                AttributeError, ZeroDivisionError, RuntimeError) as e:
+        except _LOWERING_ERRORS as e:
             reason = f"{type(e).__name__}: {e}"
         else:
             reason = "no lowering"
@@ -666,8 +670,11 @@ class GraphLowering:
         while n.op in ("call_function", "call_method") and self.input_alias.get(n) is None:
             name = _canon_name(n)
             if name not in VIEW_OPS or name == "contiguous" or not n.args or \
-                    not isinstance(n.args[0], torch.fx.Node):
-                return v
+                    not isinstance(n.args[0], torch.fx.Node) or \
+                    name == "getitem" and any(isinstance(a, torch.fx.Node) and
+                                              _is_tensor_meta(self._meta(a))
+                                              for a in _flat(n.args[1:])):
+                return v     # (a tensor index: advanced indexing, a copy)
             chain.append(n)
             n = n.args[0]
         pos = self.input_alias.get(n)
@@ -684,7 +691,7 @@ class GraphLowering:
                 try:
                     env[node] = LOWERINGS[canon.name](*self._tensors_to_values(canon.args),
                                                       **self._tensors_to_values(canon.kwargs))
-                except NotLowered:
+                except _LOWERING_ERRORS:     # as call(): an unbind of a symbolic size
                     env[node] = self._extern_node(node, args, kwargs)
         except (NotLowered, TypeError, ValueError, IndexError, KeyError):
             return v
