@@ -630,8 +630,8 @@ class GraphLowering:
             if isinstance(v, (list, tuple)):
                 return self._nested_output(v, seen)
             aliasing = may_alias(n)
-            if aliasing:
-                v = self._view_of_written_input(n, v)
+            w = self._view_of_written_input(n, v) if aliasing else v
+            of_input, v = w is not v, w     # lowered again over a base: no copy on its chain
             if aliasing and isinstance(v, TensorValue) and v.buffer is None and \
                     strided_view_of(v) is None:
                 if _eager_view(self._meta(n)) and self._reads_visible(n, v, node):
@@ -640,7 +640,8 @@ class GraphLowering:
                     raise EagerFallback(f"output {n.name}: a view whose strides the "
                                         f"lowering cannot derive")
                 aliasing = False     # a new tensor either way (a cast, a copying reshape)
-            if aliasing and self._copy_in_chain(n, node) and isinstance(v, TensorValue):
+            if aliasing and not of_input and self._copy_in_chain(n, node) and \
+                    isinstance(v, TensorValue):
                 # eager copies unless the input already has the layout asked for: the
                 # result (or a view of that copy) is a new tensor, never the input's buffer
                 v, aliasing = TensorValue(list(v.size), v.dtype, v.loader, None, v.cost), False
@@ -669,8 +670,9 @@ class GraphLowering:
         chain = []
         while n.op in ("call_function", "call_method") and self.input_alias.get(n) is None:
             name = _canon_name(n)
-            if name not in VIEW_OPS or name == "contiguous" or not n.args or \
+            if name not in VIEW_OPS or not n.args or \
                     not isinstance(n.args[0], torch.fx.Node) or \
+                    name == "contiguous" and not self._same_eager_strides(n, n.args[0]) or \
                     name == "getitem" and any(isinstance(a, torch.fx.Node) and
                                               _is_tensor_meta(self._meta(a))
                                               for a in _flat(n.args[1:])):
@@ -701,6 +703,18 @@ class GraphLowering:
                 strided_view_of(out) is None:
             return v
         return out
+
+    def _same_eager_strides(self, a, b) -> bool:
+        """Do eager's tensors of nodes `a` and `b` (the tracer's metadata) have the same
+        strides in every dim above size 1 (a `contiguous()` that returns its input itself)?
+        Unknown metadata: no."""
+        ma, mb = self._meta(a), self._meta(b)
+        if not (_is_tensor_meta(ma) and _is_tensor_meta(mb)) or len(ma.shape) != len(mb.shape):
+            return False
+        sa = ma.stride() if callable(ma.stride) else ma.stride
+        sb = mb.stride() if callable(mb.stride) else mb.stride
+        return all(self.hint(x) == self.hint(y) for x, y, d in zip(sa, sb, ma.shape)
+                   if self.hint(d) != 1)
 
     def _copy_in_chain(self, n, output_node) -> bool:
         """Is eager's value of the returned view `n` a `contiguous()` that copies, or a view
