@@ -629,7 +629,7 @@ class GraphLowering:
             v = self.env[n]
             if isinstance(v, (list, tuple)):
                 return self._nested_output(v, seen)
-            aliasing = may_alias(n)
+            aliasing = may_alias(n) and not self._eager_new_tensor(n)
             w = self._view_of_written_input(n, v) if aliasing else v
             of_input, v = w is not v, w     # lowered again over a base: no copy on its chain
             if aliasing and isinstance(v, TensorValue) and v.buffer is None and \
@@ -654,6 +654,27 @@ class GraphLowering:
         for m in self.mutations.values():
             m.value = self.to_arg(m.value)
         return None
+
+    def _eager_new_tensor(self, n) -> bool:
+        """Is eager's result of `n` a reshape that copies? torch's reshape copies where its
+        input's eager layout (the tracer's strides) cannot give the new shape (`minimum` of a
+        permuted input keeps that order, so its reshape copies) even where this lowering's
+        contiguous buffer could be viewed: that output must not share the buffer, or a later
+        in-place update of the base would show through it (device sweep seed 4364). The view
+        rule is decided on the example sizes, each relation re-checked at every call."""
+        if _canon_name(n) not in ("reshape", "flatten", "unflatten", "reshape_as") or \
+                not n.args or not isinstance(n.args[0], torch.fx.Node):
+            return False
+        meta, have = self._meta(n), self._meta(n.args[0])
+        if not _is_tensor_meta(meta) or not _is_tensor_meta(have) or not have.shape:
+            return False
+        size = [sympy.sympify(d) for d in have.shape]
+        if any(self.hint(d) == 0 for d in size):
+            return False
+        from codegen.lowering import _decided, view_strides
+        stride = have.stride() if callable(have.stride) else have.stride
+        return view_strides(size, [sympy.sympify(d) for d in stride],
+                            [sympy.sympify(d) for d in meta.shape], _decided) is None
 
     def _nested_output(self, v, seen):
         if isinstance(v, (list, tuple)):
