@@ -489,30 +489,3 @@ def test_copying_reshape_of_permuted_result_is_not_a_view_across_break(dynamic, 
     def make(n):
         return ((torch.rand(4, 6, n, 4) > 0.3).permute(3, 2, 1, 0), torch.randn(4, n, 6, 6)[..., 1:-1])
     assert_same_as_eager(f, sizes(make, 5, 4, 2), backend=backend, dynamic=dynamic)
-
-
-# Seed 3637 (device sweep, codegen, dynamic None from the second size on, and True): an input
-# written in place (LeakyReLU(inplace=True)), then `narrow(...).contiguous().view(-1)` of it
-# returned beside it: the narrow is contiguous, so eager's contiguous() is the narrow itself
-# and the result a view of the input; compiled, a separate buffer at offset 0. A contiguous()
-# on the re-lowered chain is now eager's input itself where eager's strides say so.
-@pytest.mark.parametrize("backend", ["codegen", "triton"])
-@pytest.mark.parametrize("dynamic", [None, True])
-def test_view_of_noop_contiguous_of_written_input_aliases_it(dynamic, backend):
-    class M(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.act0 = torch.nn.LeakyReLU(0.1, inplace=True)
-
-        def forward(self, x0, x1, x3, x4):
-            v1 = x0.index_select(0, x1 % x0.shape[0])
-            v3 = self.act0(x3)
-            v4 = v3.narrow(0, 1, v3.shape[0] - 1)
-            v6 = v4.contiguous().view(-1)
-            return [v1, x3, x4, v6, v1.shape[0] * 2]
-    shapes = [((7, 4, 6), 4, (3, 6, 8, 3), (2, 6, 8, 3)), ((6, 2, 3), 5, (7, 8, 8, 6), (6, 8, 8, 6)),
-              ((3, 5, 6), 4, (3, 5, 8, 3), (2, 5, 8, 3))]
-    makers = [(lambda a=a, k=k, c=c, d=d: (torch.randint(1, 9, a).permute(2, 1, 0),
-                                           torch.randint(1, 9, (k,)), torch.randn(*c),
-                                           torch.rand(*d) > 0.3)) for a, k, c, d in shapes]
-    assert_same_as_eager(M(), makers, backend=backend, dynamic=dynamic)
