@@ -615,6 +615,7 @@ class GraphLowering:
         # returned view hands out its base's buffer under the base's name, so a new tensor
         # returned in any order after it is that buffer only if it is the base itself
         seen, done = {}, {}
+        self._shared_view_roots(node)
 
         def finalize(n):
             if n in done:          # the same node twice: the same tensor twice, as in eager
@@ -689,7 +690,9 @@ class GraphLowering:
         the input (a view, so it shows the write-backs too); `v` (a view of the new values'
         computation) is kept where that is not possible."""
         chain = []
-        while n.op in ("call_function", "call_method") and self.input_alias.get(n) is None:
+        root = self._eager_view_root(n) if self._view_roots else None
+        while n.op in ("call_function", "call_method") and self.input_alias.get(n) is None \
+                and (n is not root or root not in self._view_roots):
             name = _canon_name(n)
             if name not in VIEW_OPS or not n.args or \
                     not isinstance(n.args[0], torch.fx.Node) or \
@@ -701,9 +704,12 @@ class GraphLowering:
             chain.append(n)
             n = n.args[0]
         pos = self.input_alias.get(n)
-        if not chain or pos is None or pos not in self.mutations:
+        if chain and n is root and root in self._view_roots:
+            env = {n: self.env[n]}
+        elif not chain or pos is None or pos not in self.mutations:
             return v
-        env = {n: self._input_value(pos)}
+        else:
+            env = {n: self._input_value(pos)}
         try:
             for node in reversed(chain):
                 args = torch.fx.node.map_arg(node.args, lambda a: env.get(a, self.env[a]))
@@ -756,6 +762,60 @@ class GraphLowering:
                 return True
             n = n.args[0]
         return False
+
+    _view_roots = frozenset()
+
+    def _shared_view_roots(self, output_node):
+        """Intermediates (new tensors in eager) that two or more returned tensors are, or are
+        views of: eager's outputs share that tensor's storage, at offsets and strides within
+        it. Each is realized whole and its returned views are lowered again over it
+        (_view_of_written_input), so they are strided views of one buffer, as in eager
+        (a view here of a loader would be a separate copy of just the view)."""
+        self._view_roots = set()
+        outs = {m for m in _flat(torch.fx.node.map_arg(output_node.args[0], lambda m: m))
+                if isinstance(m, torch.fx.Node)}
+        count = {}
+        for m in outs:
+            r = self._eager_view_root(m)
+            if r is not None:
+                count[r] = count.get(r, 0) + 1
+        for r, k in count.items():
+            # a buffer is contiguous (ir.py's invariant): eager's root must be too
+            v = self.env.get(r)
+            if k > 1 and isinstance(v, TensorValue) and self._meta_contiguous(self._meta(r)):
+                self.env[r] = realize(v)
+                self._view_roots.add(r)
+
+    def _meta_contiguous(self, meta) -> bool:
+        stride = meta.stride() if callable(meta.stride) else meta.stride
+        want = 1
+        for d, st in reversed(list(zip(meta.shape, stride))):
+            if self.hint(d) != 1 and self.hint(st) != want:
+                return False
+            want *= self.hint(d)
+        return True
+
+    def _eager_view_root(self, n):
+        """The intermediate node whose new tensor eager's value of `n` is or is a view of,
+        through view ops (by the tracer's meta tensors); None for inputs or when unknown."""
+        def views(n, m):  # a view, or views (split, unbind, chunk: indexed by getitem)
+            if isinstance(m, (list, tuple)):
+                return len(m) > 0 and all(views(n, x) for x in m)
+            if isinstance(m, torch.Tensor):
+                return m._is_view()
+            # a record without view relations (symbolic shapes): ops that always view
+            return _canon_name(n) in _ALWAYS_VIEWS and not any(
+                isinstance(a, torch.fx.Node) and _is_tensor_meta(self._meta(a))
+                for a in _flat((n.args[1:], n.kwargs)))     # x[idx]: advanced indexing copies
+        while n.op in ("call_function", "call_method") and _canon_name(n) in VIEW_OPS and \
+                views(n, self._meta(n)) and n.args and isinstance(n.args[0], torch.fx.Node):
+            n = n.args[0]
+        meta = self._meta(n)
+        if n.op not in ("call_function", "call_method") or _canon_name(n) in VIEW_OPS or \
+                not _is_tensor_meta(meta) or isinstance(meta, torch.Tensor) and meta._is_view() \
+                or self.input_alias.get(n) is not None:
+            return None
+        return n
 
     def _needs_copy(self, n, v) -> bool:
         """Is eager's `contiguous(...)` (node `n`, value `v`) a new tensor? Eager returns its
@@ -965,6 +1025,14 @@ def _canon_name(node):
     if name.endswith("_") and name[:-1] in LOWERINGS:
         name = name[:-1]
     return name if name in LOWERINGS else None
+
+
+# view ops whose result is a view of their input whatever its layout (reshape, a cast, a
+# contiguous() may copy)
+_ALWAYS_VIEWS = {"view", "permute", "transpose", "swapaxes", "swapdims", "t", "movedim",
+                 "moveaxis", "unsqueeze", "squeeze", "expand", "expand_as", "broadcast_to",
+                 "select", "narrow", "getitem", "split", "split_with_sizes", "chunk", "unbind",
+                 "detach", "alias", "diagonal", "unflatten"}
 
 
 def may_alias(node) -> bool:

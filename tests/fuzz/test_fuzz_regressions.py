@@ -489,3 +489,42 @@ def test_copying_reshape_of_permuted_result_is_not_a_view_across_break(dynamic, 
     def make(n):
         return ((torch.rand(4, 6, n, 4) > 0.3).permute(3, 2, 1, 0), torch.randn(4, n, 6, 6)[..., 1:-1])
     assert_same_as_eager(f, sizes(make, 5, 4, 2), backend=backend, dynamic=dynamic)
+
+
+# Seeds 1139, 2341, 3142, 3943 and 4513 (device sweep, codegen, dynamic None and True): two
+# returned views of one intermediate that is not returned itself (or is, and is not realized
+# yet) came back as separate buffers (a view of a loader was copied), or, with the view of a
+# realized view, at another offset than eager's (4513: 42 vs 84): eager's views share the
+# intermediate's whole storage. Such an intermediate is now realized whole and each returned
+# view lowered again over it (graph._shared_view_roots).
+@pytest.mark.parametrize("backend", ["codegen", "triton"])
+@pytest.mark.parametrize("dynamic", [None, True])
+@pytest.mark.parametrize("case", ["diagonal_of_permute", "unbind_of_full", "split_of_gather"])
+def test_views_of_one_intermediate_share_its_storage_as_eager(case, dynamic, backend):
+    def diagonal_of_permute(x0, a1):               # seed 1139
+        v1 = x0 / (a1 + 3.0)
+        v2 = v1.permute(1, 0)
+        v3 = v2.diagonal(0, -2, -1)
+        v6 = v3[1:] * 2.57
+        return {'r0': v2, 'r1': v3, 'r2': v6}
+
+    def unbind_of_full(x0, n1):                    # seed 2341
+        v1 = torch.full((x0.shape[0], 2), 0.5)
+        v3 = v1.permute(1, 0)[:, 7:]
+        v4 = v3.unbind(0)[0]
+        return (x0, v3, v4, v3.sum(-2).sum(), n1 + 1)
+
+    def split_of_gather(x0):                       # seed 4513
+        v2 = torch.gather(x0, 2, x0.argsort(2))
+        v3 = v2.split(2, 1)[0]
+        v4 = v3[v3.shape[0] - 1:]
+        return (torch.logsumexp(x0, -2), v3, v4)
+    f, makers = {
+        "diagonal_of_permute": (diagonal_of_permute,
+                                [lambda a=a: (torch.rand(2, 8) > 0.3, a) for a in (-0.407, 1.471, 0.664)]),
+        "unbind_of_full": (unbind_of_full, [lambda n=n: (torch.randint(1, 9, (8,)), n) for n in (1, 3, 2)]),
+        "split_of_gather": (split_of_gather, [lambda: (torch.randn(4, 4, 9)[..., 1:-1],),
+                                              lambda: (torch.randn(5, 5, 8)[..., 1:-1],),
+                                              lambda: (torch.randn(4, 4, 9)[..., 1:-1],)]),
+    }[case]
+    assert_same_as_eager(f, makers, backend=backend, dynamic=dynamic)
