@@ -803,8 +803,12 @@ class GraphLowering:
                 return len(m) > 0 and all(views(n, x) for x in m)
             if isinstance(m, torch.Tensor):
                 return m._is_view()
-            # a record without view relations (symbolic shapes): ops that always view
-            return _canon_name(n) in _ALWAYS_VIEWS and not any(
+            # a record without view relations (symbolic shapes): ops that always view, a
+            # reshape where torch's view rule on eager's layout allows
+            name = _canon_name(n)
+            if name in ("reshape", "flatten", "unflatten", "reshape_as"):
+                return not self._eager_new_tensor(n)
+            return name in _ALWAYS_VIEWS and not any(
                 isinstance(a, torch.fx.Node) and _is_tensor_meta(self._meta(a))
                 for a in _flat((n.args[1:], n.kwargs)))     # x[idx]: advanced indexing copies
         while n.op in ("call_function", "call_method") and _canon_name(n) in VIEW_OPS and \

@@ -499,7 +499,8 @@ def test_copying_reshape_of_permuted_result_is_not_a_view_across_break(dynamic, 
 # view lowered again over it (graph._shared_view_roots).
 @pytest.mark.parametrize("backend", ["codegen", "triton"])
 @pytest.mark.parametrize("dynamic", [None, True])
-@pytest.mark.parametrize("case", ["diagonal_of_permute", "unbind_of_full", "split_of_gather"])
+@pytest.mark.parametrize("case", ["diagonal_of_permute", "unbind_of_full", "split_of_gather",
+                                  "reshape_and_expand"])
 def test_views_of_one_intermediate_share_its_storage_as_eager(case, dynamic, backend):
     def diagonal_of_permute(x0, a1):               # seed 1139
         v1 = x0 / (a1 + 3.0)
@@ -519,6 +520,12 @@ def test_views_of_one_intermediate_share_its_storage_as_eager(case, dynamic, bac
         v3 = v2.split(2, 1)[0]
         v4 = v3[v3.shape[0] - 1:]
         return (torch.logsumexp(x0, -2), v3, v4)
+
+    def reshape_and_expand(x0, xs1):               # seed 3142 (a reshape under dynamic=True)
+        v2 = x0 * 5
+        v3 = v2[0]
+        v6 = v3.unsqueeze(0).expand(8, *v3.shape)[2:].transpose(1, 0)
+        return [v3, v6, v2.reshape(v2.shape[0], -1), torch.cat(xs1, 0)]
     f, makers = {
         "diagonal_of_permute": (diagonal_of_permute,
                                 [lambda a=a: (torch.rand(2, 8) > 0.3, a) for a in (-0.407, 1.471, 0.664)]),
@@ -526,5 +533,8 @@ def test_views_of_one_intermediate_share_its_storage_as_eager(case, dynamic, bac
         "split_of_gather": (split_of_gather, [lambda: (torch.randn(4, 4, 9)[..., 1:-1],),
                                               lambda: (torch.randn(5, 5, 8)[..., 1:-1],),
                                               lambda: (torch.randn(4, 4, 9)[..., 1:-1],)]),
+        "reshape_and_expand": (reshape_and_expand,
+                               [lambda s=s: (torch.randn(5, 5), [torch.randn(*s) for _ in range(3)])
+                                for s in ((6, 3, 7), (2, 7, 3), (8, 3, 9))]),
     }[case]
     assert_same_as_eager(f, makers, backend=backend, dynamic=dynamic)
