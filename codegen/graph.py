@@ -482,6 +482,11 @@ class GraphLowering:
                     # and also views (`return v, v.view(-1)`): one buffer, so the returned
                     # views share its memory as eager's do
                     result = realize(result)
+                elif isinstance(result, TensorValue) and self._eager_new_tensor(node):
+                    # eager's reshape copies: a new tensor, never a view of its input's buffer
+                    # (which an in-place update of the input after a graph break would change)
+                    result = realize(TensorValue(list(result.size), result.dtype, result.loader,
+                                                 None, result.cost, list(result.origins)))
                 self.stats.native += 1
                 return self._finish(node, canon, result)
         except _LOWERING_ERRORS as e:
@@ -630,7 +635,7 @@ class GraphLowering:
             v = self.env[n]
             if isinstance(v, (list, tuple)):
                 return self._nested_output(v, seen)
-            aliasing = may_alias(n) and not self._eager_new_tensor(n)
+            aliasing = may_alias(n)
             w = self._view_of_written_input(n, v) if aliasing else v
             of_input, v = w is not v, w     # lowered again over a base: no copy on its chain
             if aliasing and isinstance(v, TensorValue) and v.buffer is None and \
@@ -657,12 +662,11 @@ class GraphLowering:
         return None
 
     def _eager_new_tensor(self, n) -> bool:
-        """Is eager's result of `n` a reshape that copies? torch's reshape copies where its
-        input's eager layout (the tracer's strides) cannot give the new shape (`minimum` of a
-        permuted input keeps that order, so its reshape copies) even where this lowering's
-        contiguous buffer could be viewed: that output must not share the buffer, or a later
-        in-place update of the base would show through it (device sweep seed 4364). The view
-        rule is decided on the example sizes, each relation re-checked at every call."""
+        """Does eager's reshape `n` copy? torch's reshape copies where its input's eager layout
+        (the tracer's strides) cannot give the new shape (`minimum` of a permuted input keeps
+        that order, so its reshape copies), even where this lowering's contiguous buffer could
+        be viewed (device sweep seed 4364). The view rule is decided on the example sizes,
+        each relation re-checked at every call."""
         if _canon_name(n) not in ("reshape", "flatten", "unflatten", "reshape_as") or \
                 not n.args or not isinstance(n.args[0], torch.fx.Node):
             return False
