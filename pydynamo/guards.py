@@ -16,6 +16,7 @@ from typing import Any, Optional
 
 import torch
 
+from pydynamo import _C
 from pydynamo import autocast as _autocast
 from pydynamo import tensor_check
 
@@ -213,7 +214,6 @@ def _emit_guard(em: _Emitter, g: Guard) -> None:
     if k is GuardKind.COMPILE_SETTINGS:
         # the thread's current callback: entries compiled under other optimize() settings
         # (backend, mode, options, fullgraph, dynamic) do not serve; run-only mode serves any
-        from pydynamo import _C
         em.check(f"{em.const(_C.get_eval_frame)}() in {em.const((g.expected, False))}")
         return
     if k is GuardKind.GLOBAL_STATE:
@@ -313,7 +313,6 @@ def failures(guards: list[Guard], frame_locals: dict, frame_globals: dict) -> li
             continue
         try:
             if g.kind is GuardKind.COMPILE_SETTINGS:
-                from pydynamo import _C
                 now = settings_of(_C.get_eval_frame())
             elif g.source is None:
                 now = current_global_state()
