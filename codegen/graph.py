@@ -632,6 +632,10 @@ class GraphLowering:
             pos = self.input_alias.get(n)
             if pos is not None and pos in self.mutations:
                 return self.to_arg(self._input_value(pos))   # the mutated input itself
+            if n in self._root_refs:     # a root computed in eager's order: its view back
+                ref = self._root_refs[n]
+                seen.setdefault(ref.buffer.name, n)
+                return ref
             v = self.env[n]
             if isinstance(v, (list, tuple)):
                 return self._nested_output(v, seen)
@@ -768,6 +772,7 @@ class GraphLowering:
         return False
 
     _view_roots = frozenset()
+    _root_refs: Dict[torch.fx.Node, ArgRef] = {}
 
     def _shared_view_roots(self, output_node):
         """Intermediates (new tensors in eager) that two or more returned tensors are, or are
@@ -775,7 +780,7 @@ class GraphLowering:
         it. Each is realized whole and its returned views are lowered again over it
         (_view_of_written_input), so they are strided views of one buffer, as in eager
         (a view here of a loader would be a separate copy of just the view)."""
-        self._view_roots = set()
+        self._view_roots, self._root_refs = set(), {}
         outs = {m for m in _flat(torch.fx.node.map_arg(output_node.args[0], lambda m: m))
                 if isinstance(m, torch.fx.Node)}
         count = {}
@@ -784,11 +789,27 @@ class GraphLowering:
             if r is not None:
                 count[r] = count.get(r, 0) + 1
         for r, k in count.items():
-            # a buffer is contiguous (ir.py's invariant): eager's root must be too
             v = self.env.get(r)
-            if k > 1 and isinstance(v, TensorValue) and self._meta_contiguous(self._meta(r)):
+            if k < 2 or not isinstance(v, TensorValue):
+                continue
+            meta = self._meta(r)
+            if self._meta_contiguous(meta):
                 self.env[r] = realize(v)
                 self._view_roots.add(r)
+                continue
+            # a buffer is contiguous (ir.py's invariant): a root eager lays out in another
+            # dense order (`relu` of a permuted input keeps its order) is computed permuted,
+            # contiguously, and its value is the view back, at eager's strides (seed 5313)
+            stride = meta.stride() if callable(meta.stride) else meta.stride
+            order = _dense_order([self.hint(x) for x in meta.shape],
+                                 [self.hint(x) for x in stride])
+            if order is None or v.buffer is not None:
+                continue
+            buf = realize(LOWERINGS["permute"](v, order)).buffer
+            back = [order.index(d) for d in range(len(order))]
+            self.env[r] = LOWERINGS["permute"](TensorValue.of_buffer(buf), back)
+            self._root_refs[r] = strided_view_of(self.env[r])
+            self._view_roots.add(r)
 
     def _meta_contiguous(self, meta) -> bool:
         stride = meta.stride() if callable(meta.stride) else meta.stride
@@ -805,10 +826,13 @@ class GraphLowering:
         def views(n, m):  # a view, or views (split, unbind, chunk: indexed by getitem)
             if isinstance(m, (list, tuple)):
                 return len(m) > 0 and all(views(n, x) for x in m)
-            if isinstance(m, torch.Tensor):
+            src = self._meta(n.args[0]) if n.args and isinstance(n.args[0], torch.fx.Node) \
+                else None
+            if isinstance(m, torch.Tensor) and (m._is_view() or isinstance(src, torch.Tensor)):
                 return m._is_view()
-            # a record without view relations (symbolic shapes): ops that always view, a
-            # reshape where torch's view rule on eager's layout allows
+            # a record without view relations (symbolic shapes; a static result of a symbolic
+            # input, made fresh: seed 5313): ops that always view, a reshape where torch's
+            # view rule on eager's layout allows
             name = _canon_name(n)
             if name in ("reshape", "flatten", "unflatten", "reshape_as"):
                 return not self._eager_new_tensor(n)
@@ -842,15 +866,17 @@ class GraphLowering:
         ref = strided_view_of(v)
         if ref is None:
             return True
+        if _is_tensor_meta(meta) and _is_tensor_meta(src):
+            # eager returns its input itself: so does this lowering where the lowered input
+            # has eager's strides (a view of an input at an offset: the same view, seed 5371)
+            want = meta.stride() if callable(meta.stride) else meta.stride
+            return any(self.hint(a) != self.hint(b) for a, b, d in zip(ref.stride, want, ref.size)
+                       if self.hint(d) != 1)
         lay = ref.buffer.layout
         if list(ref.size) != list(lay.size) or list(ref.stride) != list(lay.stride) or \
                 ref.offset != lay.offset:
-            return True      # a view: eager's input is a view of the buffer, not the buffer
-        if not _is_tensor_meta(meta):
-            return not lay.is_contiguous()
-        stride = meta.stride() if callable(meta.stride) else meta.stride
-        return any(self.hint(a) != self.hint(b) for a, b, n in zip(lay.stride, stride, lay.size)
-                   if self.hint(n) != 1)
+            return True      # a view: eager's input may be a view of the buffer, not the buffer
+        return not lay.is_contiguous()
 
     def _reads_visible(self, n, v: TensorValue, output_node) -> bool:
         """Is `v` (node `n`'s value) a load of a tensor the caller can see (an input, a
@@ -905,7 +931,8 @@ class GraphLowering:
         owner = n
         while ref is not None and n.op in ("call_function", "call_method"):
             val = self.env.get(n)
-            if isinstance(val, TensorValue) and val.buffer is ref.buffer:
+            if isinstance(val, TensorValue) and val.buffer is ref.buffer or \
+                    n in self._root_refs and self._root_refs[n].buffer is ref.buffer:
                 owner = n
             if _canon_name(n) not in VIEW_OPS or not n.args or \
                     not isinstance(n.args[0], torch.fx.Node):

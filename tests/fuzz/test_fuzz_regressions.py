@@ -538,3 +538,38 @@ def test_views_of_one_intermediate_share_its_storage_as_eager(case, dynamic, bac
                                 for s in ((6, 3, 7), (2, 7, 3), (8, 3, 9))]),
     }[case]
     assert_same_as_eager(f, makers, backend=backend, dynamic=dynamic)
+
+
+# Seed 5313 (final-tree sweep, codegen): two returned views of an intermediate that eager lays
+# out in a permuted order (`relu` of a permuted input keeps the order) came back as separate
+# buffers: the shared root was realized only when eager's layout was contiguous. It is now
+# computed in eager's dim order and its views lowered again over that buffer.
+@pytest.mark.parametrize("backend", ["codegen", "triton"])
+@pytest.mark.parametrize("dynamic", [None, True])
+@pytest.mark.parametrize("case", ["seed_5313", "two_views"])
+def test_views_of_permuted_intermediate_share_its_storage(case, dynamic, backend):
+    def seed_5313(x0, x1):
+        v1 = torch.relu(x0)
+        v4 = v1[::2].permute(1, 2, 0)
+        return (v4.unsqueeze(3), v4.diagonal(0, -2, -1), torch.cat([x1, x1 * 2], 2))
+
+    def two_views(x0, x1):
+        v1 = torch.sigmoid(x0)
+        return v1[0], v1.transpose(0, 1), x1 + 1
+    f = {"seed_5313": seed_5313, "two_views": two_views}[case]
+
+    def make(n):
+        return (torch.randn(n, 2, 2).permute(2, 1, 0), torch.randn(2, n, 2))
+    assert_same_as_eager(f, sizes(make, 6, 4, 6), backend=backend, dynamic=dynamic)
+
+
+# Seed 5371 (final-tree sweep, codegen, dynamic=True): `x0[2:].select(0, 1).contiguous()
+# .view(-1)` is a view of x0 at offset 36 in eager (contiguous() of a contiguous view returns
+# it); with symbolic sizes the lowering took any view of a buffer for a copy.
+@pytest.mark.parametrize("backend", ["codegen", "triton"])
+@pytest.mark.parametrize("dynamic", [None, True])
+def test_noop_contiguous_of_offset_view_of_input_is_a_view(dynamic, backend):
+    def f(x0):
+        return (x0[2:].select(0, 1).contiguous().view(-1),)
+    assert_same_as_eager(f, sizes(lambda n: (torch.randint(1, 9, (4, n, 6)),), 2, 3, 5),
+                         backend=backend, dynamic=dynamic)
