@@ -1,7 +1,7 @@
 /* module.c: the Python face of pydynamo._C (docs/INTERNALS.md section 1).
  *
  * Thin argument checking and conversion only; behaviour lives in hook.c and cache.c. A pure C
- * module init, built inside the pybind11 target by CMakeLists.txt.
+ * module init, built by CMakeLists.txt with CMake's FindPython (no pybind11).
  */
 #include "pydynamo_c.h"
 
