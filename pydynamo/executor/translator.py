@@ -8,8 +8,10 @@ one or the other. Stack conventions (3.11 and 3.12 agree): a call site is
 
 The root translator owns the OutputGraph, side effects, guards and the builder; an
 InliningTranslator runs a called user function on the same state and returns its value.
-Graph breaks are not taken yet: anything untraceable raises `Unsupported`, carrying the user's
-location; `convert_frame` turns that into an eager run (or an error under fullgraph=True).
+Anything untraceable raises `Unsupported`; `graph_break_handler` attaches the user's location and,
+in the root frame, where to cut, and `convert_frame` then takes a graph break there
+(executor/breaks.py: graph so far, the instruction in CPython, a resume function), or raises under
+fullgraph=True.
 """
 from __future__ import annotations
 
