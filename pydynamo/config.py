@@ -17,7 +17,3 @@ verbose: bool = os.environ.get("PYDYNAMO_VERBOSE", "0") not in ("", "0")
 # Comma-separated log channels: graph_breaks, recompiles, guards, graph_code, bytecode,
 # output_code, perf.
 logs: str = os.environ.get("PYDYNAMO_LOGS", "")
-
-# Dynamic-shape policy default (None = automatic dynamic: static first, symbolic on change).
-automatic_dynamic_shapes: bool = True
-specialize_int: bool = False
