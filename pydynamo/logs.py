@@ -9,7 +9,6 @@ import logging
 
 from pydynamo import config
 
-CHANNELS = ("graph_breaks", "recompiles", "guards", "graph_code", "bytecode", "output_code", "perf")
 _configured: set[str] = set()
 
 

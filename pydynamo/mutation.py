@@ -61,9 +61,6 @@ class Mutation:
         return None if self.returns is None else _arg(self.returns, args, kwargs)
 
 
-_MISSING = object()
-
-
 def _arg(a: Arg, args, kwargs):
     if isinstance(a, int):
         return args[a] if a < len(args) else None

@@ -190,12 +190,6 @@ def maybe_unbound(insts: Sequence[Instruction], args: Sequence[str]) -> list[fro
 WITH, TRY, CLEANUP = "with", "try", "cleanup"
 
 
-def handler_kind(insts: Sequence[Instruction], handler: Instruction) -> str:
-    """'with' (a with-statement's __exit__ path), 'try' (except/finally body) or 'cleanup'
-    (re-raise and bookkeeping code the compiler adds)."""
-    return _handler_kinds(insts).get(id(handler), CLEANUP)
-
-
 def _handler_kinds(insts: Sequence[Instruction]) -> dict[int, str]:
     out = {}
     for k, inst in enumerate(insts):

@@ -27,14 +27,6 @@ Seq = list[Instruction]
 _NB_OPS = {symbol: i for i, (_, symbol) in enumerate(dis._nb_ops)}  # "+" -> 0, "+=" -> 13 ...
 
 
-def located(seq: Seq, positions) -> Seq:
-    """Give every instruction of `seq` the source `positions` (a dis.Positions), so errors and
-    tracebacks in generated code point at the user's line; returns `seq`."""
-    for inst in seq:
-        inst.positions = positions
-    return seq
-
-
 # -- frame prologue / epilogue -----------------------------------------------------------------
 
 def prologue(code: CodeType) -> Seq:
@@ -151,10 +143,6 @@ def binary_subscr() -> Seq:
 def store_subscr() -> Seq:
     """[..., value, container, key] -> [...]  (container[key] = value)"""
     return [Instruction("STORE_SUBSCR")]
-
-
-def delete_subscr() -> Seq:
-    return [Instruction("DELETE_SUBSCR")]
 
 
 def subscr_const(key: Any) -> Seq:
@@ -331,7 +319,3 @@ def jump(target: Instruction) -> Seq:
 def pop_jump_if(truth: bool, target: Instruction) -> Seq:
     """[..., cond] -> [...]; jump when bool(cond) is `truth` (forward only on 3.12)."""
     return [Instruction("POP_JUMP_IF_TRUE" if truth else "POP_JUMP_IF_FALSE", target=target)]
-
-
-def nop() -> Seq:
-    return [Instruction("NOP")]
