@@ -225,7 +225,8 @@ def main():
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
                     help="GPT-2's parameter dtype (the gpt2 part)")
-    ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results", "gpu.jsonl"))
+    # Raw rows go to a scratch file; benchmarks/results/GPU.md keeps the current figures.
+    ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "/tmp"), "gpu.jsonl"))
     a = ap.parse_args()
     record(part="env", device=torch.cuda.get_device_name(), torch=torch.__version__,
            triton=__import__("triton").__version__, python=sys.version.split()[0])

@@ -101,7 +101,7 @@ static void pd_pop_frame(PyThreadState *tstate, _PyInterpreterFrame *frame) {
  * compiled call makes hundreds of calls (guards, kernel launchers, extern checks, the rebuilt
  * output), and whether they cross depends on how deep the user's caller was (GPT-2 bf16 on the
  * H100 host, host time per forward: 3.84 ms without this, 2.89 ms with it, same script and
- * machine; benchmarks/gpu/host_budget.py, benchmarks/results/GPU_RESULTS.md).
+ * machine; benchmarks/gpu/host_budget.py, benchmarks/results/GPU.md).
  * So an intercepted call with less than PD_ROOM_NEEDED of its chunk left runs its guards,
  * callback and shadow frame in a chunk of our own, kept per thread and reused. Spares live in
  * a capsule in the thread's dict and are freed with it. */

@@ -3,8 +3,9 @@
 #   bash benchmarks/gpu/run_all.sh [tests] [gpt2] [opinfo] [kernels] [tiny] [launch] [budget] [hostprof] [calldepth]
 #   (default: the first five; GPT2_DTYPES="float32 bfloat16" picks the gpt2 part's dtypes)
 # Needs pydynamo._C for the gpt2 part: carried prebuilt in .gpucarry/ or built with
-# `pip install --no-build-isolation -e .`. Results land in $OUT (or /tmp/out). Each part runs
-# under its own time limit (seconds; env T_<part>) so one call stays inside the device limit.
+# `pip install --no-build-isolation -e .`. Results land in $OUT (or /tmp/out); the current figures
+# are kept, with their commands, in benchmarks/results/GPU.md. Each part runs under its own time
+# limit (seconds; env T_<part>) so one call stays inside the device limit.
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 parts=${*:-tests gpt2 opinfo kernels tiny}
@@ -36,4 +37,4 @@ for p in $parts; do
              | grep -v Warning | tail -30 ;;
   esac
 done
-cp "$OUT/gpu.jsonl" benchmarks/results/ 2>/dev/null; true
+true
