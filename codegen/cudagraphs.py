@@ -21,7 +21,7 @@
     that mutate inputs skip that check: a re-run would apply the mutation twice), anything
     else by a failed capture.
 Default: on for mode="reduce-overhead" or options={"cudagraphs": True}; off for mode=None (see
-benchmarks/results/ for the measurement behind that choice: the output copy and the warm-up
+benchmarks/results/GPU.md for the measurement behind that choice: the output copy and the warm-up
 make it a loss for graphs with large outputs, a win only for launch-bound ones).
 """
 from __future__ import annotations
