@@ -1,7 +1,7 @@
 """convert_frame: the callback the C hook calls on a cache miss (contract: INTERNALS.md §1).
 
-Decides whether to trace (skip rules), enforces the recompile budget, runs the translator and
-returns (guard, new_code). Policy:
+Decides whether to trace (skip rules: skipfiles.py), enforces the recompile budget, runs the
+translator and returns (guard, new_code). Policy:
   * skip: generators/coroutines, module bodies, stdlib, torch internals (except nn module
     `forward`s), pydynamo itself, functions marked `pydynamo.disable` -> SKIP_CODE.
   * budget: once a code object has `config.recompile_limit` entries of one settings, existing
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import os
 import sys
 import time
 import types
@@ -40,6 +39,7 @@ from pydynamo.executor.breaks import user_frame_name
 from pydynamo.guards import compile_guards, current_global_state, Guard, GuardKind, ShapeGuards
 from pydynamo.recompiles import explain_recompile
 from pydynamo.shapes import ConstraintViolation
+from pydynamo.skipfiles import skip_reason
 
 
 @dataclasses.dataclass
@@ -162,53 +162,6 @@ def _report_break(code: types.CodeType, gb: GraphBreak) -> None:
     logs.log("graph_breaks", "graph break in %s: %s", code.co_name, gb)
     _warn_once(("graph_break", gb.location()), f"pydynamo: graph break at {gb.location()}: "
                f"{gb.message} [{gb.reason_code}]" + (f" (hint: {gb.hint})" if gb.hint else ""))
-
-
-# --- skip rules ----------------------------------------------------------------------------------
-
-def _dirs() -> tuple:
-    # the real stdlib (in a venv, sysconfig's "platstdlib" is the venv's lib dir: site-packages!)
-    paths = {os.path.dirname(os.__file__), os.path.dirname(os.path.dirname(types.__file__))}
-    paths = {p for p in paths if not p.rstrip(os.sep).endswith("lib")}
-    paths.add(os.path.dirname(os.__file__))
-    paths.add(os.path.dirname(torch.__file__))
-    paths.add(os.path.dirname(os.path.abspath(__file__)))
-    return tuple(os.path.realpath(p) + os.sep for p in paths)
-
-
-_SKIP_DIRS = None
-_NN_DIR = os.path.join(os.path.dirname(torch.__file__), "nn", "modules") + os.sep
-# The embedded demo model lives inside the package but is user code: it must be traced.
-_USER_DIRS = (os.path.realpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "demo")) + os.sep,)
-
-
-def is_library_file(filename: str) -> bool:
-    global _SKIP_DIRS
-    if _SKIP_DIRS is None:
-        _SKIP_DIRS = _dirs()
-    if filename.startswith("<frozen "):
-        return True
-    real = os.path.realpath(filename) if os.path.isabs(filename) else filename
-    return real.startswith(_SKIP_DIRS) and not real.startswith(_USER_DIRS)
-
-
-def skip_reason(code: types.CodeType) -> Optional[str]:
-    global _SKIP_DIRS
-    if _SKIP_DIRS is None:
-        _SKIP_DIRS = _dirs()
-    if code.co_flags & (0x20 | 0x80 | 0x100 | 0x200):
-        return "generator or coroutine"
-    if code.co_name == "<module>":
-        return "module body"
-    fname = code.co_filename
-    if fname.startswith(("<pydynamo", "<frozen ")):
-        return "pydynamo generated code or frozen stdlib"
-    real = os.path.realpath(fname) if os.path.isabs(fname) else fname
-    if real.startswith(_SKIP_DIRS) and not real.startswith(_USER_DIRS):
-        if code.co_name == "forward" and real.startswith(os.path.realpath(_NN_DIR)):
-            return None
-        return "library code"
-    return None
 
 
 # --- the callback ---------------------------------------------------------------------------------

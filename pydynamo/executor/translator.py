@@ -42,6 +42,7 @@ from pydynamo.executor.variables.iterators import ListIteratorVariable
 from pydynamo.executor.variables.tensor import TensorVariable
 from pydynamo.executor.variables.user_objects import SuperVariable
 from pydynamo.guards import Guard, GuardKind
+from pydynamo.skipfiles import is_library_file
 from pydynamo.sources import AttrSource, GlobalSource, LocalSource, Source
 
 PY = sys.version_info[:2]
@@ -197,7 +198,6 @@ class InstructionTranslatorBase:
     def user_location(self) -> str:
         """file:line of the innermost frame on the inline stack that is user code (not torch or
         the stdlib): where a guard "came from" in the user's terms."""
-        from pydynamo.convert_frame import is_library_file
         tx = self
         while tx.parent is not None and is_library_file(tx.code.co_filename):
             tx = tx.parent
