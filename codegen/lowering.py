@@ -21,6 +21,7 @@ import torch
 from codegen.ir import (NotLowered, Reduction, TensorValue, body_cost,
                         current, realize)
 from codegen.ops import ERR_INDEX, ERR_INDEX_IN_SELF, ops
+from codegen import primitives as prims
 from codegen.sizevars import (FloorDiv, ModIdx, _is_int_poly, contiguous_strides, equals,
                               flat_index, product)
 from codegen.symbolic import same_size, size_hint, size_is_one
@@ -38,6 +39,12 @@ def register(*names):
             LOWERINGS[n] = fn
         return fn
     return deco
+
+
+def lowers(primitive: str):
+    """Register a hand-written lowering of a primitive under its names (codegen/primitives.py)."""
+    assert prims.PRIMITIVES[primitive].lowering == prims.HAND, primitive
+    return register(*prims.PRIMITIVES[primitive].names)
 
 
 def is_tensor(x) -> bool:
@@ -189,23 +196,9 @@ def cast(x: TensorValue, dtype) -> TensorValue:
     return TensorValue(list(x.size), dtype, value_loader(x, dtype), None, x.cost + 1)
 
 
-# ------------------------------------------------------------------ elementwise tables
-
-# unary ops computed in floating point (ints/bools promote to the default float dtype)
-FLOAT_UNARY = ["exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "sin",
-               "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh",
-               "atanh", "erf", "erfc", "sigmoid", "reciprocal", "lgamma"]
-# unary ops that keep the dtype (ints included)
-SAME_UNARY = ["neg", "abs", "relu", "square", "sign", "sgn"]
-# identity on integers, math on floats
-ROUNDING = ["floor", "ceil", "round", "trunc", "frac"]
-ARITH_BINARY = {"add": "add", "sub": "sub", "mul": "mul", "maximum": "maximum",
-                "minimum": "minimum", "fmax": "fmax", "fmin": "fmin"}
-FLOAT_BINARY = ["atan2", "copysign", "hypot", "nextafter", "xlogy"]
-COMPARE = ["eq", "ne", "lt", "le", "gt", "ge"]
-LOGICAL = ["logical_and", "logical_or", "logical_xor"]
-BITWISE = ["bitwise_and", "bitwise_or", "bitwise_xor"]
-
+# ------------------------------------------------------------------ elementwise primitives
+# One generic lowering per dtype rule and arity (codegen/primitives.py), registered below for
+# every TABLE primitive; the HAND ones follow, each under `lowers(name)`.
 
 def _unary_float(name):
     def lower(x):
@@ -220,12 +213,10 @@ def _unary_same(name):
     def lower(x):
         if not is_tensor(x):
             raise NotLowered("scalar input")
-        if x.dtype == torch.bool and name in ("neg", "square", "sgn", "abs"):
+        if x.dtype == torch.bool:
+            if name == "sign":
+                return x
             raise NotLowered(f"{name} on bool")
-        if name == "relu" and x.dtype == torch.bool:
-            raise NotLowered("relu on bool")
-        if name == "sign" and x.dtype == torch.bool:
-            return x
         return pointwise(getattr(ops, name), [x], x.dtype)
     return lower
 
@@ -240,23 +231,6 @@ def _rounding(name):
             return x
         return pointwise(getattr(ops, name), [x], x.dtype)
     return lower
-
-
-for _n in FLOAT_UNARY:
-    register(_n)(_unary_float(_n))
-for _n in SAME_UNARY:
-    register(_n)(_unary_same(_n))
-for _n in ROUNDING:
-    register(_n)(_rounding(_n))
-register("fix")(_rounding("trunc"))
-register("negative")(_unary_same("neg"))
-register("absolute")(_unary_same("abs"))
-register("arctan")(_unary_float("atan"))
-register("arcsin")(_unary_float("asin"))
-register("arccos")(_unary_float("acos"))
-register("arcsinh")(_unary_float("asinh"))
-register("arccosh")(_unary_float("acosh"))
-register("arctanh")(_unary_float("atanh"))
 
 
 def _binary_arith(name):
@@ -278,14 +252,6 @@ def _binary_arith(name):
     return lower
 
 
-for _n, _op in ARITH_BINARY.items():
-    register(_n)(_binary_arith(_op))
-register("subtract")(_binary_arith("sub"))
-register("multiply")(_binary_arith("mul"))
-register("max_binary")(_binary_arith("maximum"))
-register("min_binary")(_binary_arith("minimum"))
-
-
 def add(a, b):
     return LOWERINGS["add"](a, b)
 
@@ -304,7 +270,7 @@ def rsub(input, other, *, alpha=1):
     return _binary_arith("sub")(other, input if alpha == 1 else mul(input, alpha))
 
 
-@register("div", "true_divide", "divide", "truediv")
+@lowers("truediv")
 def div(input, other, *, rounding_mode=None, out=None):
     if out is not None:
         raise NotLowered("out=")
@@ -322,12 +288,12 @@ def div(input, other, *, rounding_mode=None, out=None):
     return pointwise(fn, [input, other], dt)
 
 
-@register("floor_divide", "floordiv")
+@lowers("floordiv")
 def floor_divide(input, other):
     return div(input, other, rounding_mode="floor")
 
 
-@register("remainder", "mod")
+@lowers("remainder")
 def remainder(input, other):
     dt = result_dtype(input, other)
     if dt == torch.bool:
@@ -335,7 +301,7 @@ def remainder(input, other):
     return pointwise(ops.remainder if is_float(dt) else ops.int_remainder, [input, other], dt)
 
 
-@register("fmod")
+@lowers("fmod")
 def fmod(input, other):
     dt = result_dtype(input, other)
     if dt == torch.bool:
@@ -343,7 +309,7 @@ def fmod(input, other):
     return pointwise(ops.fmod if is_float(dt) else ops.int_fmod, [input, other], dt)
 
 
-@register("pow")
+@lowers("pow")
 def pow_(input, exponent):
     dt = result_dtype(input, exponent)
     if not is_float(dt):
@@ -370,25 +336,11 @@ def _float_binary(name):
     return lower
 
 
-for _n in FLOAT_BINARY:
-    register(_n)(_float_binary(_n))
-register("arctan2")(_float_binary("atan2"))
-
-
 def _compare(name):
     def lower(input, other):
         dt = result_dtype(input, other)
         return pointwise(getattr(ops, name), [input, other], dt, torch.bool)
     return lower
-
-
-for _n in COMPARE:
-    register(_n)(_compare(_n))
-register("greater")(_compare("gt"))
-register("greater_equal")(_compare("ge"))
-register("less")(_compare("lt"))
-register("less_equal")(_compare("le"))
-register("not_equal")(_compare("ne"))
 
 
 def _logical(name):
@@ -398,11 +350,7 @@ def _logical(name):
     return lower
 
 
-for _n in LOGICAL:
-    register(_n)(_logical(_n))
-
-
-@register("logical_not")
+@lowers("logical_not")
 def logical_not(input):
     return pointwise(ops.logical_not, [input], torch.bool)
 
@@ -416,12 +364,7 @@ def _bitwise(name):
     return lower
 
 
-for _n in BITWISE:
-    register(_n)(_bitwise(_n))
-register("xor")(_bitwise("bitwise_xor"))
-
-
-@register("bitwise_not", "invert")
+@lowers("bitwise_not")
 def bitwise_not(input):
     if is_float(input.dtype):
         raise NotLowered("bitwise_not float")
@@ -443,15 +386,21 @@ def _predicate(name):
     return lower
 
 
-for _n in ["isnan", "isinf", "isfinite", "signbit", "isposinf", "isneginf"]:
-    register(_n)(_predicate(_n))
+_GENERIC = {(prims.FLOAT, 1): _unary_float, (prims.FLOAT, 2): _float_binary,
+            (prims.SAME, 1): _unary_same, (prims.SAME, 2): _binary_arith,
+            (prims.ROUND, 1): _rounding, (prims.PREDICATE, 1): _predicate,
+            (prims.COMPARE, 2): _compare, (prims.LOGICAL, 2): _logical,
+            (prims.INTEGRAL, 2): _bitwise}
+for _p in prims.ROWS:
+    if _p.lowering == prims.TABLE:
+        register(*_p.names)(_GENERIC[_p.dtype, _p.arity](_p.name))
 
 
 def full_like_bool(x, v):
     return full(list(x.size), v, dtype=torch.bool)
 
 
-@register("where")
+@lowers("where")
 def where(condition, input=None, other=None):
     if input is None:
         raise NotLowered("where(cond) is nonzero")

@@ -16,7 +16,7 @@ Vocabulary (the contract a printer implements):
                         (ERR_INDEX / ERR_INDEX_IN_SELF below: which family of op indexed, so
                         the wrapper raises that op's exception even where a kernel fuses
                         several indexing ops; True means ERR_INDEX)
-  every name in POINTWISE_OPS below, with the arity given there.
+  every pointwise primitive of codegen/primitives.py (PRIMITIVES: name, arity, dtype rule).
 Operands of binary ops always share one dtype (lowering inserts casts); comparison and logical
 ops return bool.
 """
@@ -29,6 +29,7 @@ from typing import Any, List, Set, Tuple
 
 import sympy
 
+from codegen.primitives import PRIMITIVES
 from codegen.sizevars import sym
 
 # Error codes a kernel flags (codegen/wrapper.py kernel_error turns them into eager's
@@ -41,33 +42,6 @@ ERR_INDEX, ERR_ZERO_DIV, ERR_INDEX_IN_SELF = 1, 2, 3
 def index_error_code(check) -> int:
     """The code an indirect_indexing(..., check) flags for an out-of-range value."""
     return ERR_INDEX if check is True else int(check)
-
-# name -> arity. Semantics follow the eager torch op of the same name (NaN-propagating
-# maximum/minimum, Python-style floor/remainder for floats, C-style for ints only where the
-# lowering guarantees no division by zero).
-POINTWISE_OPS = {
-    # unary
-    "neg": 1, "abs": 1, "exp": 1, "exp2": 1, "expm1": 1, "log": 1, "log2": 1, "log10": 1,
-    "log1p": 1, "sqrt": 1, "rsqrt": 1, "sin": 1, "cos": 1, "tan": 1, "asin": 1, "acos": 1,
-    "atan": 1, "sinh": 1, "cosh": 1, "tanh": 1, "asinh": 1, "acosh": 1, "atanh": 1, "erf": 1,
-    "erfc": 1, "sigmoid": 1, "relu": 1, "floor": 1, "ceil": 1, "round": 1, "trunc": 1,
-    "frac": 1, "sign": 1, "reciprocal": 1, "square": 1, "logical_not": 1, "bitwise_not": 1,
-    "isnan": 1, "isinf": 1, "isfinite": 1, "signbit": 1, "lgamma": 1, "sgn": 1,
-    "isposinf": 1, "isneginf": 1,
-    # binary
-    "add": 2, "sub": 2, "mul": 2, "truediv": 2, "floordiv": 2, "remainder": 2, "fmod": 2,
-    "pow": 2, "atan2": 2, "maximum": 2, "minimum": 2, "fmax": 2, "fmin": 2, "copysign": 2,
-    "hypot": 2, "eq": 2, "ne": 2, "lt": 2, "le": 2, "gt": 2, "ge": 2, "logical_and": 2,
-    "logical_or": 2, "logical_xor": 2, "bitwise_and": 2, "bitwise_or": 2, "bitwise_xor": 2,
-    "nextafter": 2, "xlogy": 2,
-    # integer division family: raise (kernel error 2) on a zero divisor, like eager
-    "int_floordiv": 2, "int_truncdiv": 2, "int_remainder": 2, "int_fmod": 2,
-    # ternary
-    "where": 3,
-}
-
-
-RAISING_OPS = {"int_floordiv", "int_truncdiv", "int_remainder", "int_fmod"}
 
 
 class _Local(threading.local):
@@ -105,10 +79,10 @@ ops = _OpsProxy()
 
 
 class HandlerBase:
-    """Routes every POINTWISE_OPS name to `self.op(name, *args)`."""
+    """Routes every primitive name to `self.op(name, *args)`."""
 
     def __getattr__(self, name):
-        if name in POINTWISE_OPS:
+        if name in PRIMITIVES:
             return lambda *args: self.op(name, *args)
         raise AttributeError(name)
 
@@ -133,7 +107,7 @@ class DepsHandler(HandlerBase):
 
     def op(self, name, *args):
         self.n_ops += 1
-        if name in RAISING_OPS:
+        if PRIMITIVES[name].raises:
             self.checks += 1
         return None
 

@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-import math
 import os
 import sys
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+from codegen.primitives import LIBDEVICE_STAND_INS
 
 PERSISTENT_MAX = 8192
 RBLOCK_LOOP = 2048
@@ -200,32 +201,15 @@ class TritonLauncher:
 # ------------------------------------------------------------------ libdevice
 
 
-def _lgamma(v):
-    """math.lgamma with libdevice's values at the poles (inf) instead of an exception."""
-    try:
-        return math.lgamma(v)
-    except (ValueError, OverflowError):
-        return math.inf
-
-
 class _InterpLibdevice:
-    """numpy stand-ins for libdevice under the Triton interpreter (same names, same dtypes)."""
+    """numpy stand-ins for libdevice under the Triton interpreter (same names, same dtypes), one
+    per libdevice function a primitive's Triton form calls (codegen/primitives.py `interp`)."""
 
     def __getattr__(self, name):
         import numpy as np
-        fns = {
-            "expm1": np.expm1, "log10": np.log10, "log1p": np.log1p, "tan": np.tan,
-            "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh,
-            "cosh": np.cosh, "tanh": np.tanh, "asinh": np.arcsinh, "acosh": np.arccosh,
-            "atanh": np.arctanh, "nearbyint": np.rint, "trunc": np.trunc, "pow": np.power,
-            "atan2": np.arctan2, "hypot": np.hypot, "nextafter": np.nextafter,
-            "copysign": np.copysign, "fmod": np.fmod,
-            "erfc": np.vectorize(math.erfc, otypes=[np.float64]),
-            "lgamma": np.vectorize(_lgamma, otypes=[np.float64]),
-        }
-        if name not in fns:
+        if name not in LIBDEVICE_STAND_INS:
             raise AttributeError(name)
-        fn = fns[name]
+        fn = LIBDEVICE_STAND_INS[name]
 
         def call(*args):
             import triton.language as tl

@@ -16,6 +16,7 @@ import sympy
 import torch
 import torch.nn.functional as F
 
+from codegen.primitives import ROWS as PRIMITIVES
 from pydynamo.meta import (Dim, NoRule, Out, TensorMeta, _prod, _simplify_dim, contiguous_strides,
                            register)
 from pydynamo.shapes import FloorDiv
@@ -91,27 +92,20 @@ def broadcast_shapes(ctx, *shapes) -> tuple:
 
 
 # -- pointwise ----------------------------------------------------------------------------------
+# The pointwise primitives (codegen/primitives.py) are registered from their rows; these lists
+# hold the other spellings and ops of the same shape rule.
 
 _POINTWISE_BINARY = [
-    torch.add, torch.sub, torch.subtract, torch.mul, torch.multiply, torch.div, torch.divide,
-    torch.true_divide, torch.floor_divide, torch.remainder, torch.fmod, torch.pow, torch.maximum,
-    torch.minimum, torch.fmax, torch.fmin, torch.atan2, torch.eq, torch.ne, torch.lt, torch.le,
-    torch.gt, torch.ge, torch.logical_and, torch.logical_or, torch.logical_xor, torch.bitwise_and,
-    torch.bitwise_or, torch.bitwise_xor, torch.hypot, torch.copysign, torch.xlogy, torch.where,
     torch.lerp, torch.addcmul, torch.addcdiv, torch.clamp, torch.clip, torch.masked_fill,
-    torch.heaviside, torch.nextafter, torch.ldexp, torch.float_power, torch.isclose,
-    torch.bitwise_left_shift, torch.bitwise_right_shift, torch.gcd, torch.lcm, torch.complex,
-    torch.polar,
+    torch.heaviside, torch.ldexp, torch.float_power, torch.isclose, torch.bitwise_left_shift,
+    torch.bitwise_right_shift, torch.gcd, torch.lcm, torch.complex, torch.polar,
     operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv, operator.mod,
     operator.pow, operator.eq, operator.ne, operator.lt, operator.le, operator.gt, operator.ge,
     operator.and_, operator.or_, operator.xor, operator.lshift, operator.rshift,
 ]
 _POINTWISE_METHODS = [
-    "add", "sub", "subtract", "mul", "multiply", "div", "divide", "true_divide", "floor_divide",
-    "remainder", "fmod", "pow", "maximum", "minimum", "fmax", "fmin", "atan2", "eq", "ne", "lt",
-    "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or",
-    "bitwise_xor", "hypot", "where", "lerp", "addcmul", "addcdiv", "clamp", "clip", "masked_fill",
-    "float_power", "xlogy", "copysign", "type_as", "isclose", "gcd", "lcm", "heaviside",
+    "lerp", "addcmul", "addcdiv", "clamp", "clip", "masked_fill", "float_power", "type_as",
+    "isclose", "gcd", "lcm", "heaviside",
     "__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__",
     "__rtruediv__", "__floordiv__", "__rfloordiv__", "__mod__", "__rmod__", "__pow__", "__rpow__",
     "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__and__", "__or__", "__xor__",
@@ -119,7 +113,21 @@ _POINTWISE_METHODS = [
 ]
 
 
-@register(*_POINTWISE_BINARY, *_POINTWISE_METHODS)
+def _primitive_spellings(meta_rule: str) -> list:
+    """The torch functions and Tensor methods named like a pointwise primitive (its name or an
+    alias, codegen/primitives.py) whose symbolic shape rule is `meta_rule`."""
+    out = []
+    for prim in PRIMITIVES:
+        if prim.meta_rule == meta_rule:
+            for name in prim.names:
+                if getattr(torch, name, None) is not None:
+                    out.append(getattr(torch, name))
+                if hasattr(torch.Tensor, name):
+                    out.append(name)
+    return out
+
+
+@register(*_POINTWISE_BINARY, *_POINTWISE_METHODS, *_primitive_spellings("broadcast"))
 def _rule_pointwise(ctx, *args, **kwargs):
     tensors = [v for v in list(args) + list(kwargs.values()) if isinstance(v, TensorMeta)]
     if any(isinstance(v, (list, tuple)) for v in args):
@@ -152,44 +160,33 @@ def _rule_inplace(ctx, self, *args, **kwargs):
 
 
 _UNARY_FUNCS = [
-    torch.abs, torch.neg, torch.negative, torch.exp, torch.exp2, torch.expm1, torch.log,
-    torch.log2, torch.log10, torch.log1p, torch.sqrt, torch.rsqrt, torch.sin, torch.cos, torch.tan,
-    torch.asin, torch.acos, torch.atan, torch.sinh, torch.cosh, torch.tanh, torch.asinh,
-    torch.acosh, torch.atanh, torch.sigmoid, torch.relu, torch.erf, torch.erfc, torch.erfinv,
-    torch.floor, torch.ceil, torch.round, torch.trunc, torch.frac, torch.sign, torch.sgn,
-    torch.reciprocal, torch.square, torch.logical_not, torch.bitwise_not, torch.isnan,
-    torch.isinf, torch.isfinite, torch.nan_to_num, torch.clone, torch.tril, torch.triu,
-    torch.softmax, torch.log_softmax, torch.cumsum, torch.cumprod, torch.cummax, torch.cummin,
-    torch.logcumsumexp, torch.flip, torch.roll,
-    torch.sort, torch.argsort, torch.positive, torch.conj, torch.real, torch.angle,
-    torch.zeros_like, torch.ones_like, torch.empty_like, torch.rand_like, torch.randn_like,
-    torch.full_like, torch.randint_like, torch.bernoulli, torch.dropout, torch.alpha_dropout,
-    torch.special.expit, torch.special.erf, torch.logit, torch.signbit, torch.i0, torch.lgamma,
-    torch.digamma, torch.deg2rad, torch.rad2deg, torch.fix, torch.layer_norm, torch.group_norm,
+    torch.erfinv, torch.nan_to_num, torch.clone, torch.tril, torch.triu, torch.softmax,
+    torch.log_softmax, torch.cumsum, torch.cumprod, torch.cummax, torch.cummin, torch.logcumsumexp,
+    torch.flip, torch.roll, torch.sort, torch.argsort, torch.positive, torch.conj, torch.real,
+    torch.angle, torch.zeros_like, torch.ones_like, torch.empty_like, torch.rand_like,
+    torch.randn_like, torch.full_like, torch.randint_like, torch.bernoulli, torch.dropout,
+    torch.alpha_dropout, torch.special.expit, torch.special.erf, torch.logit, torch.i0,
+    torch.digamma, torch.deg2rad, torch.rad2deg, torch.layer_norm, torch.group_norm,
     torch.batch_norm, torch.instance_norm,
     F.relu, F.relu6, F.gelu, F.silu, F.mish, F.elu, F.selu, F.celu, F.leaky_relu, F.hardtanh,
     F.hardswish, F.hardsigmoid, F.sigmoid, F.tanh, F.softplus, F.softsign, F.tanhshrink,
     F.logsigmoid, F.softmax, F.log_softmax, F.softmin, F.dropout, F.dropout1d, F.dropout2d,
     F.dropout3d, F.alpha_dropout, F.layer_norm, F.group_norm, F.batch_norm, F.instance_norm,
-    F.normalize, F.local_response_norm,
-    F.threshold, F.prelu, F.rrelu, F.hardshrink, F.softshrink,
+    F.normalize, F.local_response_norm, F.threshold, F.prelu, F.rrelu, F.hardshrink, F.softshrink,
     operator.neg, operator.pos, operator.invert, operator.abs,
 ]
 _UNARY_METHODS = [
-    "abs", "neg", "negative", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt",
-    "rsqrt", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh",
-    "atanh", "sigmoid", "relu", "erf", "erfc", "erfinv", "floor", "ceil", "round", "trunc", "frac",
-    "sign", "sgn", "reciprocal", "square", "logical_not", "bitwise_not", "isnan", "isinf",
-    "isfinite", "nan_to_num", "clone", "tril", "triu", "softmax", "log_softmax", "cumsum",
-    "cumprod", "cummax", "cummin", "logcumsumexp", "flip", "roll", "sort", "argsort", "positive",
-    "float", "double", "half", "bfloat16", "int", "long", "short", "bool", "byte", "char", "to",
-    "cpu", "cuda", "detach", "contiguous", "requires_grad_", "logit",
-    "signbit", "lgamma", "digamma", "deg2rad", "rad2deg", "fix", "bernoulli", "__neg__", "__pos__",
-    "__invert__", "__abs__", "clamp_min", "clamp_max",
+    "erfinv", "nan_to_num", "clone", "tril", "triu", "softmax", "log_softmax", "cumsum", "cumprod",
+    "cummax", "cummin", "logcumsumexp", "flip", "roll", "sort", "argsort", "positive", "float",
+    "double", "half", "bfloat16", "int", "long", "short", "bool", "byte", "char", "to", "cpu",
+    "cuda", "detach", "contiguous", "requires_grad_", "logit", "digamma", "deg2rad", "rad2deg",
+    "bernoulli",
+    "__neg__", "__pos__", "__invert__", "__abs__",
+    "clamp_min", "clamp_max",
 ]
 
 
-@register(*_UNARY_FUNCS, *_UNARY_METHODS)
+@register(*_UNARY_FUNCS, *_UNARY_METHODS, *_primitive_spellings("same_shape"))
 def _rule_same_shape(ctx, x, *args, **kwargs):
     """Output(s) shaped like the first tensor argument (sort/cummax give two such outputs)."""
     if not isinstance(x, TensorMeta):
