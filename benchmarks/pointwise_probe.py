@@ -5,10 +5,10 @@ per thread count (OMP_NUM_THREADS=1 and 16 by default, each a fresh worker proce
     python benchmarks/pointwise_probe.py            # full size (4M floats), threads 1 and 16
     python benchmarks/pointwise_probe.py --quick    # tiny size, checks that everything runs
 
-Our variants are the codegen's switches (read at compile time, so one process compiles them all):
-  PYDYNAMO_CPP_VECTOR_WIDTH  512 (default now) | 256 | native (g++'s choice: 256 on Intel Xeons)
-  PYDYNAMO_CPP_TANH          inline (default now: pd_tanhf) | libm (libmvec's tanhf)
-  PYDYNAMO_CPP_OMP_SCHEDULE  unset (static, one chunk per thread) | e.g. static,65536
+Our variants are codegen options (codegen/options.py; one process compiles them all):
+  vector_width  512 (default now) | 256 | native (g++'s choice: 256 on Intel Xeons)
+  cpp_tanh      inline (default now: pd_tanhf) | libm (libmvec's tanhf)
+  omp_schedule  "" (static, one chunk per thread) | e.g. static,65536
 "main" is what main compiled before this probe (native width, libmvec tanh). "kernel only" calls
 the default variant's kernel into a preallocated output: the gap to "ours" is allocation plus the
 Python wrapper. The table gives ms per call (median of interleaved rounds), inductor's time over
@@ -27,28 +27,14 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-VARIANTS = {   # name -> codegen environment switches
-    "main (native, libm tanh)": {"PYDYNAMO_CPP_VECTOR_WIDTH": "native", "PYDYNAMO_CPP_TANH": "libm"},
+VARIANTS = {   # name -> codegen options
+    "main (native, libm tanh)": {"vector_width": "native", "cpp_tanh": "libm"},
     "ours (512, inline tanh)": {},
-    "512, libm tanh": {"PYDYNAMO_CPP_TANH": "libm"},
-    "native, inline tanh": {"PYDYNAMO_CPP_VECTOR_WIDTH": "native"},
-    "512, static,65536": {"PYDYNAMO_CPP_OMP_SCHEDULE": "static,65536"},
-    "512, dynamic,65536": {"PYDYNAMO_CPP_OMP_SCHEDULE": "dynamic,65536"},
+    "512, libm tanh": {"cpp_tanh": "libm"},
+    "native, inline tanh": {"vector_width": "native"},
+    "512, static,65536": {"omp_schedule": "static,65536"},
+    "512, dynamic,65536": {"omp_schedule": "dynamic,65536"},
 }
-SWITCHES = ("PYDYNAMO_CPP_VECTOR_WIDTH", "PYDYNAMO_CPP_TANH", "PYDYNAMO_CPP_OMP_SCHEDULE")
-
-
-def _compile_variant(gm, args, env):
-    import codegen
-    saved = {k: os.environ.pop(k, None) for k in SWITCHES}
-    os.environ.update(env)
-    try:
-        return codegen.compile_fx(gm, args, strict=True)
-    finally:
-        for k, v in saved.items():
-            os.environ.pop(k, None)
-            if v is not None:
-                os.environ[k] = v
 
 
 def _vector_widths(so):
@@ -81,6 +67,7 @@ def worker(n, rounds, iters):
     sys.path.insert(0, ROOT)
     import torch
     import torch.fx
+    import codegen
     from benchmarks.bench_codegen import PointwiseChain, timeit_interleaved
     torch.manual_seed(0)
     x, y = torch.randn(n), torch.randn(n)
@@ -93,8 +80,8 @@ def worker(n, rounds, iters):
         fns[-1](x, y)
         print(f"  inductor compiled in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
         gm = torch.fx.symbolic_trace(mod)
-        for name, env in VARIANTS.items():
-            fn = _compile_variant(gm, [x, y], env)
+        for name, opts in VARIANTS.items():
+            fn = codegen.compile_fx(gm, [x, y], strict=True, **opts)
             names.append(name)
             fns.append(fn)
             libs[name] = _vector_widths(fn.library_path)

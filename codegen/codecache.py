@@ -1,7 +1,8 @@
 """Content-addressed disk cache for generated code: every artifact is verified before it is used.
 
-Artifacts under cache_dir() ($PYDYNAMO_CACHE_DIR, default ~/.cache/pydynamo):
-  cpp/<k2>/<key>.so      kernel libraries (ctypes), key = source_key(source); .cpp beside it
+Artifacts under cache_dir() (pydynamo.config.cache_dir: $PYDYNAMO_CACHE_DIR, default
+~/.cache/pydynamo); the two C/C++ ones are built by one helper, `load_extension`:
+  cpp/<k2>/<key>.so      kernel libraries (ctypes), key = source_key(source, flags); .cpp beside
   guards/...             the tensor-check CPython extension (pydynamo/tensor_check.py)
   cpp/libmvec-<...>      the libmvec probe's answer (a sealed 1-byte payload)
   wrappers/, triton/     generated Python, named by the sha256 of its own text
@@ -49,11 +50,14 @@ import tempfile
 import threading
 import time
 import warnings
-from typing import Callable, Dict, Optional, Tuple, TypeVar
+from typing import Callable, Dict, List, Optional, Tuple, TypeVar
+
+from codegen.options import VECTOR_WIDTHS
+from pydynamo import config
 
 log = logging.getLogger("pydynamo.codegen")
 
-CXX = os.environ.get("CXX", "g++")
+CXX = config.cxx           # ($CXX, else g++: kernels and the guard extension)
 # -fno-trapping-math: values and NaN/inf semantics stay IEEE (no fast-math); it only lets g++
 # if-convert float selects, which AVX2 and older targets need to vectorize pd_expf, max, where
 CXXFLAGS = ["-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=c++17", "-fwrapv",
@@ -67,20 +71,19 @@ class CacheWarning(UserWarning):
     """A cached artifact failed verification or the cache dir is unwritable (repaired/bypassed)."""
 
 
-def cxxflags() -> list:
-    """CXXFLAGS plus the preferred vector width, read per build (PYDYNAMO_CPP_VECTOR_WIDTH:
-    512 by default, 256, or "native" for g++'s own choice) so one process can compare them.
-    Why 512: g++ tunes Intel's AVX-512 server cores (Skylake-SP to Emerald Rapids) to prefer
-    256-bit vectors, so -march=native there vectorized every loop 8 floats wide (and called
-    libmvec's 8-wide variants) while torch.compile's explicit AVX-512 code runs 16 wide; on
-    AMD Zen 4 native already picks 512. Targets without AVX-512 ignore the flag."""
+def cxxflags(vector_width: str = "512") -> list:
+    """CXXFLAGS plus the preferred vector width (codegen option `vector_width`: 512 by default,
+    256, 128, or "native" for g++'s own choice). Why 512: g++ tunes Intel's AVX-512 server cores
+    (Skylake-SP to Emerald Rapids) to prefer 256-bit vectors, so -march=native there vectorized
+    every loop 8 floats wide (and called libmvec's 8-wide variants) while torch.compile's
+    explicit AVX-512 code runs 16 wide; on AMD Zen 4 native already picks 512. Targets without
+    AVX-512 ignore the flag."""
     import platform
-    width = os.environ.get("PYDYNAMO_CPP_VECTOR_WIDTH", "512")
-    if width == "native" or platform.machine() not in ("x86_64", "AMD64"):
+    if vector_width not in VECTOR_WIDTHS:
+        raise ValueError(f"vector_width={vector_width!r}: expected one of {VECTOR_WIDTHS}")
+    if vector_width == "native" or platform.machine() not in ("x86_64", "AMD64"):
         return list(CXXFLAGS)
-    if width not in ("128", "256", "512"):
-        raise ValueError(f"PYDYNAMO_CPP_VECTOR_WIDTH={width!r}: expected 128, 256, 512 or native")
-    return CXXFLAGS + [f"-mprefer-vector-width={width}"]
+    return CXXFLAGS + [f"-mprefer-vector-width={vector_width}"]
 
 _loaded: Dict[str, ctypes.CDLL] = {}
 _lock = threading.RLock()      # reentrant: a build may probe libmvec, which publishes too
@@ -88,14 +91,9 @@ stats = {"compiles": 0, "disk_hits": 0, "memory_hits": 0, "compile_seconds": 0.0
 
 
 def cache_dir() -> str:
-    d = os.environ.get("PYDYNAMO_CACHE_DIR")
-    if not d:
-        try:
-            cfg = sys.modules.get("pydynamo.config")
-            d = getattr(cfg, "cache_dir", None)
-        except Exception:
-            d = None
-    return d or os.path.expanduser("~/.cache/pydynamo")
+    """pydynamo.config.cache_dir ($PYDYNAMO_CACHE_DIR), read at each use: a test or program that
+    sets it sends later artifacts there."""
+    return config.cache_dir
 
 
 @functools.lru_cache(None)
@@ -129,16 +127,23 @@ def target_id() -> str:
     return f"{cpu} {libc}"
 
 
-def toolchain() -> str:
-    return " ".join([CXX] + cxxflags()) + " | " + compiler_version() + " | " + target_id()
+def toolchain(flags=None) -> str:
+    return " ".join([CXX] + (cxxflags() if flags is None else flags)) + " | " + \
+        compiler_version() + " | " + target_id()
 
 
-def source_key(source: str) -> str:
+def key_of(*parts: str) -> str:
+    """The cache key of an artifact built from `parts` (each one input of the build)."""
     h = hashlib.sha256()
-    for part in (FORMAT, source, toolchain()):
+    for part in (FORMAT,) + parts:
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()
+
+
+def source_key(source: str, flags=None) -> str:
+    """A kernel library's key: its source and the toolchain (compiler, `flags`, target)."""
+    return key_of(source, toolchain(flags))
 
 
 # ------------------------------------------------------------------ sealed files
@@ -378,36 +383,46 @@ def _probe_vector_math() -> bool:
     return (major, minor) >= (2, 35) and os.path.isabs(path) and os.path.exists(path)
 
 
-def load_library(source: str) -> (ctypes.CDLL, str):
+def load_library(source: str, vector_width: str = "512") -> (ctypes.CDLL, str):
     """Compile (or find, verified) the shared library for this C++ source; returns (lib, path)."""
-    key = source_key(source)
+    flags = cxxflags(vector_width)
+    key = source_key(source, flags)
     with _lock:
         if key in _loaded:
             stats["memory_hits"] += 1
             return _loaded[key]
-        rel = os.path.join("cpp", key[:2], key + ".so")
-        lib, so = load_binary(rel, key, lambda tmp: _build(source, tmp), ctypes.CDLL,
-                              "kernel library", toolchain())
+        libs = ["-lmvec"] if "omp declare simd" in source else []
+        lib, so = load_extension(os.path.join("cpp", key[:2], key + ".so"), key, source,
+                                 lambda src, out: [CXX] + flags + [src, "-o", out] + libs,
+                                 ctypes.CDLL, "kernel library", toolchain(flags), counted=True)
         _loaded[key] = lib, so
         return lib, so
 
 
-def _build(source: str, out: str):
-    """Compile `source` into the library file `out` (the .cpp is kept beside it, for reading)."""
-    src = out[:out.index(".so.")] + ".cpp"      # <dir>/<key>.so.XXXX.tmp -> <dir>/<key>.cpp
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(out), suffix=".cpp.tmp")
-    with os.fdopen(fd, "w") as f:               # (every writer renames the same text in)
-        f.write(source)
-    os.replace(tmp, src)
-    cmd = [CXX] + cxxflags() + [src, "-o", out] + (["-lmvec"] if "omp declare simd" in source else [])
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    dt = time.perf_counter() - t0
-    if proc.returncode != 0:
-        raise RuntimeError(f"C++ compile failed ({' '.join(cmd)}):\n{proc.stderr[-4000:]}")
-    stats["compiles"] += 1
-    stats["compile_seconds"] += dt
-    log.debug("compiled %s in %.2fs", out, dt)
+def load_extension(rel: str, key: str, source: str, command: Callable[[str, str], List[str]],
+                   load: Callable[[str], T], what: str, info: str, counted: bool = False
+                   ) -> Tuple[T, str]:
+    """The one way a C/C++ artifact is built and cached (kernel libraries; the guard extension,
+    pydynamo/tensor_check.py): load_binary's verified file at <cache dir>/rel for `key`, else
+    `command(src, out)` compiles `source` (kept beside it as <key>.cpp, for reading) into it.
+    `counted`: the build counts in stats["compiles"] (the kernel libraries' figure)."""
+    def build(out: str):
+        src = os.path.join(os.path.dirname(out), key + ".cpp")
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(out), suffix=".cpp.tmp")
+        with os.fdopen(fd, "w") as f:               # (every writer renames the same text in)
+            f.write(source)
+        os.replace(tmp, src)
+        cmd = command(src, out)
+        t0 = time.perf_counter()
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        dt = time.perf_counter() - t0
+        if proc.returncode != 0:
+            raise RuntimeError(f"C++ compile failed ({' '.join(cmd)}):\n{proc.stderr[-4000:]}")
+        if counted:
+            stats["compiles"] += 1
+            stats["compile_seconds"] += dt
+        log.debug("built %s %s in %.2fs", what, out, dt)
+    return load_binary(rel, key, build, load, what, info)
 
 
 def write_wrapper(source: str) -> str:

@@ -24,6 +24,7 @@ import torch
 
 from codegen.ir import Reduction
 from codegen.ops import HandlerBase, index_error_code, set_handler
+from codegen.options import Options
 from codegen.scalars import SpecializeFloats, has_scalar, is_scalar_symbol, scalar_name
 from codegen.scheduler import FusedKernel, _same
 from codegen.sizevars import (cexpr, contiguous_strides, flat_index, loop_vars, product,
@@ -37,24 +38,10 @@ PARALLEL_MIN_WORK = 32768
 NUM_THREADS = os.cpu_count() or 1
 
 
-def _variant_defines() -> str:
-    """Switches read per compile so that benchmarks/pointwise_probe.py can time both forms in
-    one process: PYDYNAMO_CPP_TANH=libm calls tanhf (libmvec when vectorized) instead of the
-    inlined pd_tanhf."""
-    tanh = os.environ.get("PYDYNAMO_CPP_TANH", "inline")
-    if tanh not in ("inline", "libm"):
-        raise ValueError(f"PYDYNAMO_CPP_TANH={tanh!r}: expected inline or libm")
-    return "#define PD_LIBM_TANH 1\n" if tanh == "libm" else ""
-
-
-def _omp_schedule() -> str:
-    """PYDYNAMO_CPP_OMP_SCHEDULE (e.g. "static,65536", "dynamic,16384", "guided"): a schedule
-    clause for parallel pointwise loops, for the probe; unset = the runtime's default (static,
-    one contiguous chunk per thread)."""
-    sched = os.environ.get("PYDYNAMO_CPP_OMP_SCHEDULE", "")
-    if sched and not all(c.isalnum() or c in ",_" for c in sched):
-        raise ValueError(f"PYDYNAMO_CPP_OMP_SCHEDULE={sched!r}")
-    return f" schedule({sched})" if sched else ""
+def _variant_defines(options) -> str:
+    """Kernel variants benchmarks/pointwise_probe.py times against each other (codegen options):
+    cpp_tanh="libm" calls tanhf (libmvec when vectorized) instead of the inlined pd_tanhf."""
+    return "#define PD_LIBM_TANH 1\n" if options.cpp_tanh == "libm" else ""
 
 PREAMBLE = r"""
 #include <cmath>
@@ -333,8 +320,11 @@ class Scope:
 class CppKernelPrinter(HandlerBase):
     """Prints one FusedKernel as a C++ function."""
 
-    def __init__(self, kernel: FusedKernel, buffers: Dict[str, object]):
+    def __init__(self, kernel: FusedKernel, buffers: Dict[str, object], omp_schedule=""):
         self.kernel = kernel
+        # option omp_schedule: a schedule clause for parallel pointwise loops ("": the runtime's
+        # default, static with one contiguous chunk per thread)
+        self.omp_schedule = f" schedule({omp_schedule})" if omp_schedule else ""
         self.buffers = buffers
         self.params: Dict[str, bool] = {}   # buffer name -> written?
         self.ranges: Dict[sympy.Symbol, sympy.Expr] = {}
@@ -552,12 +542,12 @@ class CppKernelPrinter(HandlerBase):
             pragma = None
             if par_head and i == 0:
                 coll = f" collapse({len(outer) - 1})" if len(outer) > 2 else ""
-                pragma = f"#pragma omp parallel for{coll}{_omp_schedule()}{self._if(work)}"
+                pragma = f"#pragma omp parallel for{coll}{self.omp_schedule}{self._if(work)}"
             elif last and par_head:
                 pragma = "#pragma omp simd" if not self._may_err() else None
             elif last:
                 simd = "" if self._may_err() else " simd"
-                pragma = f"#pragma omp parallel for{simd}{_omp_schedule()}{self._if(work)}"
+                pragma = f"#pragma omp parallel for{simd}{self.omp_schedule}{self._if(work)}"
             self.open_loop(x, r, pragma)
         for node in self.kernel.nodes:
             node_store(self, node, [sym(x) for x in xs])
@@ -909,13 +899,13 @@ def _emit_arg_reduction(p, name, red, xs, rs, split, loops, node, store_idx):
     p.store(node.buf.name, store_idx, out)
 
 
-def generate_source(kernels: List[FusedKernel], buffers, vector_math=False
+def generate_source(kernels: List[FusedKernel], buffers, vector_math=False, options=Options()
                     ) -> (str, Dict[str, List[str]]):
     """The C++ translation unit for one graph, and each kernel's argument names in order."""
-    parts, arg_names = [_variant_defines() + PREAMBLE + (vector_math_decls() if vector_math
-                                                         else SCALAR_TRIG)], {}
+    parts, arg_names = [_variant_defines(options) + PREAMBLE + (vector_math_decls() if vector_math
+                                                                else SCALAR_TRIG)], {}
     for k in kernels:
-        pr = CppKernelPrinter(k, buffers)
+        pr = CppKernelPrinter(k, buffers, options.omp_schedule)
         parts.append(pr.generate())
         arg_names[k.name] = pr.arg_names
     return "\n\n".join(parts) + "\n", arg_names

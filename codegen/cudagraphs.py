@@ -31,24 +31,19 @@ from typing import Any, Dict, List, Optional
 
 import torch
 
+from codegen.options import Options
+from codegen.pipeline import counters
+
 perf_log = logging.getLogger("pydynamo.perf")
 WARMUP = 1
 
 
-def enabled(options) -> bool:
-    flag = options.get("cudagraphs")
-    if flag is not None:
-        return bool(flag)
-    return options.get("mode") == "reduce-overhead"
-
-
-def maybe_wrap(call, gm, g, options, stats, matches=None):
-    if not enabled(options):
+def maybe_wrap(call, gm, g, options: Options, stats, matches=None):
+    if not options.use_cudagraphs:
         return call
     scalars = getattr(g, "scalars", None)
     if getattr(g, "size_bindings", None) or (scalars is not None and scalars.args):
         # one kernel serves all sizes and float values: no capture per shape or per value
-        from codegen import counters
         counters["cudagraph_plain_launch"] += 1
         perf_log.warning("pydynamo cudagraphs: graph has symbolic sizes or float inputs; "
                          "launching plainly")
@@ -162,7 +157,6 @@ class CudaGraphRunner:
     def _warmup(self, e: _Entry, args):
         """A plain call that also finds CPU syncs (.item(), nonzero, ...) without capturing:
         a failed capture can leave CUDA RNG state unusable, a sync check cannot."""
-        from codegen import counters
         if self.mutated:
             return self.fn(*args)
         prev = torch.cuda.get_sync_debug_mode()
@@ -181,7 +175,6 @@ class CudaGraphRunner:
         return self.fn(*args)
 
     def _capture(self, e: _Entry, args, hold) -> Optional[_Graph]:
-        from codegen import counters
         if self.pool is None:
             self.pool = torch.cuda.graph_pool_handle()
         graph = torch.cuda.CUDAGraph()

@@ -57,7 +57,7 @@ def softmax(input, dim=None, _stacklevel=3, dtype=None):
     d = norm_dim(dim, x.ndim)
     m = amax(x, [d], True)
     e = L["exp"](L["sub"](x, m))
-    if not getattr(current.graph, "cpp_kernels", False):
+    if not current.graph.backend.row_scratch:
         return L["div"](e, sum_(e, [d], True))
     if d == x.ndim - 1:
         # exp once per element into a per-row scratch array (scheduler.mark_row_local) that
@@ -312,10 +312,10 @@ def _bias_in_extern() -> bool:
     pointwise work, when the biased product has to be written to memory anyway: some consumer
     (through views) is another extern (attention, a matmul) or a graph output. When every
     consumer is a kernel, the add fuses into it instead (GELU, residual + LayerNorm), which
-    saves the extern's extra read. GPU graphs only (GraphLowering.gpu_extern_choices)."""
+    saves the extern's extra read. GPU graphs only (Backend.extern_epilogues)."""
     g = current.graph
     node = g.current_node
-    if not getattr(g, "gpu_extern_choices", False) or node is None:
+    if not g.backend.extern_epilogues or node is None:
         return False
     from codegen.graph import VIEW_OPS, _canon_name
     todo, seen = list(node.users), set()
@@ -352,7 +352,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     in each layer's call (a fill and a where per layer)."""
     g = current.graph
     if is_tensor(attn_mask) and attn_mask.dtype == torch.bool and is_tensor(query) and \
-            is_float(query.dtype) and getattr(g, "gpu_extern_choices", False):
+            is_float(query.dtype) and g.backend.extern_epilogues:
         cache = g.__dict__.setdefault("sdpa_float_masks", {})
         key_ = (id(attn_mask), query.dtype)
         if key_ not in cache:

@@ -1,9 +1,10 @@
-"""The Triton path of compile_fx: lowering on the graph's device, Triton kernels, GPU wrapper.
+"""The Triton backend of the one pipeline (codegen/pipeline.py): `TritonBackend`, its wrapper printer.
 
-`compile_fx` calls `wants_triton(...)` first; when it says yes (CUDA example inputs or
-parameters, or options={"backend_kernels": "triton"}, which with TRITON_INTERPRET=1 runs the
-Triton kernels on CPU tensors for tests), `compile_fx_triton` does the whole job:
-  lowering (same IR and lowerings as the C++ path, plus fp16/bf16) -> the same scheduler ->
+`compile_fx` asks `choose_backend(...)`; for CUDA example inputs or parameters, or
+options backend_kernels="triton" (which with TRITON_INTERPRET=1 runs the Triton kernels on CPU
+tensors, for tests), it is a `TritonBackend` on the graph's device, and `compile_graph` runs:
+  lowering (same IR and lowerings as the C++ path; fp16/bf16 are in its dtypes; a device move
+  refuses the graph; SDPA's output layout is probed on the device) -> the same scheduler ->
   codegen/triton.py kernels in one content-addressed module -> a wrapper printed by
   `GpuWrapperPrinter`, the CPU wrapper with device-aware allocation (torch's caching allocator)
   and Triton launches on the current stream; extern ops (mm, conv, ...) are torch's own calls
@@ -15,56 +16,25 @@ eager CUDA indexing does), never reads stray memory.
 """
 from __future__ import annotations
 
-import contextlib
 import functools
 import itertools
-import logging
-import threading
-import warnings
-from typing import Any, Dict, List
+from typing import Dict
 
 import torch
 
-import codegen as _codegen
-
+from codegen.cudagraphs import maybe_wrap
+from codegen.graph import GraphLowering
+from codegen.ir import ArgRef, ComputedBuffer, ExternBuffer
+from codegen.options import Options
+from codegen.pipeline import CPP, CPU_DTYPES, Backend, counters
+from codegen.scheduler import same_index
+from codegen.sizevars import static_int
+from codegen.triton import generate_source
+from codegen.triton_launch import TritonLauncher, current_stream, load_module
 from codegen.wrapper import (FRESH_RESULT_EXTERNS, KernelSite, ShapeMismatch, WrapperPrinter,
-                             extern_error, kernel_error)
+                             _py)
 
-log = logging.getLogger("pydynamo.codegen")
-_dtype_lock = threading.Lock()
 HALF_DTYPES = (torch.float16, torch.bfloat16)
-
-
-def wants_triton(example_inputs, options, gm=None) -> bool:
-    forced = options.get("backend_kernels")
-    if forced in ("triton", "cpp"):
-        return forced == "triton"
-    tensors = [x for x in example_inputs if isinstance(x, torch.Tensor)]
-    if gm is not None:
-        tensors += list(itertools.chain(gm.parameters(), gm.buffers()))
-    return any(t.is_cuda for t in tensors)
-
-
-def graph_device(example_inputs, gm) -> torch.device:
-    ts = [x for x in example_inputs if isinstance(x, torch.Tensor)]
-    ts += list(itertools.chain(gm.parameters(), gm.buffers()))
-    for t in ts:
-        if t.is_cuda:
-            return t.device
-    return torch.device("cpu")
-
-
-@contextlib.contextmanager
-def half_dtypes():
-    """fp16/bf16 lower natively on the Triton path only (the C++ printer has no half types)."""
-    from codegen import lowering
-    with _dtype_lock:
-        added = [d for d in HALF_DTYPES if d not in lowering.SUPPORTED_DTYPES]
-        lowering.SUPPORTED_DTYPES.update(added)
-        try:
-            yield
-        finally:
-            lowering.SUPPORTED_DTYPES.difference_update(added)
 
 
 class GpuWrapperPrinter(WrapperPrinter):
@@ -93,8 +63,6 @@ class GpuWrapperPrinter(WrapperPrinter):
         the loads just brought into L2 (GELU after a matmul). The input must be ours: a
         buffer this wrapper allocated or a fresh matmul result, never a graph input, a
         parameter or an extern's possible view."""
-        from codegen.ir import ComputedBuffer, ExternBuffer
-        from codegen.scheduler import same_index
         if k.has_inner or len(k.nodes) != 1:
             return
         node, i = k.nodes[0], self.step_index
@@ -128,8 +96,6 @@ class GpuWrapperPrinter(WrapperPrinter):
             return
 
     def _launch(self, k):
-        from codegen.sizevars import static_int
-        from codegen.wrapper import _py
         info = self.infos[k.name]
         xnumel = static_int(info.xnumel)
         if xnumel == 0:
@@ -223,7 +189,6 @@ LAYOUT_PROBED = {torch.nn.functional.scaled_dot_product_attention,
 
 
 def _probe_layout(target, args, kwargs, device):
-    from codegen.ir import ArgRef
     if target not in LAYOUT_PROBED:
         return None
 
@@ -252,93 +217,73 @@ def _no_stream():
     return None       # the interpreter runs kernels on CPU tensors: no stream
 
 
-def compile_fx_triton(gm: torch.fx.GraphModule, example_inputs: List[Any], **options):
-    from codegen import CompileStats, _eager, counters
-    from codegen.graph import GraphLowering
+class DeviceLowering(GraphLowering):
+    def _extern_meta(self, target, args, kwargs, meta):
+        probed = _probe_layout(target, args, kwargs, self.device)
+        return probed if probed is not None else super()._extern_meta(target, args, kwargs, meta)
+
+
+class TritonBackend(Backend):
+    """Triton kernels (codegen/triton.py) in one module, launched on the graph's device (CPU
+    tensors under TRITON_INTERPRET=1), and the GPU wrapper printer."""
+    name = "triton"
+    lowering = DeviceLowering
+    row_scratch = False
+    dtypes = CPU_DTYPES | frozenset(HALF_DTYPES)     # half types compute in fp32, round on store
+    extern_epilogues = True
+    source_attributes = True
+
+    def __init__(self, device: torch.device):
+        self.device = device
+        self.devices = (device.type,)
+        self.on_gpu = device.type == "cuda"
+
+    def refuse(self, gm):
+        moved = _device_move(gm, self.device)
+        return moved and f"{moved} moves a tensor off the graph's device ({self.device})"
+
+    def print_kernels(self, kernels, buffers, options):
+        return generate_source(kernels, buffers, options.autotune and self.on_gpu)
+
+    def load(self, source, options):
+        return load_module(source)
+
+    def wrapper(self, g, steps, infos):
+        return GpuWrapperPrinter(g, steps, infos, self.on_gpu)
+
+    def wrapper_source(self, wp, g, title):
+        src = wp.generate(title)
+        if not g.size_bindings:     # for the CUDA-graph runner (the interpreter's tests use it too)
+            src += "\n\n" + wp.matches_source()
+        return src
+
+    def namespace(self, g):
+        device = self.device
+        return {"_device": device, "_empty": functools.partial(torch.empty_strided, device=device),
+                "_ensure": _ensure_on(device),
+                "_new_err": functools.partial(torch.zeros, 1, dtype=torch.int32, device=device),
+                "_current_stream": current_stream if self.on_gpu else _no_stream}
+
+    def bind(self, module, kernel, info, wp, options):
+        fn, cfg = getattr(module, info.name), info.config
+        if kernel.name not in wp.launch_kinds:
+            return fn               # autotuned: Triton's own launch
+        return TritonLauncher(fn, cfg.xblock, cfg.num_warps, wp.launch_kinds[kernel.name],
+                              options.triton_fast_launch)
+
+    def finish(self, call, gm, g, options, stats, ns):
+        if self.on_gpu:
+            call = maybe_wrap(call, gm, g, options, stats, ns.get("matches"))
+        return call
+
+
+def choose_backend(gm, example_inputs, options: Options) -> Backend:
+    """Triton on the graph's device when an input, parameter or buffer is on CUDA (or
+    backend_kernels="triton": on CPU tensors under TRITON_INTERPRET=1), else C++."""
+    tensors = [x for x in example_inputs if isinstance(x, torch.Tensor)]
+    cuda = next((t.device for t in itertools.chain(tensors, gm.parameters(), gm.buffers())
+                 if t.is_cuda), None)
+    if options.backend_kernels == "cpp" or (cuda is None and options.backend_kernels is None):
+        return CPP
     counters["triton_path"] += 1
-    stats = CompileStats()
-    device = graph_device_ = graph_device(example_inputs, gm)
-
-    class DeviceLowering(GraphLowering):
-        devices = (graph_device_.type,)
-        gpu_extern_choices = True
-        device = graph_device_      # factories naming another device index stay extern
-
-        def _extern_meta(self, target, args, kwargs, meta):
-            probed = _probe_layout(target, args, kwargs, device)
-            return probed if probed is not None else super()._extern_meta(target, args, kwargs, meta)
-    moved = _device_move(gm, device)
-    if moved:
-        return _eager(gm, f"{moved} moves a tensor off the graph's device ({device})", stats)
-
-    def lower(specialize_floats):
-        with half_dtypes():
-            return DeviceLowering(gm, example_inputs, options.get("dynamic"),
-                                  specialize_floats).run()
-
-    return _codegen.lower_and_build(gm, stats, options, lower,
-                                    lambda g: _compile_lowered_triton(gm, g, stats, options, device),
-                                    "triton codegen")
-
-
-def _compile_lowered_triton(gm, g, stats, options, device):
-    from codegen import _emit_output_code, _logs_enabled, codecache, counters
-    from codegen.ir import ExternCall
-    from codegen.scheduler import FusedKernel, schedule
-    from codegen.triton import generate_source
-    from codegen.triton_launch import TritonLauncher, current_stream, load_module
-
-    steps = schedule(g.buffers, g.outputs, list(g.mutations.values()),
-                     fuse=options.get("fuse", True))
-    kernels = [s for s in steps if isinstance(s, FusedKernel)]
-    stats.kernels = len(kernels)
-    stats.externs = sum(1 for s in steps if isinstance(s, ExternCall))
-    stats.native_nodes, stats.extern_nodes = g.stats.native, g.stats.extern
-    stats.extern_reasons = dict(g.stats.extern_reasons)
-    max_autotune = options.get("mode") == "max-autotune" or bool(options.get("max_autotune"))
-    on_gpu = device.type == "cuda"
-    src, infos = generate_source(kernels, g.buffers_by_name, max_autotune and on_gpu)
-    mod = kpath = None
-    if kernels:
-        mod, kpath = load_module(src)
-    wp = GpuWrapperPrinter(g, steps, infos, on_gpu)
-    wsrc = wp.generate(f"{type(gm).__name__} (triton: {kpath or 'no kernels'})")
-    if not g.size_bindings:     # for the CUDA-graph runner (the interpreter's tests use it too)
-        wsrc += "\n\n" + wp.matches_source()
-    path = codecache.write_wrapper(wsrc)
-    if _logs_enabled("output_code"):
-        _emit_output_code(f"triton kernels {kpath}\n{src}\nwrapper {path}\n{wsrc}")
-
-    ns: Dict[str, Any] = {
-        "torch": torch, "_consts": wp.consts, "_externs": wp.externs, "_device": device,
-        "_empty": functools.partial(torch.empty_strided, device=device),
-        "_ensure": _ensure_on(device), "_grad_enabled": torch.is_grad_enabled,
-        "_kernel_error": kernel_error, "_extern_error": extern_error,
-        "_ShapeMismatch": ShapeMismatch,
-        "_new_err": functools.partial(torch.zeros, 1, dtype=torch.int32, device=device),
-        "_scalar_fns": g.scalars.callables}
-    for b in g.constants:
-        ns[b.name] = b.tensor
-    for k in kernels:
-        fn, cfg = getattr(mod, infos[k.name].name), infos[k.name].config
-        ns[k.name] = TritonLauncher(fn, cfg.xblock, cfg.num_warps, wp.launch_kinds[k.name]) \
-            if k.name in wp.launch_kinds else fn
-    ns["_current_stream"] = current_stream if on_gpu else _no_stream
-    ns["_eager_grad"], ns["_mismatch"] = _codegen._fallbacks(gm, counters)
-    exec(compile(wsrc, path, "exec"), ns)
-    call = ns["call"]
-    if on_gpu:
-        from codegen.cudagraphs import maybe_wrap
-        call = maybe_wrap(call, gm, g, options, stats, ns.get("matches"))
-    call.kernel_count = stats.kernels
-    call.stats = stats
-    call.wrapper_path = path
-    call.kernel_path = kpath
-    call.library_path = kpath
-    call.kernel_source = src
-    counters["graphs_compiled"] += 1
-    counters["triton_graphs_compiled"] += 1
-    counters["kernels"] += stats.kernels
-    return call
-
-
+    return TritonBackend(cuda or torch.device("cpu"))

@@ -26,7 +26,7 @@ from codegen.canonical import Canonical, canonicalize
 from pydynamo.mutation import node_mutation
 from codegen.ir import (ArgRef, ComputedBuffer, ExternBuffer, ExternCall, InputBuffer, Layout,
                         NotLowered, TensorValue, current, realize, strided_view_of)
-from codegen.lowering import LOWERINGS, SUPPORTED_DTYPES
+from codegen.lowering import LOWERINGS
 from codegen.ops import as_single_load
 from codegen.scalars import RuntimeScalars, SpecializeFloats, has_scalar, scalar_symbols
 from codegen.sizevars import FloorDiv, canonical_size, loop_vars, pyexpr
@@ -153,12 +153,14 @@ def _has_real_tensor(r) -> bool:
 
 
 class GraphLowering:
-    devices = ("cpu",)      # device types whose tensors lower natively (the GPU path adds cuda)
-    gpu_extern_choices = False  # GPU graphs: bias epilogues in matmul externs, SDPA float masks
-
     def __init__(self, gm: torch.fx.GraphModule, example_inputs: List[Any], dynamic=None,
-                 specialize_floats=False):
+                 specialize_floats=False, backend=None):
         self.gm = gm
+        # the kernel target (codegen/pipeline.py Backend): the dtypes and device types that lower
+        # natively (others stay extern), the device factories may name, and the decomposition
+        # choices (read as current.graph.backend)
+        self.backend = backend
+        self.devices, self.device = backend.devices, backend.device
         # float inputs: kernel arguments (codegen/scalars.py), or, when a float reached a size
         # or index on the first attempt, compile-time constants checked at each call
         self.specialize_floats = specialize_floats
@@ -230,7 +232,7 @@ class GraphLowering:
     def constant_tensor(self, t: torch.Tensor) -> TensorValue:
         key = id(t)
         if key not in self._const_ids:
-            if t.dtype not in SUPPORTED_DTYPES or t.device.type not in self.devices or t.is_sparse:
+            if t.dtype not in self.backend.dtypes or t.device.type not in self.devices or t.is_sparse:
                 raise NotLowered("constant dtype/device")
             if t.requires_grad:
                 self.needs_grad_params = True
@@ -428,7 +430,7 @@ class GraphLowering:
                 self.size_args[pos] = symbol
                 return symbol
             return ex
-        if ex.dtype not in SUPPORTED_DTYPES or ex.device.type not in self.devices or ex.layout != torch.strided:
+        if ex.dtype not in self.backend.dtypes or ex.device.type not in self.devices or ex.layout != torch.strided:
             raise EagerFallback(f"input {node.name}: {ex.dtype} on {ex.device}")
         buf = InputBuffer(f"arg{pos}", self._input_layout(node, pos, ex), [node], "input", pos)
         self.inputs.append(buf)
@@ -517,7 +519,7 @@ class GraphLowering:
     def _lower(self, canon: Canonical, node):
         fn = LOWERINGS[canon.name]
         for v in _flat((canon.args, list(canon.kwargs.values()))):
-            if isinstance(v, TensorValue) and v.dtype not in SUPPORTED_DTYPES:
+            if isinstance(v, TensorValue) and v.dtype not in self.backend.dtypes:
                 # an extern's result of a dtype the kernels cannot load (fp16 on the C++ path)
                 raise NotLowered(f"operand dtype {v.dtype}")
         result = fn(*canon.args, **canon.kwargs)

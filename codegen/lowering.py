@@ -29,10 +29,6 @@ from codegen.scalars import has_scalar
 
 LOWERINGS: Dict[str, Callable] = {}
 
-SUPPORTED_DTYPES = {torch.float32, torch.float64, torch.int64, torch.int32, torch.int16,
-                    torch.int8, torch.uint8, torch.bool}
-
-
 def register(*names):
     def deco(fn):
         for n in names:
@@ -52,7 +48,7 @@ def is_tensor(x) -> bool:
 
 
 def check_dtype(dt):
-    if dt not in SUPPORTED_DTYPES:
+    if dt not in current.graph.backend.dtypes:      # the kernel target's (codegen/pipeline.py)
         raise NotLowered(f"dtype {dt}")
     return dt
 

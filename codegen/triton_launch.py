@@ -128,7 +128,7 @@ def current_stream():
 
 
 def fast_launch_available(fn) -> bool:
-    if interpreting() or os.environ.get("PYDYNAMO_TRITON_FAST_LAUNCH", "1") == "0":
+    if interpreting():
         return False
     try:
         import triton
@@ -179,9 +179,11 @@ class TritonLauncher:
     Triton version not in FAST_LAUNCH_VERSIONS, or with a launch hook set, every call takes
     Triton's path."""
 
-    def __init__(self, fn, xblock: int, num_warps: int, kinds: Optional[str] = None):
+    def __init__(self, fn, xblock: int, num_warps: int, kinds: Optional[str] = None,
+                 fast: bool = True):
         self.fn, self.xblock, self.num_warps = fn, xblock, num_warps
-        self.fast = kinds is not None and fast_launch_available(fn)
+        # fast=False (option triton_fast_launch): Triton's path always, for benchmarks
+        self.fast = kinds is not None and fast and fast_launch_available(fn)
         self.key = specialization_key(kinds) if self.fast else None
         self.compiled: Dict[tuple, tuple] = {}
 

@@ -1,9 +1,12 @@
 """Backend registry: name -> `backend(gm, example_inputs) -> callable` (the torch.compile contract).
 
 Built in: "eager" (run the GraphModule as is), "codegen" (ours, imported lazily; "inductor" is an
-alias so torch.compile call sites port unchanged). Until codegen can compile a graph, it falls
-back to eager with one warning, and a graph codegen fails on runs eagerly (warned), so nothing
-breaks. Any callable is accepted as a backend as is.
+alias so torch.compile call sites port unchanged). The "codegen" backend hands
+`optimize(..., mode=..., options={...})` to `codegen.compile_fx` as the fields of one
+codegen.Options (codegen/options.py: fusion, dynamic dims, CUDA graphs, autotuning, kernel
+variants); codegen reads nothing else of pydynamo's but the process-wide cache dir and log
+channels (pydynamo/config.py). If codegen cannot be imported, or fails on a graph, the graph
+runs eagerly (warned), so nothing breaks. Any callable is accepted as a backend as is.
 """
 from __future__ import annotations
 
@@ -54,7 +57,7 @@ def codegen_backend(gm, example_inputs, **options):
             warnings.warn(f"pydynamo: codegen backend unavailable ({e}); running graphs eagerly")
         return gm.forward
     try:
-        return compile_fx(gm, example_inputs, **options)
+        return compile_fx(gm, example_inputs, **options)     # options: codegen.Options fields
     except Exception as e:  # codegen is young: a graph it cannot compile still runs (eagerly)
         warnings.warn(f"pydynamo: codegen could not compile a graph ({type(e).__name__}: {e}); running it eagerly")
         return gm.forward

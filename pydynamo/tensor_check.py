@@ -10,26 +10,27 @@ Invariants:
   * `check(t, spec)` is the same predicate as the Python conditions guards.py emits for a
     TensorSpec (exact class, dtype, device, sizes/strides with None = any, requires_grad,
     inference, conj for complex, neg for floating/complex); any C++ exception is a miss.
-  * Optional: no compiler, no headers, a failed build or PYDYNAMO_C_TENSOR_GUARDS=0 give
-    `checker() is None`, and guards.py emits the Python conditions instead (logged once).
+  * Optional: no compiler, no headers, a failed build or config.c_tensor_guards False
+    ($PYDYNAMO_C_TENSOR_GUARDS=0) give `checker() is None`, and guards.py emits the Python
+    conditions instead (logged once).
   * Built once per (source, torch, Python, compiler) into the cache dir through
-    codegen.codecache.load_binary: written atomically, verified (key and content hash) before
-    it is imported, rebuilt with one warning when damaged; a warm process compiles nothing.
+    codegen.codecache.load_extension, the kernel libraries' helper: written atomically,
+    verified (key and content hash) before it is imported, rebuilt with one warning when
+    damaged; a warm process compiles nothing.
 """
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import importlib.machinery
 import importlib.util
 import logging
 import os
-import subprocess
 import sys
 import sysconfig
-import tempfile
 import threading
-import time
+
+from codegen import codecache
+from pydynamo import config
 
 log = logging.getLogger("pydynamo.guards")
 
@@ -153,7 +154,7 @@ def _command(src: str, out: str) -> list:
     import torch
     from torch.utils import cpp_extension
     abi = int(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", True))
-    return ([_compiler(), "-O2", "-shared", "-fPIC", "-std=c++20", "-w",
+    return ([codecache.CXX, "-O2", "-shared", "-fPIC", "-std=c++20", "-w",
              f"-D_GLIBCXX_USE_CXX11_ABI={abi}", src, "-o", out]
             + [f"-I{p}" for p in cpp_extension.include_paths()]
             + [f"-I{sysconfig.get_paths()['include']}"]
@@ -165,42 +166,15 @@ def _key() -> str:
     """Every input of the build: the source, torch (version, build, headers and libraries: the
     paths in the command), Python's ABI (version, EXT_SUFFIX), the compiler and its version."""
     import torch
-    from codegen import codecache
-    h = hashlib.sha256()
-    for part in (codecache.FORMAT, SOURCE, torch.__version__, str(torch.version.git_version),
-                 sys.version, sysconfig.get_config_var("EXT_SUFFIX") or "",
-                 " ".join(_command("SRC", "OUT")), codecache.compiler_version()):
-        h.update(part.encode())
-        h.update(b"\0")
-    return h.hexdigest()
-
-
-def _compiler() -> str:
-    from codegen import codecache
-    return codecache.CXX                  # ($CXX, else g++: the kernels' compiler)
-
-
-def _build(out: str) -> None:
-    """Compile the extension into `out` (a temp name in the guards folder; the .cpp goes beside)."""
-    d = os.path.dirname(out)
-    fd, src = tempfile.mkstemp(dir=d, suffix=".cpp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(SOURCE)
-        t0 = time.perf_counter()
-        proc = subprocess.run(_command(src, out), capture_output=True, text=True, timeout=600)
-    finally:
-        os.unlink(src)
-    if proc.returncode != 0:
-        raise RuntimeError(proc.stderr[-2000:])
-    log.info("pydynamo: built the C++ tensor guard check in %.1f s (%s)",
-             time.perf_counter() - t0, out)
+    return codecache.key_of(SOURCE, torch.__version__, str(torch.version.git_version),
+                            sys.version, sysconfig.get_config_var("EXT_SUFFIX") or "",
+                            " ".join(_command("SRC", "OUT")), codecache.compiler_version())
 
 
 def _load():
-    """The extension from the cache, verified (codecache.load_binary): a damaged or foreign file
-    is rebuilt with one warning, never imported."""
-    from codegen import codecache
+    """The extension from the cache through codecache.load_extension (the kernels' helper):
+    verified before it is imported, a damaged or foreign file rebuilt with one warning."""
+    import torch
     suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
     key = _key()
 
@@ -210,11 +184,10 @@ def _load():
         mod = importlib.util.module_from_spec(spec)
         loader.exec_module(mod)
         return mod
-    import torch
-    mod, _ = codecache.load_binary(os.path.join("guards", f"pd_tensor_check_{key[:32]}{suffix}"),
-                                   key, _build, load, "C++ tensor guard extension",
-                                   f"torch {torch.__version__}, Python {sys.version.split()[0]}, "
-                                   f"{codecache.compiler_version()}")
+    mod, _ = codecache.load_extension(
+        os.path.join("guards", f"pd_tensor_check_{key[:32]}{suffix}"), key, SOURCE, _command,
+        load, "C++ tensor guard extension", f"torch {torch.__version__}, Python "
+        f"{sys.version.split()[0]}, {codecache.compiler_version()}")
     return mod
 
 
@@ -225,7 +198,7 @@ def module():
     with _lock:
         if "mod" not in _state:
             mod = None
-            if os.environ.get("PYDYNAMO_C_TENSOR_GUARDS", "1") != "0":
+            if config.c_tensor_guards:
                 try:
                     mod = _load()
                 except Exception as e:      # no compiler/headers: the Python checks serve

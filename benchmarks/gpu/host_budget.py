@@ -40,10 +40,10 @@ def main():
     a = ap.parse_args()
     from transformers import GPT2Config, GPT2Model
     import pydynamo
-    import codegen.gpu_wrapper as gw
+    from codegen import pipeline
     from codegen.triton_launch import TritonLauncher
     graphs = []
-    build = gw._compile_lowered_triton
+    build = pipeline.build       # the one pipeline's last step: a lowered graph -> its callable
 
     def recording(*args, **kw):
         call = build(*args, **kw)
@@ -54,7 +54,7 @@ def main():
             return call(*xs)
         graphs.append((call, seen))
         return call_and_keep
-    gw._compile_lowered_triton = recording
+    pipeline.build = recording
     cfg = GPT2Config(n_layer=12)
     torch.manual_seed(0)
     model = GPT2Model(cfg).cuda().eval().to(getattr(torch, a.dtype))

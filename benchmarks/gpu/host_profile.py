@@ -1,7 +1,7 @@
 """Where the host's time goes when pydynamo launches GPT-2 small (bf16, batch 8, seq 256):
 cProfile of N forwards after warm-up, for each variant: "generic" (every kernel through
-Triton's own `kernel[grid](...)`, PYDYNAMO_TRITON_FAST_LAUNCH=0), "plain" (pydynamo's direct
-launch) and "cudagraphs" (replay).
+Triton's own `kernel[grid](...)`, codegen option triton_fast_launch=False), "plain" (pydynamo's
+direct launch) and "cudagraphs" (replay).
 
     python benchmarks/gpu/host_profile.py [--dtype bfloat16] [--n 20] [--top 25]
         [--variants generic,plain,cudagraphs]
@@ -32,10 +32,10 @@ def main():
     torch.manual_seed(0)
     model = GPT2Model(cfg).cuda().eval().to(getattr(torch, a.dtype))
     ids = torch.randint(0, cfg.vocab_size, (8, 256), device="cuda")
-    variants = {"generic": {}, "plain": {}, "cudagraphs": {"cudagraphs": True}}
+    variants = {"generic": {"triton_fast_launch": False}, "plain": {},
+                "cudagraphs": {"cudagraphs": True}}
     for name in a.variants.split(","):
         opts = variants[name]
-        os.environ["PYDYNAMO_TRITON_FAST_LAUNCH"] = "0" if name == "generic" else "1"
         pydynamo.reset()
         m = pydynamo.optimize(model, backend="codegen", options=opts)
         with torch.no_grad():

@@ -7,8 +7,8 @@ them against eager, report what the cache did.
                                                  request line on stdin fork one child per
                                                  scenario and answer one JSON line
 
-Requests: {"cache": dir, "modes": [...], "env": {...}, "parallel": n} (n children started at
-once, for the race). Answers: [{"status": "exit 0" | "exit N" | "signal SIGBUS", "report":
+Requests: {"cache": dir, "modes": [...], "config": {pydynamo.config attribute: value},
+"options": {codegen option: value}, "parallel": n} (n children started at once, for the race). Answers: [{"status": "exit 0" | "exit N" | "signal SIGBUS", "report":
 {...} | None}, ...]. A child killed by a damaged library is an answer, not a dead test run.
 The server itself only imports (no threads, no kernels run, no cache read), so forking it is
 safe; forking saves each scenario the ~4 s of importing torch, sympy and the compiler.
@@ -50,22 +50,24 @@ def h(x, y):
     return torch.tanh(x - y) * 3
 
 
-def scenario(cache: str, modes) -> dict:
+def scenario(cache: str, modes, config=None, options=None) -> dict:
     if "crash" in modes:                  # the harness's own check: a signal is reported
         import resource
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         os.kill(os.getpid(), signal.SIGBUS)
     if "no_capabilities" in modes:
         _drop_capabilities()
-    os.environ["PYDYNAMO_CACHE_DIR"] = cache
     pydynamo.config.cache_dir = cache
+    for name, value in (config or {}).items():
+        setattr(pydynamo.config, name, value)
     torch.manual_seed(0)
     x, y = torch.randn(8, 5), torch.randn(5)
     ok = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         fns = [(f, (x, y)), (g, (x,))] + ([(h, (x, y))] if "extra" in modes else [])
-        compiled = [(fn, pydynamo.optimize(fn, backend="codegen"), args) for fn, args in fns]
+        compiled = [(fn, pydynamo.optimize(fn, backend="codegen", options=options), args)
+                    for fn, args in fns]
         for fn, c, args in compiled:
             ok.append(bool(torch.allclose(c(*args), fn(*args), atol=1e-5)))
         if "delete" in modes:
@@ -75,7 +77,7 @@ def scenario(cache: str, modes) -> dict:
                         os.unlink(os.path.join(d, n))
             for fn, c, args in compiled:             # loaded libraries keep working
                 ok.append(bool(torch.allclose(c(*args), fn(*args), atol=1e-5)))
-            twin = pydynamo.optimize(f_twin, backend="codegen")
+            twin = pydynamo.optimize(f_twin, backend="codegen", options=options)
             ok.append(bool(torch.allclose(twin(x, y), f(x, y), atol=1e-5)))
     return {
         "ok": all(ok), "results": ok,
@@ -109,8 +111,8 @@ def _fork(req) -> tuple:
         signal.alarm(300)                 # a hung child is reported (SIGALRM), not a hung test
         code = 0
         try:
-            os.environ.update(req.get("env", {}))
-            out = json.dumps(scenario(req["cache"], req.get("modes", []))).encode()
+            out = json.dumps(scenario(req["cache"], req.get("modes", []), req.get("config"),
+                                      req.get("options"))).encode()
             with os.fdopen(w, "wb") as fw:
                 fw.write(out)
         except BaseException:

@@ -22,6 +22,7 @@ import warnings
 import pytest
 
 from codegen import codecache
+from pydynamo import config
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -33,9 +34,10 @@ class Server:
         self.proc = subprocess.Popen([sys.executable, CHILD, "--server"], cwd=ROOT, text=True,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE)
 
-    def run(self, cache, modes=(), env=None, parallel=1):
+    def run(self, cache, modes=(), config=None, options=None, parallel=1):
         self.proc.stdin.write(json.dumps({"cache": str(cache), "modes": list(modes),
-                                          "env": env or {}, "parallel": parallel}) + "\n")
+                                          "config": config or {}, "options": options or {},
+                                          "parallel": parallel}) + "\n")
         self.proc.stdin.flush()
         line = self.proc.stdout.readline()
         assert line, "the scenario server died"
@@ -243,7 +245,7 @@ def test_libraries_deleted_while_running_keep_working_and_are_rebuilt(server, ca
 
 def test_toolchain_change_builds_new_libraries_silently(server, cache):
     before = kernel_libs(cache)
-    check(server.run(cache, env={"PYDYNAMO_CPP_VECTOR_WIDTH": "256"}), compiles=2)
+    check(server.run(cache, options={"vector_width": "256"}), compiles=2)
     after = kernel_libs(cache)
     assert len(after) == 4 and set(before) < set(after)
 
@@ -268,7 +270,7 @@ def test_read_only_cache_serves_verified_entries_and_builds_elsewhere(server, ca
 
 def test_two_processes_racing_on_a_cold_cache_both_succeed(server, tmp_path):
     d = tmp_path / "cache"
-    answers = server.run(d, env={"PYDYNAMO_C_TENSOR_GUARDS": "0"}, parallel=2)
+    answers = server.run(d, config={"c_tensor_guards": False}, parallel=2)
     for a in answers:
         check(a)
     libs = kernel_libs(d)
@@ -289,8 +291,7 @@ def test_source_key_covers_the_toolchain(monkeypatch):
     monkeypatch.setattr(codecache, "target_id", lambda: "x86_64:othercpu glibc 2.99")
     k_target = codecache.source_key(src)
     monkeypatch.undo()
-    monkeypatch.setenv("PYDYNAMO_CPP_VECTOR_WIDTH", "256")
-    k_flags = codecache.source_key(src)
+    k_flags = codecache.source_key(src, codecache.cxxflags("256"))
     assert len({k, k_compiler, k_target, k_flags}) == 4
 
 
@@ -312,7 +313,7 @@ def test_guard_extension_key_covers_torch_python_and_compiler(monkeypatch):
 def test_damaged_triton_module_is_rewritten_before_import(monkeypatch, tmp_path):
     """The generated Triton module is imported from its file: the file must hold the text."""
     from codegen import triton_launch
-    monkeypatch.setenv("PYDYNAMO_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(config, "cache_dir", str(tmp_path))
     src = "VALUE = 41 + 1\n"
     monkeypatch.setattr(triton_launch, "_modules", {})
     mod, path = triton_launch.load_module(src)
@@ -331,7 +332,7 @@ def _cache_warnings(caught):
 
 
 def test_verified_file_that_fails_to_load_is_rebuilt_once(monkeypatch, tmp_path):
-    monkeypatch.setenv("PYDYNAMO_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(config, "cache_dir", str(tmp_path))
     builds, loads = [], []
 
     def build(tmp):
@@ -353,7 +354,7 @@ def test_verified_file_that_fails_to_load_is_rebuilt_once(monkeypatch, tmp_path)
 
 def test_file_where_the_cache_dir_should_be_falls_back_to_a_temp_dir(monkeypatch, tmp_path):
     (tmp_path / "notadir").write_text("x")
-    monkeypatch.setenv("PYDYNAMO_CACHE_DIR", str(tmp_path / "notadir"))
+    monkeypatch.setattr(config, "cache_dir", str(tmp_path / "notadir"))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         p1 = codecache.write_wrapper("A = 1\n")

@@ -14,6 +14,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import codegen
+from pydynamo import config
 from codegen import codecache
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -328,7 +329,7 @@ def test_warm_process_compiles_nothing(tmp_path):
 
 
 def test_output_code_log(capfd, monkeypatch):
-    monkeypatch.setenv("PYDYNAMO_LOGS", "output_code")
+    monkeypatch.setattr(config, "logs", "output_code")
     compile_and_check(lambda x: x.abs() + 2, torch.randn(3, 3))
     err = capfd.readouterr().err
     assert "def call(" in err

@@ -5,7 +5,9 @@ the OpenMP schedule clause change the source as asked; the vector-width flag rea
 
 import pytest
 import torch
+import torch.fx
 
+import codegen
 from codegen import codecache
 from tests.codegen.test_cpp_forms import _compile, _seed  # noqa: F401 (autouse fixture)
 
@@ -56,45 +58,44 @@ def test_tanh_in_double_and_in_gelu_tanh_match_eager():
     torch.testing.assert_close(c(g), torch.nn.functional.gelu(g, approximate="tanh"))
 
 
-def test_libm_tanh_switch_changes_the_source_not_the_answer(monkeypatch):
+def _compile_with(options, fn, *args):
+    """_compile with codegen options (the switches the probe toggles)."""
+    c = codegen.compile_fx(torch.fx.symbolic_trace(fn), list(args), strict=True, **options)
+    assert not c.stats.fallback, c.stats.fallback
+    return c
+
+
+def test_libm_tanh_switch_changes_the_source_not_the_answer():
     x = torch.randn(5000) * 5
-    monkeypatch.setenv("PYDYNAMO_CPP_TANH", "libm")
-    c = _compile(lambda a: torch.tanh(a) + 1, x)
+    c = _compile_with(dict(cpp_tanh="libm"), lambda a: torch.tanh(a) + 1, x)
     assert "#define PD_LIBM_TANH 1" in _source(c)
     torch.testing.assert_close(c(x), torch.tanh(x) + 1)
-    monkeypatch.setenv("PYDYNAMO_CPP_TANH", "bogus")
-    with pytest.raises(ValueError, match="PYDYNAMO_CPP_TANH"):
-        _compile(lambda a: torch.tanh(a) + 2, x)
+    with pytest.raises(ValueError, match="cpp_tanh"):
+        _compile_with(dict(cpp_tanh="bogus"), lambda a: torch.tanh(a) + 2, x)
 
 
 @pytest.mark.parametrize("sched", ["static,4096", "dynamic,1024", "guided"])
-def test_omp_schedule_switch(monkeypatch, sched):
+def test_omp_schedule_switch(sched):
     x, y = torch.randn(100_003), torch.randn(64, 1031)
-    monkeypatch.setenv("PYDYNAMO_CPP_OMP_SCHEDULE", sched)
-    c = _compile(lambda a, b: (torch.sin(a) * 2, b * 3 + 1), x, y)
+    c = _compile_with(dict(omp_schedule=sched), lambda a, b: (torch.sin(a) * 2, b * 3 + 1), x, y)
     assert _source(c).count(f"schedule({sched})") == 2       # the 1-D and the 2-D nest
     for o, r in zip(c(x, y), (torch.sin(x) * 2, y * 3 + 1)):
         torch.testing.assert_close(o, r)
 
 
 @pytest.mark.skipif(not codecache.vector_math_available(), reason="x86-64 Linux g++ only")
-def test_vector_width_flag(monkeypatch):
-    monkeypatch.delenv("PYDYNAMO_CPP_VECTOR_WIDTH", raising=False)
+def test_vector_width_flag():
     assert "-mprefer-vector-width=512" in codecache.cxxflags()
-    monkeypatch.setenv("PYDYNAMO_CPP_VECTOR_WIDTH", "native")
-    assert codecache.cxxflags() == codecache.CXXFLAGS
-    monkeypatch.setenv("PYDYNAMO_CPP_VECTOR_WIDTH", "256")
-    assert codecache.cxxflags()[-1] == "-mprefer-vector-width=256"
+    assert codecache.cxxflags("native") == codecache.CXXFLAGS
+    assert codecache.cxxflags("256")[-1] == "-mprefer-vector-width=256"
     x = torch.randn(3000)
-    c256 = _compile(lambda a: torch.cos(a) - 1, x)
-    monkeypatch.setenv("PYDYNAMO_CPP_VECTOR_WIDTH", "512")
-    c512 = _compile(lambda a: torch.cos(a) - 1, x)
+    c256 = _compile_with(dict(vector_width="256"), lambda a: torch.cos(a) - 1, x)
+    c512 = _compile_with(dict(vector_width="512"), lambda a: torch.cos(a) - 1, x)
     assert c256.library_path != c512.library_path          # the flags are part of the key
     for c in (c256, c512):
         torch.testing.assert_close(c(x), torch.cos(x) - 1)
-    monkeypatch.setenv("PYDYNAMO_CPP_VECTOR_WIDTH", "1024")
     with pytest.raises(ValueError):
-        codecache.cxxflags()
+        codecache.cxxflags("1024")
 
 
 @pytest.mark.skipif(not codecache.vector_math_available(), reason="x86-64 Linux g++ only")

@@ -19,6 +19,7 @@ import torch.nn.functional as F
 
 import codegen
 from codegen import codecache
+from pydynamo import config
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import differential  # noqa: E402  (tests/differential.py: the shared compare)
@@ -259,7 +260,7 @@ def test_externs_with_symbolic_sizes():
 def test_one_library_serves_every_size(tmp_path, monkeypatch):
     """Compiled once with symbolic sizes: g++ runs once, then sizes 5, 7, 33 and 100 are served
     by the same library (no build, no disk or memory cache lookup, no fallback)."""
-    monkeypatch.setenv("PYDYNAMO_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(config, "cache_dir", str(tmp_path))
 
     def f(x, y):     # constants unique to this test: nothing else in the process builds it
         return torch.tanh(x * 1.0625 + y).sum(1) * 0.8125, (x - y.mean()).amax(0)

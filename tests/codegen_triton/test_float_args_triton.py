@@ -35,10 +35,12 @@ def test_cuda_graph_capture_is_skipped_for_float_inputs():
     import codegen
     from codegen.cudagraphs import maybe_wrap
     from codegen.graph import GraphLowering
+    from codegen.options import Options
+    from codegen.pipeline import CPP
     gm = torch.fx.symbolic_trace(lambda x, f: x * f)
-    g = GraphLowering(gm, [torch.randn(4), 0.5]).run()
+    g = GraphLowering(gm, [torch.randn(4), 0.5], backend=CPP).run()
     assert [a.source for a in g.scalars.args] == ["arg1"]
     call = object()
     before = codegen.counters["cudagraph_plain_launch"]
-    assert maybe_wrap(call, gm, g, {"cudagraphs": True}, None) is call
+    assert maybe_wrap(call, gm, g, Options(cudagraphs=True), None) is call
     assert codegen.counters["cudagraph_plain_launch"] == before + 1

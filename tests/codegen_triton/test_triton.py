@@ -8,6 +8,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import codegen
+from pydynamo import config
 from differential import assert_values_equal  # tests/differential.py: exact ints, dtype tolerances
 
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
@@ -106,7 +107,7 @@ def test_other_device_or_layout_runs_eagerly():
 
 
 def test_output_code_log_shows_triton(capfd, monkeypatch):
-    monkeypatch.setenv("PYDYNAMO_LOGS", "output_code")
+    monkeypatch.setattr(config, "logs", "output_code")
     compiled(lambda x: x.abs() + 2, torch.randn(3, 3, device=DEV))
     err = capfd.readouterr().err
     assert "@triton.jit" in err and "def call(" in err

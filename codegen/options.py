@@ -1,0 +1,73 @@
+"""The options of one codegen compile, as one object: `compile_fx(gm, inputs, **options)` and
+pydynamo's "codegen" backend (`optimize(..., mode=..., options={...})`) build it from keywords.
+
+Invariants: every choice a compile depends on is a field here (nothing is read from the
+environment or from pydynamo's config at compile time, except the process-wide cache dir and
+log channels in pydynamo/config.py); a value outside a field's choices raises ValueError at
+construction, before anything is lowered; an unknown name is ignored with one warning per process (as
+before options were checked: a torch.compile call site's inductor options still compile). The kernel variants
+exist so that a benchmark can compile and time both forms in one process
+(benchmarks/pointwise_probe.py, benchmarks/gpu/host_profile.py); their defaults are the forms
+that won there.
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, fields
+from typing import Dict, List, Optional
+
+VECTOR_WIDTHS = ("128", "256", "512", "native")
+_warned: set = set()        # unknown option names already warned about (once per process)
+
+
+@dataclass(frozen=True)
+class Options:
+    fuse: bool = True                 # False: one kernel per buffer (tests, debugging)
+    # {input index: [dims]} whose sizes are symbols (kernels take them as arguments)
+    dynamic: Optional[Dict[int, List[int]]] = None
+    strict: bool = False              # internal errors raise instead of running eagerly (tests)
+    backend_kernels: Optional[str] = None   # "cpp" | "triton"; None: Triton when on CUDA
+    mode: Optional[str] = None        # "max-autotune" (Triton autotuner), "reduce-overhead"
+    max_autotune: bool = False
+    cudagraphs: Optional[bool] = None  # CUDA-graph replay; None: on for mode="reduce-overhead"
+    # kernel variants (C++): tanh inlined (pd_tanhf) or "libm" (libmvec's tanhf); an OpenMP
+    # schedule clause for parallel pointwise loops ("" = the runtime's static default, else e.g.
+    # "static,65536", "guided"); g++'s preferred vector width (512: see codecache.cxxflags)
+    cpp_tanh: str = "inline"
+    omp_schedule: str = ""
+    vector_width: str = "512"
+    # Triton: launch kernels directly after their first call (codegen/triton_launch.py);
+    # False keeps Triton's own launch path
+    triton_fast_launch: bool = True
+
+    def __post_init__(self):
+        if self.backend_kernels not in (None, "cpp", "triton"):
+            raise ValueError(f"backend_kernels={self.backend_kernels!r}: expected cpp or triton")
+        if self.cpp_tanh not in ("inline", "libm"):
+            raise ValueError(f"cpp_tanh={self.cpp_tanh!r}: expected inline or libm")
+        if not all(c.isalnum() or c in ",_" for c in self.omp_schedule):
+            raise ValueError(f"omp_schedule={self.omp_schedule!r}")
+        if self.vector_width not in VECTOR_WIDTHS:
+            raise ValueError(f"vector_width={self.vector_width!r}: expected one of {VECTOR_WIDTHS}")
+
+    @classmethod
+    def of(cls, options) -> "Options":
+        """An Options from itself, or from a dict of keywords (or None)."""
+        if isinstance(options, cls):
+            return options
+        options = dict(options or {})
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(options) - known - _warned)
+        if unknown:
+            _warned.update(unknown)
+            warnings.warn(f"pydynamo codegen: ignoring unknown option(s) {unknown}; known: "
+                          f"{sorted(known)}", stacklevel=3)
+        return cls(**{k: v for k, v in options.items() if k in known})
+
+    @property
+    def autotune(self) -> bool:
+        return self.mode == "max-autotune" or self.max_autotune
+
+    @property
+    def use_cudagraphs(self) -> bool:
+        return self.cudagraphs if self.cudagraphs is not None else self.mode == "reduce-overhead"

@@ -1,0 +1,260 @@
+"""The one codegen pipeline, and the `Backend` object that says what differs between targets.
+
+    compile_graph(gm, example_inputs, backend, options) -> callable(*inputs) -> gm(*inputs)
+
+Steps, the same for every backend: lower (GraphLowering, handed `backend`: the dtypes its
+kernels compute in, the devices they run on, its decomposition choices) -> schedule (dead code,
+fusion, register-only buffers) -> the backend prints every kernel of the graph into one source
+-> the backend loads it (content-addressed on disk, codegen/codecache.py) -> the backend's
+wrapper printer writes the Python `call` -> the wrapper is executed in a namespace holding the
+kernels, externs, constants and the eager escapes -> the backend finishes the callable (CUDA
+graphs). `Backend` itself is the C++/OpenMP target; `TritonBackend` (codegen/gpu_wrapper.py)
+the Triton one.
+
+Never a wrong answer: a graph the lowering cannot represent exactly runs eagerly (one warning
+naming the node and the reason); any internal error does too (options.strict re-raises, for
+tests); calls whose inputs need autograd, or differ from the compile-time inputs, run the
+original graph eagerly (counted in `counters`). The returned callable carries `.kernel_count`,
+`.stats`, `.wrapper_path`, `.library_path` (the Triton one also `.kernel_path`, `.kernel_source`).
+"""
+from __future__ import annotations
+
+import collections
+import ctypes
+import logging
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Dict, FrozenSet, List, Optional, Tuple
+
+import torch
+
+from codegen import codecache
+from codegen.cpp import generate_source as cpp_source
+from codegen.graph import EagerFallback, GraphLowering
+from codegen.ir import ExternCall
+from codegen.options import Options
+from codegen.scalars import SpecializeFloats
+from codegen.scheduler import FusedKernel, mark_row_local, schedule
+from codegen.wrapper import ShapeMismatch, WrapperPrinter, ensure_layout, extern_error, kernel_error
+from pydynamo import logs
+
+log = logging.getLogger("pydynamo.codegen")
+
+counters: collections.Counter = collections.Counter()
+
+# dtypes the C++ printer computes in (fp16/bf16 tensors stay extern or run eagerly there)
+CPU_DTYPES = frozenset({torch.float32, torch.float64, torch.int64, torch.int32, torch.int16,
+                        torch.int8, torch.uint8, torch.bool})
+
+
+@dataclass
+class CompileStats:
+    kernels: int = 0
+    externs: int = 0
+    native_nodes: int = 0
+    extern_nodes: int = 0
+    extern_reasons: Dict[str, str] = field(default_factory=dict)
+    fallback: str = ""
+
+
+class Backend:
+    """A kernel target. What lowering may use is class attributes (GraphLowering holds the
+    backend; lowerings read `current.graph.backend`); the steps that differ are methods:
+    print_kernels(kernels, buffers, options) -> (source, {kernel name: what the wrapper printer
+    needs}), load(source, options) -> (module or library, path), wrapper(g, steps, infos) -> a
+    WrapperPrinter, namespace(g) -> the wrapper's target-dependent names, bind(module, kernel,
+    info, wp, options) -> what the wrapper calls as the kernel, finish(call, ...) -> the
+    callable. This base class is the C++/OpenMP target (codegen/cpp.py, one shared library
+    called through ctypes); TritonBackend (codegen/gpu_wrapper.py) overrides it."""
+    name = "cpp"
+    lowering = GraphLowering                    # (the Triton one adds a layout probe)
+    dtypes: FrozenSet[torch.dtype] = CPU_DTYPES  # tensors of other dtypes stay extern
+    devices: Tuple[str, ...] = ("cpu",)         # device types whose tensors lower natively
+    device: Optional[torch.device] = None       # factories naming another index stay extern
+    # decomposition choices: a row-local scratch for values a kernel's inner loops read in their
+    # own row (softmax's exp realized once, one reciprocal per row; scheduler.mark_row_local)
+    row_scratch = True
+    # GPU extern choices: a matmul's bias in the extern's epilogue, SDPA's bool mask made a
+    # float mask once per graph (codegen/decompositions.py)
+    extern_epilogues = False
+    source_attributes = False       # the callable also carries .kernel_path, .kernel_source
+
+    def refuse(self, gm) -> Optional[str]:
+        """Why this graph must run eagerly before lowering (None: lower it)."""
+        return None
+
+    def print_kernels(self, kernels, buffers, options):
+        return cpp_source(kernels, buffers, codecache.vector_math_available(), options)
+
+    def load(self, source, options):
+        return codecache.load_library(source, options.vector_width)
+
+    def wrapper(self, g, steps, arg_names) -> WrapperPrinter:
+        kernels = [s for s in steps if isinstance(s, FusedKernel)]
+        may_err = {k.name: any(n.reads(len(k.outer)).may_raise for n in k.nodes) for k in kernels}
+        return WrapperPrinter(g, steps, arg_names, may_err)
+
+    def wrapper_source(self, wp: WrapperPrinter, g, title: str) -> str:
+        return wp.generate(title)
+
+    def namespace(self, g) -> Dict[str, Any]:
+        return {"_empty": torch.empty_strided, "_ensure": ensure_layout}
+
+    def bind(self, lib, kernel, arg_names, wp, options):
+        fn = getattr(lib, kernel.name)
+        fn.argtypes = [_CTYPES_BY_KIND[wp.arg_kind(a)] for a in arg_names]
+        fn.restype = ctypes.c_int
+        return fn
+
+    def finish(self, call, gm, g, options: Options, stats: CompileStats, ns):
+        return call
+
+
+_CTYPES_BY_KIND = {"ptr": ctypes.c_void_p, "size": ctypes.c_int64, "scalar": ctypes.c_double}
+CPP = Backend()
+
+
+def compile_graph(gm: torch.fx.GraphModule, example_inputs: List[Any], backend: Backend,
+                  options: Options):
+    stats = CompileStats()
+    refused = backend.refuse(gm)
+    if refused:
+        return _eager(gm, refused, stats)
+
+    def lower(specialize_floats):
+        return backend.lowering(gm, example_inputs, options.dynamic, specialize_floats,
+                                backend).run()
+    return lower_and_build(gm, stats, options, lower,
+                           lambda g: build(gm, g, backend, stats, options),
+                           f"{backend.name} codegen")
+
+
+def lower_and_build(gm, stats, options: Options, lower, build, what):
+    """Run `lower(specialize_floats)` then `build(lowered)`. Float inputs are kernel arguments;
+    where one cannot be (codegen/scalars.py), the graph is lowered and built again with floats
+    as checked constants. A declared fallback, or any internal error, runs the graph eagerly
+    with one warning: a compiler bug must not become the user's crash or wrong answer
+    (options.strict re-raises, for tests)."""
+    try:
+        return _lower_and_build(gm, stats, options, lambda: lower(False), build, what)
+    except SpecializeFloats as e:
+        counters["float_specialized_graphs"] += 1
+        log.info("codegen: float inputs are compile-time constants in this graph: %s", e)
+    try:
+        return _lower_and_build(gm, stats, options, lambda: lower(True), build, what)
+    except SpecializeFloats as e:       # (no float symbol exists then: a compiler bug)
+        if options.strict:
+            raise
+        return _eager(gm, f"internal error: {e}", stats)
+
+
+def _lower_and_build(gm, stats, options, lower, build, what):
+    try:
+        g = lower()
+    except SpecializeFloats:
+        raise
+    except EagerFallback as e:
+        return _eager(gm, str(e), stats)
+    except Exception as e:
+        if options.strict:
+            raise
+        log.debug("%s lowering failed", what, exc_info=True)
+        return _eager(gm, f"internal lowering error: {type(e).__name__}: {e}", stats)
+    try:
+        return build(g)
+    except SpecializeFloats:
+        raise
+    except Exception as e:
+        if options.strict:
+            raise
+        log.debug("%s failed", what, exc_info=True)
+        return _eager(gm, f"internal {what} error: {type(e).__name__}: {e}", stats)
+
+
+def build(gm, g, backend: Backend, stats: CompileStats, options: Options):
+    """A lowered graph -> the compiled callable (schedule, kernels, wrapper, namespace)."""
+    mutations = list(g.mutations.values())
+    steps = schedule(g.buffers, g.outputs, mutations, fuse=options.fuse)
+    if backend.row_scratch:
+        mark_row_local(steps, g.outputs, mutations)
+    kernels = [s for s in steps if isinstance(s, FusedKernel)]
+    stats.kernels = len(kernels)
+    stats.externs = sum(1 for s in steps if isinstance(s, ExternCall))
+    stats.native_nodes, stats.extern_nodes = g.stats.native, g.stats.extern
+    stats.extern_reasons = dict(g.stats.extern_reasons)
+
+    src, infos = backend.print_kernels(kernels, g.buffers_by_name, options)
+    module = kpath = None
+    if kernels:
+        module, kpath = backend.load(src, options)
+    wp = backend.wrapper(g, steps, infos)
+    wsrc = backend.wrapper_source(wp, g, f"{type(gm).__name__} ({backend.name}: "
+                                         f"{kpath or 'no kernels'})")
+    path = codecache.write_wrapper(wsrc)
+    logs.log("output_code", "%s kernels %s\n%s\nwrapper %s\n%s", backend.name, kpath,
+             src if kernels else "", path, wsrc)
+
+    ns: Dict[str, Any] = {"torch": torch, "_consts": wp.consts, "_externs": wp.externs,
+                          "_grad_enabled": torch.is_grad_enabled, "_kernel_error": kernel_error,
+                          "_extern_error": extern_error, "_ShapeMismatch": ShapeMismatch,
+                          "_scalar_fns": g.scalars.callables, **backend.namespace(g)}
+    for b in g.constants:           # module parameters / traced constants, held by reference
+        ns[b.name] = b.tensor
+    for k in kernels:
+        ns[k.name] = backend.bind(module, k, infos[k.name], wp, options)
+    ns["_eager_grad"], ns["_mismatch"] = _fallbacks(gm)
+    exec(compile(wsrc, path, "exec"), ns)
+    call = backend.finish(ns["call"], gm, g, options, stats, ns)
+    call.kernel_count = stats.kernels
+    call.stats = stats
+    call.wrapper_path = path
+    call.library_path = kpath
+    if backend.source_attributes:
+        call.kernel_path, call.kernel_source = kpath, src
+    call._lib = module      # keep the library alive as long as the callable
+    counters["graphs_compiled"] += 1
+    counters[f"{backend.name}_graphs_compiled"] += 1
+    counters["kernels"] += stats.kernels
+    return call
+
+
+def _eager(gm, reason: str, stats: CompileStats):
+    stats.fallback = reason
+    warnings.warn(f"pydynamo codegen: running this graph eagerly: {reason}", stacklevel=3)
+    counters["eager_fallback_graphs"] += 1
+
+    def run_eager(*args):
+        return gm(*args)
+    run_eager.kernel_count = 0
+    run_eager.stats = stats
+    run_eager.wrapper_path = None
+    run_eager.library_path = None
+    return run_eager
+
+
+def _fallbacks(gm):
+    """The two eager escapes every generated wrapper calls from its entry check."""
+    warned = []      # once per reason: "grad", None (inputs differ) or a size relation
+
+    def eager_grad(*args):
+        counters["eager_grad_calls"] += 1
+        if "grad" not in warned:
+            warned.append("grad")
+            log.info("codegen: inputs require grad under grad mode; running %s eagerly",
+                     type(gm).__name__)
+        return gm(*args)
+
+    def mismatch(*args, why=None, error=False):
+        if error:    # a kernel or extern raised: eager's partial in-place updates, its error
+            counters["error_replays"] += 1
+            return gm(*args)
+        counters["input_mismatch_calls"] += 1
+        if why is not None:      # a size relation the kernels were compiled under
+            counters["size_assumption_calls"] += 1
+        if why not in warned:
+            warned.append(why)
+            what = ("sizes break the relation the kernels were compiled under: " + why) if why \
+                else "inputs differ from the compiled ones (shape/stride/dtype/device/aliasing)"
+            warnings.warn(f"pydynamo codegen: {what}; running the graph eagerly", stacklevel=3)
+        return gm(*args)
+    return eager_grad, mismatch
