@@ -35,7 +35,7 @@ from pydynamo import autocast as _autocast
 from pydynamo import config, logs
 from pydynamo.backends import lookup_backend
 from pydynamo.exc import BackendCompilerFailed, FullGraphError, GraphBreak, Unsupported
-from pydynamo.executor.breaks import user_frame_name
+from pydynamo.bytecode import user_frame_name
 from pydynamo.guards import compile_guards, current_global_state, Guard, GuardKind, ShapeGuards
 from pydynamo.recompiles import explain_recompile
 from pydynamo.shapes import ConstraintViolation

@@ -51,6 +51,11 @@ class Unsupported(PydynamoError):
         self.graph_break: Optional[GraphBreak] = None  # filled with the user location once known
 
 
+class ReturnValue(Exception):
+    """Control flow, not an error: a translator finished its frame (return, or a graph break
+    taken); raised out of the opcode loop and caught by the translator that runs it."""
+
+
 class FullGraphError(PydynamoError):
     """fullgraph=True and the function needs a graph break."""
 

@@ -15,6 +15,7 @@ import dataclasses
 import types
 from typing import Any
 
+from pydynamo.bytecode import user_code_name
 from pydynamo.guards import Guard, GuardKind, TensorSpec, compile_guards, current_global_state, settings_of
 
 _SPEC_FIELDS = ("cls", "dtype", "device", "shape", "stride", "requires_grad", "is_conj", "is_neg",
@@ -173,7 +174,6 @@ def _len(v):
 def explain_recompile(code: types.CodeType, entries: list, frame_locals: dict,
                       frame_globals: dict) -> RecompileExplanation:
     """`entries`: the hook's [(guard, code), ...]; guards carry their Guard list as `.guards`."""
-    from pydynamo.executor.translator import user_code_name
     per_entry = [guard_failures(getattr(guard, "guards", []), frame_locals, frame_globals)
                  for guard, _ in entries]
     return RecompileExplanation(user_code_name(code), f"{code.co_filename}:{code.co_firstlineno}",

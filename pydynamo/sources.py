@@ -142,5 +142,25 @@ class ClosureSource(Source):
         return f"{self.fn_source.render(local, glob, fast)}.__closure__[{self.index}].cell_contents"
 
 
+@dataclasses.dataclass(frozen=True)
+class ModuleSource(Source):
+    """A module by name (for globals of functions defined in other modules)."""
+    module: str
+
+    def render(self, local, glob, fast):
+        return f"__import__('sys').modules[{self.module!r}]"
+
+
+@dataclasses.dataclass(frozen=True)
+class RemainingSource(Source):
+    """The items an iterator has left, read without advancing it (list(copy(it)))."""
+    src: Source
+
+    # no `base`: guards bind a base once and render only a suffix on it; this wraps its base
+
+    def render(self, local, glob, fast):
+        return f"list(__import__('copy').copy({self.src.render(local, glob, fast)}))"
+
+
 def is_from_local(source: Source | None) -> bool:
     return source is not None and isinstance(source.root(), LocalSource)

@@ -384,6 +384,19 @@ def origin_of(code: CodeType) -> tuple[CodeType, dict] | None:
     return entry[0](), entry[1]
 
 
+def user_code_name(code: CodeType) -> str:
+    """The user's function name, also for resume functions (named __resume_at_<offset>_<n>)."""
+    origin = origin_of(code)
+    return code.co_name if origin is None else origin[0].co_name
+
+
+def user_frame_name(code: CodeType) -> str:
+    """A frame's name for messages: resume and break code are the rest of the user's function."""
+    if origin_of(code) is None:
+        return code.co_name
+    return f"the rest of {user_code_name(code)} (resumed after a graph break)"
+
+
 def _remember_origin(new: CodeType, code: CodeType, npro: int, origins: list) -> None:
     root = _origins.get(code)
     insts = disassemble(new)[npro:]

@@ -30,12 +30,22 @@ from typing import Optional
 
 import torch
 
+from pydynamo import _C
 from pydynamo import autocast as _autocast
 from pydynamo import logs
-from pydynamo.bytecode import UNBOUND
-from pydynamo.exc import Unsupported
-from pydynamo.executor.variables.base import VariableTracker
-from pydynamo.sources import Source, py_name
+from pydynamo.bytecode import UNBOUND, make_break_function, origin_of
+from pydynamo.exc import ReturnValue, Unsupported
+from pydynamo.executor.reconstruct import OutputCodegen, build_code, cells_of
+from pydynamo.executor.variables.amp import AutocastVariable
+from pydynamo.executor.variables.base import NULL, MethodProxyVariable, WithExitVariable
+from pydynamo.executor.variables.constant import OpaqueVariable
+from pydynamo.executor.variables.functions import (NestedUserFunctionVariable, UserFunctionVariable,
+                                                   UserMethodVariable)
+from pydynamo.executor.variables.iterators import ListIteratorVariable
+from pydynamo.executor.variables.misc import GradModeVariable, InferenceModeVariable
+from pydynamo.executor.variables.tensor import TensorMethodVariable
+from pydynamo.guards import GuardKind
+from pydynamo.sources import AttrSource, RemainingSource, py_name
 
 # a CALL needs the instructions that set up its keyword names (and 3.11's PRECALL) with it
 _CALL_PREFIX = ("KW_NAMES", "PRECALL")
@@ -51,12 +61,6 @@ def _run_break(code: types.CodeType, globals_: dict, closure: tuple, *args):
     return types.FunctionType(code, globals_, code.co_name, None, closure or None)(*args)
 
 
-def _cells_of(probe, names: tuple) -> tuple:
-    """The frame's cell objects, in `names` order, from a lambda that closes over all of them."""
-    by_name = dict(zip(probe.__code__.co_freevars, probe.__closure__ or ()))
-    return tuple(by_name[n] for n in names)
-
-
 def _iter_of(items, py_type):
     return iter(items)
 
@@ -68,13 +72,6 @@ def _grad_ctx(mode: bool):
 def reconstruct(cg, var) -> str:
     """cg.reconstruct, plus values that only live on the stack at a break (iterators of unrolled
     loops, grad-mode contexts, bound methods before their call)."""
-    from pydynamo.executor.translator import WithExitVariable
-    from pydynamo.executor.variables.base import MethodProxyVariable
-    from pydynamo.executor.variables.functions import (NestedUserFunctionVariable, UserFunctionVariable,
-                                                       UserMethodVariable)
-    from pydynamo.executor.variables.iterators import ListIteratorVariable
-    from pydynamo.executor.variables.misc import GradModeVariable, InferenceModeVariable
-    from pydynamo.executor.variables.tensor import TensorMethodVariable
     if var.source is not None:
         return cg.reconstruct(var)
     if isinstance(var, ListIteratorVariable):
@@ -110,7 +107,7 @@ def _closure_function(cg, var) -> str:
     if not all(n in frame_cells for n in names):
         raise Unsupported("closure_escape", "a function closing over cells of an inlined call")
     defaults = "(" + "".join(reconstruct(cg, d) + ", " for d in var.defaults) + ")"
-    cells = f"{cg.load_const(_cells_of)}(lambda: ({', '.join(names)},), {names!r})"
+    cells = f"{cg.load_const(cells_of)}(lambda: ({', '.join(names)},), {names!r})"
     fn = (f"{cg.load_const(types.FunctionType)}({cg.load_const(var.code)}, globals(), "
           f"{var.code.co_name!r}, {defaults} or None, {cells})")
     if var.kwdefaults:
@@ -134,10 +131,6 @@ def break_start(tx, index: int) -> int:
 
 def take_break(tx, inst) -> None:
     """Finish the root frame at `inst` (not yet run): sets tx.result, raises ReturnValue."""
-    from pydynamo import _C
-    from pydynamo.bytecode import make_break_function, origin_of
-    from pydynamo.executor.reconstruct import OutputCodegen, build_code
-    from pydynamo.executor.translator import NULL, ReturnValue, WithExitVariable
     origin = origin_of(tx.code)
     if origin is not None and inst.offset not in origin[1]:  # would resume into itself forever
         raise Unsupported("unbreakable", "cannot break while re-entering a resumed frame's state")
@@ -181,7 +174,7 @@ def take_break(tx, inst) -> None:
         call = f"{graph}({', '.join(cg.load_source(i.source) for i in tx.output.inputs)})"
     closure = "()"
     if bf.closure:
-        closure = f"{cg.load_const(_cells_of)}(lambda: ({', '.join(bf.closure)},), {bf.closure!r})"
+        closure = f"{cg.load_const(cells_of)}(lambda: ({', '.join(bf.closure)},), {bf.closure!r})"
     ret = f"{cg.load_const(_run_break)}({cg.load_const(bf.code)}, globals(), {closure}, {', '.join(args)})"
     tx.result = build_code(tx.code, cg, call, ret)
     tx.break_function = bf
@@ -191,8 +184,6 @@ def take_break(tx, inst) -> None:
 def reentered(w) -> bool:
     """Is this with-block re-entered by the break function (a modelled global-state context),
     rather than passed through as its bound __exit__?"""
-    from pydynamo.executor.variables.amp import AutocastVariable
-    from pydynamo.executor.variables.misc import GradModeVariable, InferenceModeVariable
     return isinstance(w.ctx, (GradModeVariable, InferenceModeVariable, AutocastVariable))
 
 
@@ -201,8 +192,6 @@ def _leave_contexts(tx, contexts: list) -> None:
     them must give back the grad mode the break happened under. A grad mode set by a bare
     torch.set_grad_enabled() call is left as the graph set it: the break function and the resumed
     frame (guarded on grad mode) run under it, as in eager."""
-    from pydynamo.executor.variables.amp import AutocastVariable
-    from pydynamo.executor.variables.misc import GradModeVariable
     at_break = tx.grad_enabled
     for w in reversed(contexts):
         w.ctx.call_method(tx, "__exit__", [], {})
@@ -246,69 +235,11 @@ def breakpoint_of(e: Unsupported) -> Optional[BreakPoint]:
 
 # --- values that arrive in resume functions ---------------------------------------------------
 
-class OpaqueVariable(VariableTracker):
-    """A frame input of a type we cannot trace (a numpy array, a C object of another library):
-    passing it through is fine (it is reloaded from its source); using it is a graph break."""
-
-    def __init__(self, value, source):
-        super().__init__(source)
-        self.type_name = type(value).__qualname__
-        self.what = _describe(value)
-
-    def _fail(self, what: str):
-        raise Unsupported("unknown_value", f"{what} {self.what}, which pydynamo cannot trace")
-
-    def python_type(self):
-        self._fail("using")
-
-    def as_python_constant(self):
-        self._fail("reading")
-
-    def call_function(self, tx, args, kwargs):
-        self._fail("calling")
-
-    def __repr__(self):
-        return f"OpaqueVariable({self.type_name})"
-
-
-def _describe(value) -> str:
-    """A value of another library, as its user would name it (`zlib.crc32`, `a numpy.ndarray`)."""
-    name = getattr(value, "__qualname__", None) or getattr(value, "__name__", None)
-    if callable(value) and isinstance(name, str):
-        module = getattr(value, "__module__", None) or getattr(getattr(value, "__self__", None), "__name__", None)
-        kind = "the C function" if isinstance(value, types.BuiltinFunctionType) else "the function"
-        return f"{kind} {module + '.' if module else ''}{name}"
-    cls = type(value)
-    return f"a {cls.__module__ + '.' if cls.__module__ != 'builtins' else ''}{cls.__qualname__} object"
-
-
-def user_frame_name(code: types.CodeType) -> str:
-    """A frame's name for messages: resume and break code are the rest of the user's function."""
-    from pydynamo.bytecode import origin_of
-    origin = origin_of(code)
-    if origin is None:
-        return code.co_name
-    return f"the rest of {origin[0].co_name} (resumed after a graph break)"
-
-
-@dataclasses.dataclass(frozen=True)
-class RemainingSource(Source):
-    """The items an iterator has left, read without advancing it (list(copy(it)))."""
-    src: Source
-
-    # no `base`: guards bind a base once and render only a suffix on it; this wraps its base
-
-    def render(self, local, glob, fast):
-        return f"list(__import__('copy').copy({self.src.render(local, glob, fast)}))"
-
-
 ITERATOR_TYPES = (type(iter([])), type(iter(())), type(iter(range(0))))
 
 
 def wrap_iterator(builder, tx, value, source):
     """A loop's iterator passed to a resume function: its remaining items, guarded like a list."""
-    from pydynamo.executor.variables.iterators import ListIteratorVariable
-    from pydynamo.guards import GuardKind
     if source is None:
         raise Unsupported("unknown_value", f"an iterator of type {type(value).__qualname__}")
     tx.add_guard(source, GuardKind.TYPE_MATCH, type(value))
@@ -325,8 +256,6 @@ def is_c_exit(value) -> bool:
 def wrap_c_exit(builder, tx, value, source):
     """Guarded by its object's identity: each `lock.__exit__` read makes a new bound method,
     so guarding the method's own identity would recompile on every call."""
-    from pydynamo.guards import GuardKind
-    from pydynamo.sources import AttrSource
     if source is not None:
         owner = value.__self__
         tx.add_guard(AttrSource(source, "__self__"), GuardKind.ID_MATCH, (id(owner), type(owner).__qualname__))
@@ -336,9 +265,6 @@ def wrap_c_exit(builder, tx, value, source):
 
 def wrap_inference_ctx(builder, tx, value, source):
     """torch.inference_mode(mode) objects (a with-block re-entered by a resume function)."""
-    from pydynamo.executor.variables.misc import InferenceModeVariable
-    from pydynamo.guards import GuardKind
-    from pydynamo.sources import AttrSource
     if source is not None:
         tx.add_guard(source, GuardKind.TYPE_MATCH, type(value))
         tx.add_guard(AttrSource(source, "mode"), GuardKind.EQUALS_MATCH, value.mode)
@@ -347,8 +273,6 @@ def wrap_inference_ctx(builder, tx, value, source):
 
 def wrap_grad_ctx(builder, tx, value, source):
     """torch.no_grad() / enable_grad() objects (a with-block re-entered by a resume function)."""
-    from pydynamo.executor.variables.misc import GradModeVariable
-    from pydynamo.guards import GuardKind
     if source is not None:
         tx.add_guard(source, GuardKind.TYPE_MATCH, type(value))
     return GradModeVariable(isinstance(value, torch.enable_grad), False, tx.grad_enabled)

@@ -30,8 +30,8 @@ from pydynamo.exc import Unsupported
 from pydynamo.executor.variables import builtins as vbuiltins
 from pydynamo.executor.variables import amp
 from pydynamo.executor.variables.base import VariableTracker
-from pydynamo.executor.variables.constant import (CONSTANT_TYPES, OPAQUE_TYPES, ConstantVariable,
-                                                  ObjectVariable)
+from pydynamo.executor.variables.constant import (CONSTANT_TYPES, OPAQUE_TYPES, ConstantVariable, ObjectVariable,
+                                                  OpaqueVariable)
 from pydynamo.executor.variables.containers import (ConstDictVariable, ListVariable, NamedTupleVariable,
                                                     SetVariable, SizeVariable, SliceVariable, TupleVariable)
 from pydynamo.executor.variables.functions import PartialVariable, UserFunctionVariable, UserMethodVariable
@@ -86,7 +86,6 @@ class VariableBuilder:
                     self.keepalive.append(value)
                 return var
         if source is not None:  # passing it through is fine; using it is a graph break
-            from pydynamo.executor.breaks import OpaqueVariable
             return OpaqueVariable(value, source)
         raise Unsupported("unknown_value", f"cannot trace a value of type {type(value).__qualname__}")
 

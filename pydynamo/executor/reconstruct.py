@@ -49,6 +49,12 @@ def _new_object(cls, attrs, items=None):
     return obj
 
 
+def cells_of(probe, names: tuple) -> tuple:
+    """The frame's cell objects, in `names` order, from a lambda that closes over all of them."""
+    by_name = dict(zip(probe.__code__.co_freevars, probe.__closure__ or ()))
+    return tuple(by_name[n] for n in names)
+
+
 def _make_function(code, globals_, defaults, kwdefaults, closure):
     fn = types.FunctionType(code, globals_, code.co_name, defaults or None, closure or None)
     if kwdefaults:
@@ -145,8 +151,7 @@ class OutputCodegen:
             if not cell.external and cell.contents is not None:
                 # the frame's own cell: written last, so no earlier read sees the new value
                 self.cell_writes.append(f"{cell.name} = {self.temp(self.reconstruct(cell.contents))}")
-            from pydynamo.executor.breaks import _cells_of
-            expr = self.temp(f"{self.load_const(_cells_of)}(lambda: ({cell.name},), ({cell.name!r},))[0]")
+            expr = self.temp(f"{self.load_const(cells_of)}(lambda: ({cell.name},), ({cell.name!r},))[0]")
         elif self.frame_cells is None and cell.name in self.code.co_cellvars + self.code.co_freevars:
             raise Unsupported("closure_escape", f"cannot tell whether cell {cell.name!r} is the frame's")
         elif cell.external or (cell.contents is None and cell.lazy is not None):

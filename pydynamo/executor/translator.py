@@ -4,7 +4,7 @@ One handler per opcode, registered with `@op(name, versions)`: the versions a ha
 data (`HANDLERS[name].versions`), and `UNSUPPORTED` lists opcodes we decline on purpose with the
 reason. `coverage(sys.version_info)` lets a test check every opcode of the running interpreter is
 one or the other. Stack conventions (3.11 and 3.12 agree): a call site is
-[NULL | callable, callable | self, *args]; `NULL` is the sentinel below.
+[NULL | callable, callable | self, *args]; `NULL` is variables/base.py's sentinel.
 
 The root translator owns the OutputGraph, side effects, guards and the builder; an
 InliningTranslator runs a called user function on the same state and returns its value.
@@ -26,13 +26,15 @@ import torch
 
 from pydynamo import autocast as _autocast
 
-from pydynamo.exc import GraphBreak, Unsupported
+from pydynamo.bytecode import user_code_name
+from pydynamo.exc import GraphBreak, ReturnValue, Unsupported
 from pydynamo.executor import breaks as _breaks
 from pydynamo.executor.builder import VariableBuilder
 from pydynamo.executor.output_graph import OutputGraph
 from pydynamo.executor.side_effects import SideEffects
 from pydynamo.executor.variables import builtins as B
-from pydynamo.executor.variables.base import VariableTracker
+from pydynamo.executor.reconstruct import OutputCodegen, build_code
+from pydynamo.executor.variables.base import NULL, VariableTracker, WithExitVariable
 from pydynamo.executor.variables.constant import ConstantVariable, ObjectVariable
 from pydynamo.executor.variables.containers import (BaseListVariable, ConstDictVariable, ListVariable,
                                                     SetVariable, SliceVariable, TupleVariable)
@@ -43,20 +45,12 @@ from pydynamo.executor.variables.tensor import TensorVariable
 from pydynamo.executor.variables.user_objects import SuperVariable
 from pydynamo.guards import Guard, GuardKind
 from pydynamo.skipfiles import is_library_file
-from pydynamo.sources import AttrSource, GlobalSource, LocalSource, Source
+from pydynamo.sources import AttrSource, GlobalSource, LocalSource, ModuleSource, Source
 
 PY = sys.version_info[:2]
 V311, V312 = (3, 11), (3, 12)
 BOTH = (V311, V312)
 MAX_INLINE_DEPTH = 40
-
-
-class _Null:
-    def __repr__(self):
-        return "NULL"
-
-
-NULL = _Null()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,17 +88,6 @@ def coverage(version=None) -> tuple[list, list]:
     return missing, handled
 
 
-def user_code_name(code: types.CodeType) -> str:
-    """The user's function name, also for resume functions (named __resume_at_<offset>_<n>)."""
-    from pydynamo.bytecode import origin_of
-    origin = origin_of(code)
-    return code.co_name if origin is None else origin[0].co_name
-
-
-class ReturnValue(Exception):
-    pass
-
-
 _BINARY_OPS = [operator.add, operator.and_, operator.floordiv, operator.lshift, operator.matmul, operator.mul,
                operator.mod, operator.or_, operator.pow, operator.rshift, operator.sub, operator.truediv,
                operator.xor, operator.iadd, operator.iand, operator.ifloordiv, operator.ilshift,
@@ -133,8 +116,7 @@ def graph_break_handler(run):
                                            None if col is None else col + 1, tx.user_stack(),
                                            hint_for(e.reason_code, e.hint))
             if tx.parent is None and getattr(e, "breakpoint", None) is None and tx.current is not None:
-                from pydynamo.executor.breaks import BreakPoint
-                e.breakpoint = BreakPoint(tx.current.offset, tx.visits.get(tx.current.offset, 1))
+                e.breakpoint = _breaks.BreakPoint(tx.current.offset, tx.visits.get(tx.current.offset, 1))
             raise
         except RecursionError:
             raise Unsupported("recursion", "Python recursion limit reached while tracing") from None
@@ -382,15 +364,6 @@ class InliningTranslator(InstructionTranslatorBase):
         return None
 
 
-@dataclasses.dataclass(frozen=True)
-class ModuleSource(Source):
-    """A module by name (for globals of functions defined in other modules)."""
-    module: str
-
-    def render(self, local, glob, fast):
-        return f"__import__('sys').modules[{self.module!r}]"
-
-
 class InstructionTranslator(InstructionTranslatorBase):
     """The root: owns the graph, guards, side effects; finishes the frame at RETURN_VALUE."""
 
@@ -446,15 +419,13 @@ class InstructionTranslator(InstructionTranslatorBase):
         n = self.visits[inst.offset] = self.visits.get(inst.offset, 0) + 1
         bp = self.breakpoint
         if bp is not None and bp.offset == inst.offset and bp.visit == n:
-            from pydynamo.executor.breaks import take_break
             self.current = inst
             if inst.positions is not None and inst.positions.lineno is not None:
                 self.lineno = inst.positions.lineno
-            take_break(self, inst)
+            _breaks.take_break(self, inst)
         super().step()
 
     def do_return(self, value: VariableTracker) -> None:
-        from pydynamo.executor.reconstruct import OutputCodegen, build_code
         if self.grad_enabled != torch.is_grad_enabled() or self.inference_mode_ != torch.is_inference_mode_enabled():
             raise Unsupported("grad_mode_leak", "the frame returns with a different grad/inference mode")
         if self.autocast_ != _autocast.current():
@@ -1099,17 +1070,6 @@ def BEFORE_WITH(tx, inst):
     enter = ctx.call_method(tx, "__enter__", [], {})
     tx.push(WithExitVariable(ctx))
     tx.push(enter)
-
-
-class WithExitVariable(VariableTracker):
-    """The bound __exit__ pushed by BEFORE_WITH; the normal exit path calls it with three Nones."""
-
-    def __init__(self, ctx):
-        super().__init__()
-        self.ctx = ctx
-
-    def call_function(self, tx, args, kwargs):
-        return self.ctx.call_method(tx, "__exit__", args, kwargs)
 
 
 # module-level sanity: every handler name exists in some supported interpreter's opcode set

@@ -23,6 +23,16 @@ if TYPE_CHECKING:
 PROBING = [0]  # > 0 while is_python_constant() probes
 
 
+class _Null:
+    def __repr__(self):
+        return "NULL"
+
+
+# The stack's other inhabitant: CPython's NULL below a callable (a call site is
+# [NULL | callable, callable | self, *args]); never a value, so never reconstructed.
+NULL = _Null()
+
+
 class VariableTracker:
     source: Optional[Source] = None
 
@@ -120,6 +130,17 @@ class ContextVariable(VariableTracker):
         if name == "__exit__":
             return self.exit(tx)
         raise Unsupported(self.reason, f"{type(self).__name__.replace('Variable', '')} object .{name}")
+
+
+class WithExitVariable(VariableTracker):
+    """The bound __exit__ pushed by BEFORE_WITH; the normal exit path calls it with three Nones."""
+
+    def __init__(self, ctx):
+        super().__init__()
+        self.ctx = ctx
+
+    def call_function(self, tx, args, kwargs):
+        return self.ctx.call_method(tx, "__exit__", args, kwargs)
 
 
 class MethodProxyVariable(VariableTracker):

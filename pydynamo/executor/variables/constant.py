@@ -5,6 +5,8 @@ Operations on constants are computed at trace time (they are immutable, so that 
 ObjectVariable: immutable objects the trace may hold and pass along but not look into deeply —
 torch.dtype, torch.device, torch.layout, memory formats, Python modules. Their attributes are
 read with the real getattr (still immutable); calls are routed by the caller.
+OpaqueVariable: a frame input of a type we cannot trace at all (another library's object):
+passed through by its source; any use is a graph break.
 """
 from __future__ import annotations
 
@@ -138,3 +140,39 @@ TRUSTED_MODULES = {"torch", "torch.nn", "torch.nn.functional", "torch.linalg", "
 
 def is_finite_literal(v) -> bool:
     return not (isinstance(v, float) and not math.isfinite(v))
+
+
+class OpaqueVariable(VariableTracker):
+    """A frame input of a type we cannot trace (a numpy array, a C object of another library):
+    passing it through is fine (it is reloaded from its source); using it is a graph break."""
+
+    def __init__(self, value, source):
+        super().__init__(source)
+        self.type_name = type(value).__qualname__
+        self.what = _describe(value)
+
+    def _fail(self, what: str):
+        raise Unsupported("unknown_value", f"{what} {self.what}, which pydynamo cannot trace")
+
+    def python_type(self):
+        self._fail("using")
+
+    def as_python_constant(self):
+        self._fail("reading")
+
+    def call_function(self, tx, args, kwargs):
+        self._fail("calling")
+
+    def __repr__(self):
+        return f"OpaqueVariable({self.type_name})"
+
+
+def _describe(value) -> str:
+    """A value of another library, as its user would name it (`zlib.crc32`, `a numpy.ndarray`)."""
+    name = getattr(value, "__qualname__", None) or getattr(value, "__name__", None)
+    if callable(value) and isinstance(name, str):
+        module = getattr(value, "__module__", None) or getattr(getattr(value, "__self__", None), "__name__", None)
+        kind = "the C function" if isinstance(value, types.BuiltinFunctionType) else "the function"
+        return f"{kind} {module + '.' if module else ''}{name}"
+    cls = type(value)
+    return f"a {cls.__module__ + '.' if cls.__module__ != 'builtins' else ''}{cls.__qualname__} object"
