@@ -31,8 +31,7 @@ from codegen.scheduler import same_index
 from codegen.sizevars import static_int
 from codegen.triton import generate_source
 from codegen.triton_launch import TritonLauncher, current_stream, load_module
-from codegen.wrapper import (FRESH_RESULT_EXTERNS, KernelSite, ShapeMismatch, WrapperPrinter,
-                             _py)
+from codegen.wrapper import FRESH_RESULT_EXTERNS, KernelSite, WrapperPrinter, _py, ensure_layout
 
 HALF_DTYPES = (torch.float16, torch.bfloat16)
 
@@ -164,22 +163,6 @@ def _device_move(gm, device):
     return None
 
 
-def _ensure_on(device):
-    def ensure(t, size, stride, dtype, view=False):
-        """Pin an extern result to the compiled layout and device (copy if it differs; a view
-        of another layout: see codegen.wrapper.ensure_layout)."""
-        if t.shape != size:
-            raise ShapeMismatch
-        if t.stride() == stride and t.dtype is dtype and t.device == device:
-            return t
-        if view and t._is_view():
-            raise ShapeMismatch
-        out = torch.empty_strided(size, stride, dtype=dtype, device=device)
-        out.copy_(t)
-        return out
-    return ensure
-
-
 # ops whose output strides depend on the kernel the device picks (CUDA's memory-efficient
 # attention writes (batch, seq, heads, dim) and returns it transposed; meta tensors say
 # contiguous): their layout is learnt from one call on zeros, so the result is used as it is
@@ -260,7 +243,7 @@ class TritonBackend(Backend):
     def namespace(self, g):
         device = self.device
         return {"_device": device, "_empty": functools.partial(torch.empty_strided, device=device),
-                "_ensure": _ensure_on(device),
+                "_ensure": functools.partial(ensure_layout, device=device),
                 "_new_err": functools.partial(torch.zeros, 1, dtype=torch.int32, device=device),
                 "_current_stream": current_stream if self.on_gpu else _no_stream}
 

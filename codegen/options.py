@@ -1,14 +1,12 @@
 """The options of one codegen compile, as one object: `compile_fx(gm, inputs, **options)` and
 pydynamo's "codegen" backend (`optimize(..., mode=..., options={...})`) build it from keywords.
 
-Invariants: every choice a compile depends on is a field here (nothing is read from the
-environment or from pydynamo's config at compile time, except the process-wide cache dir and
-log channels in pydynamo/config.py); a value outside a field's choices raises ValueError at
-construction, before anything is lowered; an unknown name is ignored with one warning per process (as
-before options were checked: a torch.compile call site's inductor options still compile). The kernel variants
-exist so that a benchmark can compile and time both forms in one process
-(benchmarks/pointwise_probe.py, benchmarks/gpu/host_profile.py); their defaults are the forms
-that won there.
+Invariants: every choice a compile depends on is a field here (beyond these, codegen reads only
+the process-wide cache dir and log channels, pydynamo/config.py); a value outside a field's
+choices raises ValueError before anything is lowered; an unknown name is ignored with one
+warning per process (torch.compile call sites' inductor options still compile). The kernel
+variants let a benchmark compile and time both forms in one process
+(benchmarks/pointwise_probe.py, benchmarks/gpu/host_profile.py); the defaults won there.
 """
 from __future__ import annotations
 

@@ -487,15 +487,16 @@ class ShapeMismatch(Exception):
     """An extern op returned another shape than the kernels were compiled for."""
 
 
-def ensure_layout(t, size, stride, dtype, view=False):
-    """Pin an extern result to the layout the kernels were compiled for (copy if it differs;
-    `view`: a view result of another layout is a wrong plan, the graph runs eagerly)."""
+def ensure_layout(t, size, stride, dtype, view=False, device=None):
+    """Pin an extern result to the layout (and, given one, the device) the kernels were compiled
+    for (copy if it differs; `view`: a view result of another layout is a wrong plan, the graph
+    runs eagerly). The GPU wrapper binds `device`."""
     if t.shape != size:
         raise ShapeMismatch
-    if t.stride() == stride and t.dtype is dtype:
+    if t.stride() == stride and t.dtype is dtype and (device is None or t.device == device):
         return t
     if view and t._is_view():
         raise ShapeMismatch
-    out = torch.empty_strided(size, stride, dtype=dtype)
+    out = torch.empty_strided(size, stride, dtype=dtype, device=device)
     out.copy_(t)
     return out
