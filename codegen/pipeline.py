@@ -116,59 +116,36 @@ CPP = Backend()
 
 def compile_graph(gm: torch.fx.GraphModule, example_inputs: List[Any], backend: Backend,
                   options: Options):
+    """Lower, then build. Float inputs are kernel arguments; where one cannot be
+    (codegen/scalars.py), the graph is lowered and built again with floats as checked constants.
+    A declared fallback, or any internal error, runs the graph eagerly with one warning: a
+    compiler bug must not become the user's crash or wrong answer (options.strict re-raises)."""
     stats = CompileStats()
     refused = backend.refuse(gm)
     if refused:
         return _eager(gm, refused, stats)
-
-    def lower(specialize_floats):
-        return backend.lowering(gm, example_inputs, options.dynamic, specialize_floats,
-                                backend).run()
-    return lower_and_build(gm, stats, options, lower,
-                           lambda g: build(gm, g, backend, stats, options),
-                           f"{backend.name} codegen")
-
-
-def lower_and_build(gm, stats, options: Options, lower, build, what):
-    """Run `lower(specialize_floats)` then `build(lowered)`. Float inputs are kernel arguments;
-    where one cannot be (codegen/scalars.py), the graph is lowered and built again with floats
-    as checked constants. A declared fallback, or any internal error, runs the graph eagerly
-    with one warning: a compiler bug must not become the user's crash or wrong answer
-    (options.strict re-raises, for tests)."""
-    try:
-        return _lower_and_build(gm, stats, options, lambda: lower(False), build, what)
-    except SpecializeFloats as e:
-        counters["float_specialized_graphs"] += 1
-        log.info("codegen: float inputs are compile-time constants in this graph: %s", e)
-    try:
-        return _lower_and_build(gm, stats, options, lambda: lower(True), build, what)
-    except SpecializeFloats as e:       # (no float symbol exists then: a compiler bug)
-        if options.strict:
-            raise
-        return _eager(gm, f"internal error: {e}", stats)
-
-
-def _lower_and_build(gm, stats, options, lower, build, what):
-    try:
-        g = lower()
-    except SpecializeFloats:
-        raise
-    except EagerFallback as e:
-        return _eager(gm, str(e), stats)
-    except Exception as e:
-        if options.strict:
-            raise
-        log.debug("%s lowering failed", what, exc_info=True)
-        return _eager(gm, f"internal lowering error: {type(e).__name__}: {e}", stats)
-    try:
-        return build(g)
-    except SpecializeFloats:
-        raise
-    except Exception as e:
-        if options.strict:
-            raise
-        log.debug("%s failed", what, exc_info=True)
-        return _eager(gm, f"internal {what} error: {type(e).__name__}: {e}", stats)
+    for specialize_floats in (False, True):
+        step = "lowering"
+        try:
+            g = backend.lowering(gm, example_inputs, options.dynamic, specialize_floats,
+                                 backend).run()
+            step = f"{backend.name} codegen"
+            return build(gm, g, backend, stats, options)
+        except EagerFallback as e:
+            return _eager(gm, str(e), stats)
+        except SpecializeFloats as e:
+            if not specialize_floats:
+                counters["float_specialized_graphs"] += 1
+                log.info("codegen: float inputs are compile-time constants in this graph: %s", e)
+                continue
+            if options.strict:          # (no float symbol exists then: a compiler bug)
+                raise
+            return _eager(gm, f"internal error: {e}", stats)
+        except Exception as e:
+            if options.strict:
+                raise
+            log.debug("%s failed", step, exc_info=True)
+            return _eager(gm, f"internal {step} error: {type(e).__name__}: {e}", stats)
 
 
 def build(gm, g, backend: Backend, stats: CompileStats, options: Options):
