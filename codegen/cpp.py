@@ -27,8 +27,8 @@ from codegen.ops import HandlerBase, index_error_code, set_handler
 from codegen.options import Options
 from codegen.scalars import SpecializeFloats, has_scalar, is_scalar_symbol, scalar_name
 from codegen.scheduler import FusedKernel, _same
-from codegen.sizevars import (cexpr, contiguous_strides, flat_index, loop_vars, product,
-                              simplify_index, static_int, sym)
+from codegen.sizevars import contiguous_strides, flat_index, product, simplify_index, static_int
+from pydynamo.symbols import cexpr, index_symbol, size_symbol
 
 CTYPES = {torch.float32: "float", torch.float64: "double", torch.int64: "int64_t",
           torch.int32: "int32_t", torch.int16: "int16_t", torch.int8: "int8_t",
@@ -362,7 +362,7 @@ class CppKernelPrinter(HandlerBase):
         if pragma:
             self.line(pragma)
         self.line(f"for (int64_t {var} = 0; {var} < {self.idx(size)}; ++{var}) {{")
-        self.ranges[sym(var) if isinstance(var, str) else var] = size
+        self.ranges[index_symbol(var) if isinstance(var, str) else var] = size
         self.indent += 1
         self.push()
 
@@ -392,7 +392,7 @@ class CppKernelPrinter(HandlerBase):
     def _local_index(self, index):
         """A row-local scratch array is indexed by the inner part of the flat index: the
         outer loop variables' terms drop out (the buffer is contiguous, outer dims first)."""
-        return sympy.sympify(index).subs({sym(f"x{i}"): 0 for i in range(len(self.kernel.outer))})
+        return sympy.sympify(index).subs({index_symbol(f"x{i}"): 0 for i in range(len(self.kernel.outer))})
 
     def load(self, name, index):
         if name in self.kernel.local:
@@ -450,7 +450,7 @@ class CppKernelPrinter(HandlerBase):
         self.line(f"if ({name} < 0) {name} += {sz};")
         self.line(f"if ({name} < 0 || {name} >= {sz}) "
                   f"{{ pd_err = {index_error_code(check)}; {name} = 0; }}")
-        s = sym(name)
+        s = index_symbol(name)
         self.ranges[s] = size
         return s
 
@@ -489,7 +489,7 @@ class CppKernelPrinter(HandlerBase):
                     self.open_block()
                 for name, elems in k.local.items():   # private: declared inside the loop
                     self.line(f"alignas(64) {CTYPES[self.buffers[name].dtype]} {name}[{elems}];")
-                self._nodes([sym(x) for x in xs], parallel_outer)
+                self._nodes([index_symbol(x) for x in xs], parallel_outer)
                 for _ in range(max(len(outer), 1)):
                     self.close_loop()
         body = self.scopes[0].lines
@@ -550,7 +550,7 @@ class CppKernelPrinter(HandlerBase):
                 pragma = f"#pragma omp parallel for{simd}{self.omp_schedule}{self._if(work)}"
             self.open_loop(x, r, pragma)
         for node in self.kernel.nodes:
-            node_store(self, node, [sym(x) for x in xs])
+            node_store(self, node, [index_symbol(x) for x in xs])
         for _ in outer:
             self.close_loop()
 
@@ -597,7 +597,7 @@ class CppKernelPrinter(HandlerBase):
         if k == 0 or not all(n.is_reduction and n.buf.data.reduction_type in self.COLUMN_TYPES
                              for n in self.kernel.nodes):
             return False
-        xl = sym(f"x{k - 1}")
+        xl = index_symbol(f"x{k - 1}")
         for n in self.kernel.nodes:
             deps = n.reads(k)
             if deps.may_raise or not deps.reads:
@@ -622,7 +622,7 @@ class CppKernelPrinter(HandlerBase):
         self.indent += 1
         self.push()
         self.line(f"const int64_t xn = std::min<int64_t>({B}, {self.idx(L)} - xb);")
-        xn = sympy.Symbol("xn", integer=True, positive=True)
+        xn = size_symbol("xn")
         for j, node in enumerate(self.kernel.nodes):
             red = node.buf.data
             acc = accumulator(red.reduction_type, red.src_dtype,
@@ -643,8 +643,8 @@ class CppKernelPrinter(HandlerBase):
                 self.open_loop(r, n, "#pragma omp for nowait" if split and i == 0 else None)
             self.open_loop("xi", xn, "#pragma omp simd")
             self.line(f"const int64_t {xl} = xb + xi;")
-            self.ranges[sym(xl)] = L
-            v = red.inner_fn([sym(x) for x in xs], [sym(r) for r in rs])
+            self.ranges[index_symbol(xl)] = L
+            v = red.inner_fn([index_symbol(x) for x in xs], [index_symbol(r) for r in rs])
             self.line(acc.update.format(acc=f"{t}[xi]", v=v).replace(
                 f"{t}[xi]_nan", f"{t}_nan[xi]"))
             self.close_loop()
@@ -663,7 +663,7 @@ class CppKernelPrinter(HandlerBase):
                 self.line(f"if ({a}_nan[xi]) {a}[xi] = "
                           f"std::numeric_limits<{acc.ctype}>::quiet_NaN();")
             out = self.tmp(f"static_cast<{CTYPES[node.buf.dtype]}>({a}[xi])", node.buf.dtype)
-            self.store(node.buf.name, flat_index([sym(x) for x in xs],
+            self.store(node.buf.name, flat_index([index_symbol(x) for x in xs],
                                                  contiguous_strides(red.ranges)), out)
             self.close_loop()
         self.close_loop()
@@ -707,7 +707,7 @@ class CppKernelPrinter(HandlerBase):
                 elif vec:
                     pragma = "#pragma omp simd"
                 self.open_loop(y, r, pragma)
-            node_store(self, node, xs + [sym(y) for y in ys])
+            node_store(self, node, xs + [index_symbol(y) for y in ys])
             for _ in ys:
                 self.close_loop()
             return
@@ -796,7 +796,7 @@ def emit_reduction(p: CppKernelPrinter, j, node, xs, parallel_outer, prelude=Non
             elif i == len(rs) - 1 and clauses and not split:
                 pragma = f"#pragma omp simd {clauses}"
             p.open_loop(r, n, pragma)
-        body([sym(r) for r in rs])
+        body([index_symbol(r) for r in rs])
         for _ in rs:
             p.close_loop()
 
@@ -865,7 +865,7 @@ def _emit_arg_reduction(p, name, red, xs, rs, split, loops, node, store_idx):
     is_max = red.reduction_type == "argmax"
     init = _lowest(ct, f) if is_max else _highest(ct, f)
     cmp = ">" if is_max else "<"
-    lin = flat_index([sym(r) for r in rs], contiguous_strides(red.reduction_ranges))
+    lin = flat_index([index_symbol(r) for r in rs], contiguous_strides(red.reduction_ranges))
     # NaN wins (first NaN); otherwise strictly better wins, so ties keep the first index
     better = ("(!pd_isnan({av}) && (pd_isnan({v}) || {v} " + cmp + " {av}))")
     p.line(f"{ct} {name}_v = {init}; int64_t {name}_i = 0; bool {name}_seen = false;")

@@ -29,7 +29,7 @@ from codegen.ir import (ArgRef, ComputedBuffer, ExternBuffer, ExternCall, InputB
 from codegen.lowering import LOWERINGS
 from codegen.ops import as_single_load
 from codegen.scalars import RuntimeScalars, SpecializeFloats, has_scalar, scalar_symbols
-from codegen.sizevars import FloorDiv, canonical_size, loop_vars, pyexpr
+from pydynamo.symbols import FloorDiv, canonical_size, loop_vars, pyexpr
 from codegen.symbolic import SymbolicSizes, as_sympy, symbolic_extern_layouts
 
 log = logging.getLogger("pydynamo.codegen")
@@ -1161,18 +1161,13 @@ def _flat(a) -> list:
     return [a]
 
 
-def _size_floordiv(a, b):
-    a, b = sympy.sympify(a), sympy.sympify(b)
-    return FloorDiv(a, b)
-
-
 def _size_mod(a, b):
     return canonical_size(sympy.Mod(sympy.sympify(a), sympy.sympify(b)))
 
 
 # size arithmetic the executor emits over int placeholders, as sympy (Python's min/max and
 # // would ask sympy for a truth value or give floor(a/b))
-SIZE_FUNCTIONS = {operator.floordiv: _size_floordiv, operator.mod: _size_mod,
+SIZE_FUNCTIONS = {operator.floordiv: FloorDiv, operator.mod: _size_mod,
                   min: lambda *a: sympy.Min(*a), max: lambda *a: sympy.Max(*a)}
 
 

@@ -23,8 +23,8 @@ import sympy
 import torch
 
 from codegen.ops import as_single_load, collect_deps, ops
-from codegen.sizevars import (FloorDiv, ModIdx, contiguous_strides, equals, flat_index,
-                               loop_vars, product, simplify_index)
+from codegen.sizevars import contiguous_strides, equals, flat_index, product, simplify_index
+from pydynamo.symbols import FloorDiv, ModIdx, loop_vars
 
 
 class NotLowered(Exception):

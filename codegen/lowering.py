@@ -22,10 +22,10 @@ from codegen.ir import (NotLowered, Reduction, TensorValue, body_cost,
                         current, realize)
 from codegen.ops import ERR_INDEX, ERR_INDEX_IN_SELF, ops
 from codegen import primitives as prims
-from codegen.sizevars import (FloorDiv, ModIdx, _is_int_poly, contiguous_strides, equals,
-                              flat_index, product)
+from codegen.sizevars import _is_int_poly, contiguous_strides, equals, flat_index, product
 from codegen.symbolic import same_size, size_hint, size_is_one
 from codegen.scalars import has_scalar
+from pydynamo.symbols import FloorDiv, ModIdx
 
 LOWERINGS: Dict[str, Callable] = {}
 

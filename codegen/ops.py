@@ -29,8 +29,9 @@ from typing import Any, List, Set, Tuple
 
 import sympy
 
+from pydynamo.symbols import index_symbol
+
 from codegen.primitives import PRIMITIVES
-from codegen.sizevars import sym
 
 # Error codes a kernel flags (codegen/wrapper.py kernel_error turns them into eager's
 # exception): an out-of-range index of a gather/scatter-family op (eager: RuntimeError), a zero
@@ -136,7 +137,7 @@ class DepsHandler(HandlerBase):
 
     def indirect_indexing(self, value, size, check=True):
         self.indirect += 1
-        return sym(f"i{self.indirect - 1}_dep")
+        return index_symbol(f"i{self.indirect - 1}_dep")
 
     @property
     def read_names(self) -> Set[str]:
@@ -183,7 +184,7 @@ class _SingleLoadProbe(HandlerBase):
 
     def indirect_indexing(self, value, size, check=True):
         self.other = True
-        return sym("i_probe")
+        return index_symbol("i_probe")
 
 
 def as_single_load(loader, index):

@@ -26,6 +26,8 @@ from typing import Any, Dict, List
 
 import sympy
 
+from pydynamo.symbols import float_symbol
+
 
 class SpecializeFloats(Exception):
     """A runtime float reached a place only a compile-time constant can go (reason)."""
@@ -78,7 +80,7 @@ class RuntimeScalars:
     callables: List[Any] = field(default_factory=list)   # non-infix targets, for the wrapper
 
     def _new(self, hint: float, source: str) -> sympy.Symbol:
-        s = sympy.Symbol(f"f{len(self.args)}", real=True)
+        s = float_symbol(f"f{len(self.args)}")
         self.args.append(ScalarArg(s, source, hint))
         self.hints[s] = hint
         return s

@@ -22,8 +22,9 @@ import sympy
 
 from codegen.ir import (ArgRef, ComputedBuffer, ExternCall, InputBuffer, Pointwise, Reduction)
 from codegen.ops import collect_deps
-from codegen.sizevars import (contiguous_strides, equals, flat_index, loop_vars, product,
-                              simplify_index, static_int)
+from codegen.sizevars import (contiguous_strides, equals, flat_index, product, simplify_index,
+                              static_int)
+from pydynamo.symbols import loop_vars
 
 
 @dataclass(eq=False)

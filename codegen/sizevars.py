@@ -1,54 +1,20 @@
 """Sympy index arithmetic for the loop IR.
 
-Every size, stride and index in codegen is a sympy expression over non-negative integer symbols:
-loop variables (x0.., r0..), size variables (s0..) and indirect-index variables (i0..). Index
-maps of views use `FloorDiv` and `ModIdx` (= (a // div) % mod), both defined only for
-non-negative operands, which is what loop indices are. `simplify_index` folds the div/mod
-patterns that reshapes of contiguous data produce back into plain affine expressions, using the
-loop ranges it is given; anything it cannot prove it leaves alone (still correct, only slower).
+Every size, stride and index in codegen is a sympy expression over the symbols of
+pydynamo/symbols.py: loop and indirect-index variables (x0.., r0.., i0..: non-negative) and size
+variables (s0..: positive). Index maps of views use its `FloorDiv` and `ModIdx`
+(= (a // div) % mod), on non-negative operands, which is what loop indices are. `simplify_index`
+folds the div/mod patterns that reshapes of contiguous data produce back into plain affine
+expressions, using the loop ranges it is given; anything it cannot prove it leaves alone (still
+correct, only slower).
 """
 from __future__ import annotations
 
-import functools
 from typing import Dict, Iterable, Sequence
 
 import sympy
 
-
-class FloorDiv(sympy.Function):
-    """a // b for a >= 0, b > 0."""
-    is_integer = True
-    is_nonnegative = True
-
-    @classmethod
-    def eval(cls, a, b):
-        if b == 1:
-            return a
-        if a == 0:
-            return sympy.Integer(0)
-        if a.is_Integer and b.is_Integer:
-            return sympy.Integer(int(a) // int(b))
-        # (k*b*t + ...) // b with every term divisible by b
-        if isinstance(a, sympy.Add) or isinstance(a, sympy.Mul):
-            terms = sympy.Add.make_args(a)
-            q = [sympy.cancel(t / b) for t in terms]
-            if all(_is_int_poly(t) for t in q):
-                return sympy.Add(*q)
-        return None
-
-
-class ModIdx(sympy.Function):
-    """(a // div) % mod for a >= 0, div > 0, mod > 0."""
-    is_integer = True
-    is_nonnegative = True
-
-    @classmethod
-    def eval(cls, a, div, mod):
-        if mod == 1 or a == 0:
-            return sympy.Integer(0)
-        if a.is_Integer and div.is_Integer and mod.is_Integer:
-            return sympy.Integer((int(a) // int(div)) % int(mod))
-        return None
+from pydynamo.symbols import FloorDiv, ModIdx
 
 
 def _is_int_poly(e) -> bool:
@@ -64,15 +30,6 @@ def _is_int_poly(e) -> bool:
         if any(isinstance(f, sympy.Pow) and f.exp < 0 for f in sympy.Mul.make_args(t)):
             return False
     return True
-
-
-@functools.lru_cache(None)
-def sym(name: str) -> sympy.Symbol:
-    return sympy.Symbol(name, integer=True, nonnegative=True)
-
-
-def loop_vars(prefix: str, n: int) -> list:
-    return [sym(f"{prefix}{i}") for i in range(n)]
 
 
 def product(xs: Iterable) -> sympy.Expr:
@@ -230,122 +187,3 @@ def _combine_terms(expr):
             if changed:
                 break
     return sympy.Add(*terms)
-
-
-class CExprPrinter:
-    """Prints index expressions as C++ int64 arithmetic."""
-
-    def __call__(self, expr) -> str:
-        return self.p(sympy.sympify(expr))
-
-    def p(self, e) -> str:
-        if e.is_Integer:
-            return f"{int(e)}L" if abs(int(e)) > 2**31 - 1 else str(int(e))
-        if isinstance(e, sympy.Symbol):
-            return e.name
-        if isinstance(e, FloorDiv):
-            return f"({self.p(e.args[0])} / {self.p(e.args[1])})"
-        if isinstance(e, ModIdx):
-            a, d, m = e.args
-            inner = self.p(a) if d == 1 else f"({self.p(a)} / {self.p(d)})"
-            return f"({inner} % {self.p(m)})"
-        if isinstance(e, sympy.Add):
-            parts = [self.p(a) for a in sorted(e.args, key=sympy.default_sort_key)]
-            return "(" + " + ".join(parts) + ")"
-        if isinstance(e, sympy.Mul):
-            return "(" + " * ".join(self.p(a) for a in e.args) + ")"
-        if isinstance(e, sympy.Pow) and e.exp.is_Integer and e.exp > 0:
-            return "(" + " * ".join([self.p(e.base)] * int(e.exp)) + ")"
-        if isinstance(e, sympy.Max):
-            out = self.p(e.args[0])
-            for a in e.args[1:]:
-                out = f"std::max<int64_t>({out}, {self.p(a)})"
-            return out
-        if isinstance(e, sympy.Min):
-            out = self.p(e.args[0])
-            for a in e.args[1:]:
-                out = f"std::min<int64_t>({out}, {self.p(a)})"
-            return out
-        raise NotImplementedError(f"cannot print index expression {e!r}")
-
-
-cexpr = CExprPrinter()
-
-
-# ------------------------------------------------------------------ sizes from other layers
-def canonical_size(e) -> sympy.Expr:
-    """A size/stride expression from the executor (pydynamo.shapes) in codegen's vocabulary.
-
-    The executor's symbols are used as they are (one namespace: `s0` there is `s0` here, both
-    integer and positive). Its integer functions are rewritten into the two codegen prints and
-    simplifies: Python floor division (pydynamo.shapes.FloorDiv, matched by name so codegen
-    does not import the executor), `Mod`, `floor(p/q)` and `ceiling(p/q)`. Sizes are
-    non-negative, where floor division and C/Triton division agree."""
-    e = sympy.sympify(e)
-    if e.is_number or not e.args:
-        return e
-
-    def fix(x):
-        if isinstance(x, (FloorDiv, ModIdx)):
-            return x
-        name = type(x).__name__
-        if name == "FloorDiv":
-            return FloorDiv(*x.args)
-        if isinstance(x, sympy.Mod):
-            return ModIdx(x.args[0], sympy.Integer(1), x.args[1])
-        if isinstance(x, (sympy.floor, sympy.ceiling)):
-            num, den = sympy.fraction(sympy.together(x.args[0]))
-            if not den.is_positive:
-                raise NotImplementedError(f"size expression {x}")
-            if isinstance(x, sympy.ceiling):
-                num = num + den - 1
-            return FloorDiv(sympy.expand(num), den)
-        return None
-
-    def rewrite(x):
-        if not x.args:
-            return x
-        new = x.func(*[rewrite(a) for a in x.args]) if not isinstance(x, sympy.Symbol) else x
-        out = fix(new)
-        return new if out is None else out
-    return rewrite(e)
-
-
-class PyExprPrinter:
-    """Size expressions as Python source for the wrapper (size symbols are its locals)."""
-
-    def __call__(self, expr) -> str:
-        return self.p(sympy.sympify(expr))
-
-    def p(self, e) -> str:
-        if e.is_Integer:
-            return str(int(e))
-        if isinstance(e, sympy.Symbol):
-            return e.name
-        if isinstance(e, FloorDiv) or type(e).__name__ == "FloorDiv":
-            return f"({self.p(e.args[0])} // {self.p(e.args[1])})"
-        if isinstance(e, ModIdx):
-            a, d, m = e.args
-            inner = self.p(a) if d == 1 else f"({self.p(a)} // {self.p(d)})"
-            return f"({inner} % {self.p(m)})"
-        if isinstance(e, sympy.Mod):
-            return f"({self.p(e.args[0])} % {self.p(e.args[1])})"
-        if isinstance(e, sympy.Add):
-            return "(" + " + ".join(self.p(a) for a in sorted(e.args, key=sympy.default_sort_key)) + ")"
-        if isinstance(e, sympy.Mul):
-            coeff, rest = e.as_coeff_Mul()
-            if coeff.is_Rational and not coeff.is_Integer:   # (p/q)*x: exact only as (p*x)//q
-                num, den = sympy.fraction(e)
-                return f"({self.p(num)} // {self.p(den)})"
-            return "(" + " * ".join(self.p(a) for a in e.args) + ")"
-        if isinstance(e, sympy.Pow) and e.exp.is_Integer and e.exp > 0:
-            return "(" + " * ".join([self.p(e.base)] * int(e.exp)) + ")"
-        if isinstance(e, (sympy.Max, sympy.Min)):
-            fn = "max" if isinstance(e, sympy.Max) else "min"
-            return f"{fn}({', '.join(self.p(a) for a in e.args)})"
-        if isinstance(e, (sympy.floor, sympy.ceiling)):
-            return self.p(canonical_size(e))
-        raise NotImplementedError(f"cannot print size expression {e!r}")
-
-
-pyexpr = PyExprPrinter()

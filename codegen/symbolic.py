@@ -35,7 +35,8 @@ from typing import Any, Dict, List, Optional, Tuple
 import sympy
 import torch
 
-from codegen.sizevars import canonical_size, contiguous_strides, product
+from codegen.sizevars import contiguous_strides, equals, product
+from pydynamo.symbols import canonical_size, size_symbol
 
 
 def as_sympy(v):
@@ -91,7 +92,7 @@ class SymbolicSizes:
         k = 0
         while f"s{k}" in self.taken:
             k += 1
-        s = sympy.Symbol(f"s{k}", integer=True, positive=True)
+        s = size_symbol(f"s{k}")
         self.taken.add(s.name)
         self.hints[s] = int(hint)
         self.bind(s, source, tensor=True)
@@ -342,7 +343,6 @@ def size_hint(e):
 def same_size(a, b) -> bool:
     """a == b, provably or on the example sizes; the latter is recorded as an assumption the
     wrapper checks at every call (a call where it fails runs eagerly)."""
-    from codegen.sizevars import equals
     a, b = sympy.sympify(a), sympy.sympify(b)
     if equals(a, b):
         return True

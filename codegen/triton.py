@@ -37,9 +37,9 @@ from codegen.ir import Reduction
 from codegen.ops import HandlerBase, index_error_code, set_handler
 from codegen.scalars import SpecializeFloats, has_scalar, is_scalar_symbol, scalar_name
 from codegen.scheduler import FusedKernel
-from codegen.sizevars import (FloorDiv, ModIdx, contiguous_strides, flat_index, product,
-                              simplify_index, static_int, sym)
+from codegen.sizevars import contiguous_strides, flat_index, product, simplify_index, static_int
 from codegen.triton_launch import TILE, KernelConfig, choose_config, tiled_config
+from pydynamo.symbols import ModIdx, TritonExprPrinter, index_symbol, loop_vars
 
 TL_DTYPES = {torch.float32: "tl.float32", torch.float64: "tl.float64",
              torch.float16: "tl.float16", torch.bfloat16: "tl.bfloat16",
@@ -74,39 +74,7 @@ class Scope:
     forward: Dict[str, TVal] = field(default_factory=dict)
 
 
-class TritonExprPrinter:
-    """Index expressions (sympy, non-negative) as Triton integer arithmetic."""
-
-    def __call__(self, e) -> str:
-        return self.p(sympy.sympify(e))
-
-    def p(self, e) -> str:
-        if e.is_Integer:
-            return str(int(e))
-        if isinstance(e, sympy.Symbol):
-            return e.name
-        if isinstance(e, FloorDiv):
-            return f"({self.p(e.args[0])} // {self.p(e.args[1])})"
-        if isinstance(e, ModIdx):
-            a, d, m = e.args
-            inner = self.p(a) if d == 1 else f"({self.p(a)} // {self.p(d)})"
-            return f"({inner} % {self.p(m)})"
-        if isinstance(e, sympy.Add):
-            return "(" + " + ".join(self.p(a) for a in sorted(e.args, key=sympy.default_sort_key)) + ")"
-        if isinstance(e, sympy.Mul):
-            return "(" + " * ".join(self.p(a) for a in e.args) + ")"
-        if isinstance(e, sympy.Pow) and e.exp.is_Integer and e.exp > 0:
-            return "(" + " * ".join([self.p(e.base)] * int(e.exp)) + ")"
-        if isinstance(e, (sympy.Max, sympy.Min)):
-            fn = "tl.maximum" if isinstance(e, sympy.Max) else "tl.minimum"
-            out = self.p(e.args[0])
-            for a in e.args[1:]:
-                out = f"{fn}({out}, {self.p(a)})"
-            return out
-        raise TritonUnsupported(f"cannot print index expression {e!r}")
-
-
-texpr = TritonExprPrinter()
+texpr = TritonExprPrinter(TritonUnsupported)
 
 
 def float_literal(v) -> str:
@@ -340,7 +308,7 @@ class TritonKernelPrinter(HandlerBase):
         # raises) and read element 0, never stray memory
         self._flag(f"(({name} < 0) | ({name} >= {sz}))", index_error_code(check), name)
         self.line(f"{name} = tl.where(({name} < 0) | ({name} >= {sz}), 0, {name})")
-        s = sym(name)
+        s = index_symbol(name)
         self.ranges[s] = size
         return s
 
@@ -459,9 +427,9 @@ class TritonKernelPrinter(HandlerBase):
         outer = list(k.outer)
         xnumel = product(outer)
         self.idx64 = self._needs_int64()
-        xflat = sym("xindex")
+        xflat = index_symbol("xindex")
         self.ranges[xflat] = xnumel
-        self.var_map.update(_decompose(flat_vars("x", len(outer)), outer, xflat))
+        self.var_map.update(_decompose(loop_vars("x", len(outer)), outer, xflat))
         inner_sizes = [product(n.inner_ranges(len(outer))) for n in k.nodes] if k.has_inner else []
         self.config = choose_config(xnumel, inner_sizes, self.max_autotune)
         if not k.has_inner and self._transposed_read(outer):
@@ -478,7 +446,7 @@ class TritonKernelPrinter(HandlerBase):
                 if k.has_inner:
                     self._inner_node(j, node, outer)
                 else:
-                    xs = flat_vars("x", len(outer))
+                    xs = loop_vars("x", len(outer))
                     self._store_node(node, xs)
         return self._assemble()
 
@@ -489,7 +457,7 @@ class TritonKernelPrinter(HandlerBase):
         if len(outer) < 2 or any(d is None for d in dims) or dims[-1] < 16 or \
                 static_int(product(outer[:-1])) < 16 or -(-dims[-1] // TILE) > 65535:
             return False
-        xs = flat_vars("x", len(outer))
+        xs = loop_vars("x", len(outer))
         for n in self.kernel.nodes:
             for r in n.reads(len(outer)).reads:
                 e = sympy.expand(r.index)
@@ -503,10 +471,10 @@ class TritonKernelPrinter(HandlerBase):
     def _generate_tiled(self, outer) -> str:
         """[XBLOCK rows of the leading dims, TILE columns of the last dim] blocks."""
         head, last = outer[:-1], outer[-1]
-        xs = flat_vars("x", len(outer))
-        self.var_map = _decompose(xs[:-1], head, sym("xindex"))
-        self.var_map[xs[-1]] = sym("yindex")
-        self.ranges = {sym("xindex"): product(head), sym("yindex"): last}
+        xs = loop_vars("x", len(outer))
+        self.var_map = _decompose(xs[:-1], head, index_symbol("xindex"))
+        self.var_map[xs[-1]] = index_symbol("yindex")
+        self.ranges = {index_symbol("xindex"): product(head), index_symbol("yindex"): last}
         self.config = tiled_config(product(head), last)
         self.tiled = True
         pid = ".to(tl.int64)" if self.idx64 else ""
@@ -578,7 +546,7 @@ class TritonKernelPrinter(HandlerBase):
         k = len(outer)
         inner = node.inner_ranges(k)
         g, info = self._group(inner)
-        rflat = sym(f"r{g}")
+        rflat = index_symbol(f"r{g}")
         self.ranges[rflat] = info["rnumel"]
         xs, inner_vars = node.vars(k)
         self.var_map.update(_decompose(inner_vars, inner, rflat))
@@ -687,10 +655,6 @@ class TritonKernelPrinter(HandlerBase):
             self._in_loop(g, info, body)
             block = acc
         return self.tmp(_final(rt, block, acc_dt), acc_dt if not is_bool_like else torch.bool)
-
-
-def flat_vars(prefix, n):
-    return [sym(f"{prefix}{i}") for i in range(n)]
 
 
 def _decompose(vars_, ranges, flat):

@@ -26,7 +26,8 @@ from codegen.ir import ArgRef, ComputedBuffer, ExternCall, InputBuffer
 from codegen.ops import ERR_INDEX_IN_SELF, ERR_ZERO_DIV
 from codegen.scalars import is_scalar_symbol
 from codegen.scheduler import FusedKernel, _argrefs, lifetimes
-from codegen.sizevars import pyexpr, static_int
+from codegen.sizevars import static_int
+from pydynamo.symbols import pyexpr
 from pydynamo.user_errors import raise_at
 
 

@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from codegen.primitives import ROWS as PRIMITIVES
 from pydynamo.meta import (Dim, NoRule, Out, TensorMeta, _prod, _simplify_dim, contiguous_strides,
                            register)
-from pydynamo.shapes import FloorDiv
+from pydynamo.symbols import FloorDiv
 
 
 def _is_sym(d) -> bool:

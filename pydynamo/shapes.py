@@ -43,39 +43,10 @@ import operator
 from typing import Any, Callable, Iterable, Optional
 
 import sympy
-from sympy.printing.str import StrPrinter
 
 from pydynamo.exc import PydynamoError
 from pydynamo.sources import Source
-
-# ---------------------------------------------------------------------------------------------
-# sympy functions with Python integer semantics
-
-
-class FloorDiv(sympy.Function):
-    """Python `a // b` on integers (sympy's floor(a/b) prints and simplifies poorly)."""
-
-    nargs = 2
-    is_integer = True
-
-    @classmethod
-    def eval(cls, a, b):
-        if b == 0:
-            raise ZeroDivisionError("integer division by zero in a symbolic size")
-        if b == 1:
-            return a
-        if a == 0:
-            return sympy.Integer(0)
-        if a.is_Integer and b.is_Integer:
-            return sympy.Integer(int(a) // int(b))
-        if a == b:
-            return sympy.Integer(1)
-        q = sympy.cancel(a / b)
-        if q.is_integer:
-            return q
-        if isinstance(a, FloorDiv) and b.is_Integer and a.args[1].is_Integer:
-            return FloorDiv(a.args[0], a.args[1] * b)
-        return None
+from pydynamo.symbols import FloorDiv, float_symbol, int_symbol, size_symbol, sympy_str
 
 
 def _sym(x) -> sympy.Expr:
@@ -131,59 +102,6 @@ def _pyint(e):
     if isinstance(e, sympy.Basic) and e.is_Integer:
         return int(e)
     return e
-
-
-# ---------------------------------------------------------------------------------------------
-# Printing: readable guard text and the Python code that checks it
-
-
-class _GuardPrinter(StrPrinter):
-    """Prints with Python operators (==, //, %, min, max) and symbols replaced by source text."""
-
-    def __init__(self, names: dict):
-        super().__init__({"order": "none"})
-        self._names = names
-
-    def _print_Symbol(self, expr):
-        return self._names.get(expr, expr.name)
-
-    def _print_Relational(self, expr):
-        op = {"==": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}[expr.rel_op]
-        return f"{self._print(expr.lhs)} {op} {self._print(expr.rhs)}"
-
-    def _print_FloorDiv(self, expr):
-        a, b = expr.args
-        return f"({self.parenthesize(a, 50)}//{self.parenthesize(b, 50)})"
-
-    def _print_Mod(self, expr):
-        a, b = expr.args
-        return f"({self.parenthesize(a, 50)} % {self.parenthesize(b, 50)})"
-
-    def _print_Min(self, expr):
-        return "min(" + ", ".join(self._print(a) for a in expr.args) + ")"
-
-    def _print_Max(self, expr):
-        return "max(" + ", ".join(self._print(a) for a in expr.args) + ")"
-
-    def _print_Not(self, expr):
-        return f"not ({self._print(expr.args[0])})"
-
-    def _print_And(self, expr):
-        return " and ".join(f"({self._print(a)})" for a in expr.args)
-
-    def _print_Or(self, expr):
-        return " or ".join(f"({self._print(a)})" for a in expr.args)
-
-    def _print_BooleanTrue(self, expr):
-        return "True"
-
-    def _print_BooleanFalse(self, expr):
-        return "False"
-
-
-def sympy_str(expr, names: Optional[dict] = None) -> str:
-    """Python-syntax text of a size expression or relation."""
-    return _GuardPrinter(names or {}).doprint(expr)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -309,7 +227,8 @@ class ShapeEnv:
             if marked_dynamic:
                 self.marked_dynamic.add(sym)
             return _pyint(self.simplify(sym))
-        sym = sympy.Symbol(f"s{len(self.var_to_hint)}", integer=True, positive=True if positive else None)
+        name = f"s{len(self.var_to_hint)}"
+        sym = size_symbol(name) if positive else int_symbol(name)
         self.var_to_hint[sym] = sympy.Integer(hint)
         self.var_to_source[sym] = source
         self.ranges[sym] = _Range(2 if positive and self.specialize_zero_one else (1 if positive else -sympy.oo),
@@ -328,7 +247,7 @@ class ShapeEnv:
         """A real symbol for a dynamic Python float argument (automatic dynamic or dynamic=True),
         wrapped as a SymFloat. Its hint is the float's exact binary fraction; it has no range
         (integer range reasoning never applies to it)."""
-        sym = sympy.Symbol(f"s{len(self.var_to_hint)}", real=True)
+        sym = float_symbol(f"s{len(self.var_to_hint)}")
         self.var_to_hint[sym] = sympy.Rational(hint)
         self.var_to_source[sym] = source
         return SymFloat(sym, self)
@@ -892,10 +811,10 @@ class SymInt(_SymNumber):
         return self.env.symint(fn(b, a) if reflected else fn(a, b))
 
     def __floordiv__(self, o):
-        return self._intop(o, _floordiv if not isinstance(o, (float, SymFloat)) else operator.floordiv)
+        return self._intop(o, FloorDiv if not isinstance(o, (float, SymFloat)) else operator.floordiv)
 
     def __rfloordiv__(self, o):
-        return self._intop(o, _floordiv if not isinstance(o, (float, SymFloat)) else operator.floordiv, True)
+        return self._intop(o, FloorDiv if not isinstance(o, (float, SymFloat)) else operator.floordiv, True)
 
     def __mod__(self, o):
         return self._intop(o, _mod if not isinstance(o, (float, SymFloat)) else operator.mod)
@@ -1059,10 +978,6 @@ def sym_int(x):
         if den.is_Integer and den > 0 and num.is_integer and x.env.evaluate(sympy.Ge(num, 0)):
             return x.env.symint(FloorDiv(num, den))
     return int(x)  # pinned (guarded)
-
-
-def _floordiv(a, b):
-    return FloorDiv(a, b)
 
 
 def _mod(a, b):

@@ -191,8 +191,8 @@ def _meta(shape, stride, dtype=torch.float32):
 
 def test_executor_style_graph_with_int_placeholders():
     """Tensor placeholders with sympy sizes, an int placeholder per symbol, size arithmetic
-    as operator nodes, and pydynamo.shapes.FloorDiv in the metadata."""
-    from pydynamo.shapes import FloorDiv
+    as operator nodes, and pydynamo.symbols.FloorDiv in the metadata."""
+    from pydynamo.symbols import FloorDiv
 
     def f(x, s0, w):
         h = x.view(s0 // 2, 2, 16) * 2

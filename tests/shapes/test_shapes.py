@@ -9,9 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pydynamo import shapes
-from pydynamo.shapes import (AutomaticDynamic, ConstraintViolation, FloorDiv, ShapeEnv, SymInt,
-                             SymFloat, TextSource, dynamic_dims, mark_dynamic, mark_static, sym_int,
+from pydynamo.shapes import (AutomaticDynamic, ConstraintViolation, ShapeEnv, SymInt, SymFloat,
+                             TextSource, dynamic_dims, mark_dynamic, mark_static, sym_int,
                              sym_max, sym_min)
+from pydynamo.symbols import FloorDiv
 
 
 def size_of(name, dim=0):

@@ -22,6 +22,7 @@ from pydynamo.exc import Unsupported
 from pydynamo.executor.variables import base
 from pydynamo.executor.variables.base import VariableTracker
 from pydynamo.executor.variables.constant import ConstantVariable
+from pydynamo.symbols import sympy_str
 
 # Python operators a SymInt implements symbolically (the rest specialize first).
 SYM_BINARY = {operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv,
@@ -78,7 +79,7 @@ class SymNodeVariable(VariableTracker):
     def reconstruct(self, cg):
         env = self.value.env
         names = {sym: cg.load_source(src) for sym, src in env.var_to_source.items()}
-        text = "(" + shapes.sympy_str(env.simplify(self.expr), names) + ")"
+        text = "(" + sympy_str(env.simplify(self.expr), names) + ")"
         # a float whose expression is integral (`2.0 + n` is `2 + n` to sympy) stays a float
         return f"float{text}" if self.python_type() is float else text
 
