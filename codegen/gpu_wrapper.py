@@ -138,27 +138,18 @@ class GpuWrapperPrinter(WrapperPrinter):
 _LAUNCH_KIND = {"ptr": "t", "size": "i", "scalar": "f"}
 
 
-def _as_device(a):
-    if isinstance(a, torch.device):
-        return a
-    if isinstance(a, str):
-        try:
-            return torch.device(a)
-        except RuntimeError:
-            return None
-    return None
-
-
 def _device_move(gm, device):
     """The first node that names another device (x.to("cpu"), x.cpu(), device=...), or None.
     The kernels write every buffer on the graph's device, so such a graph runs eagerly."""
     for n in gm.graph.nodes:
         if n.op == "call_method" and n.target in ("cpu", "cuda") and n.target != device.type:
             return n.format_node()
-        args = list(n.args) + list(n.kwargs.values())
-        for a in args:
-            d = _as_device(a)
-            if d is not None and d.type != device.type:
+        for a in list(n.args) + list(n.kwargs.values()):
+            try:
+                d = torch.device(a) if isinstance(a, str) else a
+            except RuntimeError:        # a string that names no device
+                continue
+            if isinstance(d, torch.device) and d.type != device.type:
                 return n.format_node()
     return None
 

@@ -2,20 +2,17 @@
 
     compile_graph(gm, example_inputs, backend, options) -> callable(*inputs) -> gm(*inputs)
 
-Steps, the same for every backend: lower (GraphLowering, handed `backend`: the dtypes its
-kernels compute in, the devices they run on, its decomposition choices) -> schedule (dead code,
-fusion, register-only buffers) -> the backend prints every kernel of the graph into one source
--> the backend loads it (content-addressed on disk, codegen/codecache.py) -> the backend's
-wrapper printer writes the Python `call` -> the wrapper is executed in a namespace holding the
-kernels, externs, constants and the eager escapes -> the backend finishes the callable (CUDA
-graphs). `Backend` itself is the C++/OpenMP target; `TritonBackend` (codegen/gpu_wrapper.py)
-the Triton one.
+For every backend: lower (GraphLowering, handed the backend) -> schedule -> the backend prints
+all kernels into one source and loads it (codegen/codecache.py) -> its wrapper printer writes
+`call` -> exec'd in a namespace with the kernels, externs, constants and eager escapes -> the
+backend finishes the callable. `Backend` itself is the C++/OpenMP target; `TritonBackend`
+(codegen/gpu_wrapper.py) the Triton one.
 
-Never a wrong answer: a graph the lowering cannot represent exactly runs eagerly (one warning
-naming the node and the reason); any internal error does too (options.strict re-raises, for
-tests); calls whose inputs need autograd, or differ from the compile-time inputs, run the
-original graph eagerly (counted in `counters`). The returned callable carries `.kernel_count`,
-`.stats`, `.wrapper_path`, `.library_path` (the Triton one also `.kernel_path`, `.kernel_source`).
+Never a wrong answer: a graph the lowering cannot represent exactly, or any internal error, runs
+eagerly with one warning (options.strict re-raises, for tests); calls whose inputs need
+autograd, or differ from the compile-time inputs, run the original graph eagerly (counted in
+`counters`). The callable carries `.kernel_count`, `.stats`, `.wrapper_path`, `.library_path`
+(the Triton one also `.kernel_path`, `.kernel_source`).
 """
 from __future__ import annotations
 
