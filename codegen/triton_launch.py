@@ -250,7 +250,7 @@ def _bf16_bits_rtne(data):
 
 
 def fix_interpreter():
-    """Correct two places where the Triton interpreter (read in 3.6 and 3.9) computes what
+    """Correct three places where the Triton interpreter (read in 3.6 and 3.9) computes what
     compiled Triton does not; idempotent. Kernels are printed for compiled Triton and are
     well-typed there, so the interpreter is fixed, never worked around in the kernels.
 
@@ -261,7 +261,8 @@ def fix_interpreter():
         `x | (c != c)` with c a float64 scalar a float64 block ("bitwise_or", fuzz F9).
       * Conversions to bfloat16: fp32 -> bf16 truncated (compiled Triton rounds to nearest
         even), and int, bool or fp64 -> bf16 took `astype(uint16)`, the value as bits (True
-        became 9e-41)."""
+        became 9e-41).
+      * A scalar as a loop bound under Triton 3.6 (_fix_interpreter_index)."""
     try:
         import triton.language as tl
         from triton.runtime.interpreter import InterpreterBuilder, TensorHandle
@@ -288,7 +289,36 @@ def fix_interpreter():
             return cast_impl(self, src, dst_type)
         return TensorHandle(_bf16_bits_rtne(src.data), tl.bfloat16)
     InterpreterBuilder.cast_impl = cast
+    _fix_interpreter_index()
     InterpreterBuilder._pd_fixed = True
+
+
+def _fix_interpreter_index():
+    """`range(0, tl.minimum(s0 - 1, s1 - 1), RBLOCK)`: a scalar is a one-element array in the
+    interpreter, and Triton 3.6's `tensor.__index__` is `int(data)`, which NumPy >= 2.3 refuses
+    for an array of one dim ("only 0-dimensional arrays can be converted": view-chain sweep
+    seeds 90 and 100 on the lent H100 host). Later interpreters squeeze first (3.7, 3.9); this
+    gives older ones the same `__index__`, and leaves those that squeeze alone."""
+    import inspect
+    import numpy as np
+    import triton.runtime.interpreter as interp
+    patch = getattr(interp, "_patch_lang_tensor", None)
+    try:
+        if patch is None or "squeeze" in inspect.getsource(patch):
+            return
+    except (OSError, TypeError):
+        return
+
+    def index(self):
+        return int(np.asarray(self.handle.data).reshape(-1)[0])
+
+    def patched(tensor, *scope):
+        patch(tensor, *scope)
+        if scope:
+            scope[0].set_attr(tensor, "__index__", index)
+        else:
+            tensor.__index__ = index
+    interp._patch_lang_tensor = patched
 
 
 # ------------------------------------------------------------------ module loading

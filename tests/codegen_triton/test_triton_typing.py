@@ -147,3 +147,35 @@ def test_arange_in_bfloat16_rounds_each_value():
         return torch.arange(300, dtype=torch.bfloat16, device=DEV) * y, \
             (torch.arange(300, device=DEV) + 1).to(torch.bfloat16) * y
     check(f, [lambda: (torch.ones(300, dtype=torch.bfloat16, device=DEV),)] * 2)
+
+
+def test_reduction_loop_bound_of_min_of_sizes_view_chain_seed_90():
+    """View-chain sweep seeds 90 and 100 (Triton 3.6's interpreter on the lent H100 host):
+    `movedim; [1:]; diagonal(1)` then `sum` loops to `tl.minimum(s0 - 1, s1 - 1)`; that
+    interpreter's `__index__` refused the one-element array a scalar is there."""
+    def f(x):
+        return x.movedim(-2, -1)[1:].diagonal(1, 0, 1).sum(-1)
+    check(f, [lambda a=a: (torch.randn(a, a + 1, device=DEV)[:, 1:].permute(1, 0),)
+              for a in (6, 10, 14)])
+
+
+@pytest.mark.skipif(DEV == "cuda", reason="the interpreter's own behaviour")
+def test_interpreter_index_of_one_element_array_is_fixed_where_it_does_not_squeeze(monkeypatch):
+    """An interpreter whose tensor `__index__` is `int(data)` (Triton 3.6) gets the squeezing
+    one; NumPy >= 2.3 refuses int() of a one-dim array."""
+    import numpy as np
+    import triton.runtime.interpreter as interp
+    from codegen import triton_launch
+
+    def _patch_lang_tensor(tensor):          # 3.6's form: no scope, int() of the array
+        tensor.__index__ = lambda self: int(self.handle.data)
+
+    class Handle:
+        data = np.array([7])
+
+    class Tensor:
+        handle = Handle()
+    monkeypatch.setattr(interp, "_patch_lang_tensor", _patch_lang_tensor)
+    triton_launch._fix_interpreter_index()
+    interp._patch_lang_tensor(Tensor)
+    assert list(range(0, Tensor(), 3)) == [0, 3, 6]
