@@ -196,10 +196,25 @@ def opcode_message(opname: str, reason: str) -> str:
     return f"{construct} is not traced: it runs in Python ({reason})"
 
 
+# Tensor methods that read data: a graph break (data-dependent) whose reason code names what was
+# asked (variables/tensor.py raises it; meta_failure names an op of this kind by it).
+DATA_METHODS = {"item": "tensor_item", "tolist": "tensor_tolist", "numpy": "tensor_numpy",
+                "__bool__": "tensor_branch", "nonzero": "dynamic_output_shape",
+                "unique": "dynamic_output_shape", "masked_select": "dynamic_output_shape",
+                "unique_consecutive": "dynamic_output_shape", "argwhere": "dynamic_output_shape",
+                "bincount": "dynamic_output_shape", "repeat_interleave": "dynamic_output_shape",
+                "data_ptr": "tensor_data_ptr", "untyped_storage": "tensor_storage",
+                # where an input view starts in its storage varies per call and is not guarded
+                "storage_offset": "tensor_storage_offset",
+                "register_hook": "tensor_hook", "backward": "tensor_backward",
+                "__index__": "tensor_item", "__int__": "tensor_item", "__float__": "tensor_item",
+                "equal": "data_dependent", "is_nonzero": "data_dependent",
+                "allclose": "data_dependent"}
+
+
 def meta_failure(name: str, exc: Exception) -> tuple[str, str]:
     """(reason code, message) for an op whose output metadata could not be computed."""
-    from pydynamo.executor.variables.tensor import _DATA_METHODS  # ops that read tensor data
-    if _DATA_METHODS.get(name.split(".")[-1]) == "dynamic_output_shape":
+    if DATA_METHODS.get(name.split(".")[-1]) == "dynamic_output_shape":
         return "dynamic_output_shape", f"torch.{name}: the output shape depends on the tensor's values"
     first = str(exc).splitlines()[0] if str(exc) else ""
     return "meta_failed", f"{name}: cannot compute output metadata ({type(exc).__name__}: {first})"

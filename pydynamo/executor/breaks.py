@@ -37,11 +37,10 @@ from pydynamo.bytecode import UNBOUND, make_break_function, origin_of
 from pydynamo.exc import ReturnValue, Unsupported
 from pydynamo.executor.reconstruct import OutputCodegen, build_code, cells_of
 from pydynamo.executor.variables.amp import AutocastVariable
-from pydynamo.executor.variables.base import NULL, MethodProxyVariable, WithExitVariable
+from pydynamo.executor.variables.base import NULL, ListIteratorVariable, MethodProxyVariable, WithExitVariable
 from pydynamo.executor.variables.constant import OpaqueVariable
 from pydynamo.executor.variables.functions import (NestedUserFunctionVariable, UserFunctionVariable,
                                                    UserMethodVariable)
-from pydynamo.executor.variables.iterators import ListIteratorVariable
 from pydynamo.executor.variables.misc import GradModeVariable, InferenceModeVariable
 from pydynamo.executor.variables.tensor import TensorMethodVariable
 from pydynamo.guards import GuardKind

@@ -32,7 +32,7 @@ from pydynamo.executor.variables import amp
 from pydynamo.executor.variables.base import VariableTracker
 from pydynamo.executor.variables.constant import (CONSTANT_TYPES, OPAQUE_TYPES, ConstantVariable, ObjectVariable,
                                                   OpaqueVariable)
-from pydynamo.executor.variables.containers import (ConstDictVariable, ListVariable, NamedTupleVariable,
+from pydynamo.executor.variables.containers import (ConstDictVariable, ListVariable,
                                                     SetVariable, SizeVariable, SliceVariable, TupleVariable)
 from pydynamo.executor.variables.functions import PartialVariable, UserFunctionVariable, UserMethodVariable
 from pydynamo.executor.variables.iterators import ITERTOOLS
@@ -40,7 +40,8 @@ from pydynamo.executor.variables.misc import GRAD_MODE_FNS, GradModeClassVariabl
 from pydynamo.executor.variables.nn_module import NNModuleVariable
 from pydynamo.executor.variables.symbolic import SymNodeVariable
 from pydynamo.executor.variables.torch_fns import ALLOWED_IN_GRAPH, TorchFunctionVariable, is_torch_callable
-from pydynamo.executor.variables.user_objects import UserDefinedClassVariable, UserDefinedObjectVariable
+from pydynamo.executor.variables.user_objects import (NamedTupleVariable, UserDefinedClassVariable,
+                                                      UserDefinedObjectVariable)
 from pydynamo.guards import GuardKind
 from pydynamo.sources import AttrSource, GetItemSource, LocalSource
 from pydynamo.executor import breaks as _breaks
@@ -50,8 +51,6 @@ _BUILTIN_FUNCS |= {print, id, iter, next, enumerate, zip, map, filter, reversed,
                    object.__setattr__, functools.partial, collections.OrderedDict, collections.defaultdict,
                    inspect.signature,
                    *ITERTOOLS}
-for _fn in ITERTOOLS:
-    vbuiltins.HANDLERS.setdefault(_fn, vbuiltins._make_iter(_fn))
 
 
 def _hashable_in(value, table) -> bool:

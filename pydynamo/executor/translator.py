@@ -34,13 +34,12 @@ from pydynamo.executor.output_graph import OutputGraph
 from pydynamo.executor.side_effects import SideEffects
 from pydynamo.executor.variables import builtins as B
 from pydynamo.executor.reconstruct import OutputCodegen, build_code
-from pydynamo.executor.variables.base import NULL, VariableTracker, WithExitVariable
+from pydynamo.executor.variables.base import NULL, ListIteratorVariable, VariableTracker, WithExitVariable
 from pydynamo.executor.variables.constant import ConstantVariable, ObjectVariable
 from pydynamo.executor.variables.containers import (BaseListVariable, ConstDictVariable, ListVariable,
                                                     SetVariable, SliceVariable, TupleVariable)
 from pydynamo.executor.variables.functions import (BaseUserFunctionVariable, CellVariable,
                                                    NestedUserFunctionVariable)
-from pydynamo.executor.variables.iterators import ListIteratorVariable
 from pydynamo.executor.variables.tensor import TensorVariable
 from pydynamo.executor.variables.user_objects import SuperVariable
 from pydynamo.guards import Guard, GuardKind

@@ -316,7 +316,7 @@ def test_int_live_across_a_break_becomes_dynamic_after_a_change():
 def test_every_reason_code_has_a_hint():
     """Every reason code the executor can raise (read from the source) has a one-line hint."""
     import re
-    from pydynamo.executor.variables.tensor import _DATA_METHODS
+    from pydynamo.hints import DATA_METHODS as _DATA_METHODS
     from pydynamo.executor.breaks import UNTRACED_CODES
     from pydynamo.hints import HINTS
     root = os.path.dirname(os.path.abspath(pydynamo.__file__))

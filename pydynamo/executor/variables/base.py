@@ -99,7 +99,6 @@ class VariableTracker:
         raise Unsupported("unpack", f"cannot iterate over {self}")
 
     def get_iter(self, tx: "Tx") -> "VariableTracker":
-        from pydynamo.executor.variables.iterators import ListIteratorVariable
         return ListIteratorVariable(self.unpack_var_sequence(tx))
 
     # --- output -----------------------------------------------------------------------------
@@ -143,6 +142,36 @@ class WithExitVariable(VariableTracker):
         return self.ctx.call_method(tx, "__exit__", args, kwargs)
 
 
+class ListIteratorVariable(VariableTracker):
+    def __init__(self, items, py_type=type(iter([]))):
+        super().__init__()
+        self.it = iter(items)
+        self.py_type = py_type
+
+    def python_type(self):
+        return self.py_type
+
+    def next_variable(self, tx, default=None):
+        try:
+            return next(self.it)
+        except StopIteration:
+            if default is not None:
+                return default
+            raise
+
+    def get_iter(self, tx):
+        return self
+
+    def has_unpack_var_sequence(self, tx):
+        return True
+
+    def unpack_var_sequence(self, tx):
+        return list(self.it)
+
+    def truthy(self, tx):
+        return True
+
+
 class MethodProxyVariable(VariableTracker):
     """`obj.name` for a method the tracker implements in call_method (list.append, dict.items...)."""
 
@@ -155,11 +184,6 @@ class MethodProxyVariable(VariableTracker):
 
     def __repr__(self):
         return f"MethodProxyVariable({self.obj}.{self.name})"
-
-
-def const(value) -> VariableTracker:
-    from pydynamo.executor.variables.constant import ConstantVariable
-    return ConstantVariable(value)
 
 
 def python_constants(vts) -> list:

@@ -19,10 +19,16 @@ import torch
 
 from pydynamo import shapes
 from pydynamo.exc import Unsupported
-from pydynamo.executor.variables.base import VariableTracker, const
+from pydynamo.executor.variables.base import VariableTracker
 from pydynamo.executor.variables.constant import ConstantVariable, ObjectVariable
+from pydynamo.executor.variables.containers import (BaseListVariable, ConstDictVariable, ListVariable,
+                                                    SetVariable, TupleVariable)
+from pydynamo.executor.variables.functions import (BaseUserFunctionVariable, PartialVariable,
+                                                   UserFunctionVariable, UserMethodVariable)
 from pydynamo.executor.variables.symbolic import SymNodeVariable, sym_binary, sym_number
 from pydynamo.executor.variables.tensor import TensorVariable
+from pydynamo.executor.variables.user_objects import SuperVariable, UserDefinedObjectVariable
+from pydynamo.guards import GuardKind
 
 # Pure functions safe to evaluate on constant arguments at trace time.
 PURE = {abs, all, any, bool, callable, chr, complex, divmod, float, format, frozenset, hash, int, isinstance,
@@ -111,7 +117,6 @@ def call_builtin(tx, fn, args, kwargs):
 
 
 def binary_op(tx, fn, a, b):
-    from pydynamo.executor.variables.containers import BaseListVariable, ListVariable, TupleVariable
     if fn in INPLACE_TO_BINARY:
         if isinstance(a, ListVariable) and fn is operator.iadd:
             return a.call_method(tx, "__iadd__", [b], {})
@@ -150,7 +155,6 @@ def binary_op(tx, fn, a, b):
 
 
 def _user_dunder(tx, obj, name, other):
-    from pydynamo.executor.variables.user_objects import UserDefinedObjectVariable
     if isinstance(obj, UserDefinedObjectVariable) and hasattr(obj.cls, name):
         return obj.call_method(tx, name, [other], {})
     return None
@@ -179,8 +183,6 @@ def compare(tx, fn, a, b):
 def _equal(tx, a, b):
     """`a == b` decided at trace time, or None when a's class defines its own __eq__ to call.
     Containers compare element-wise like Python (identity first, as list.__eq__ does)."""
-    from pydynamo.executor.variables.containers import BaseListVariable, ConstDictVariable
-    from pydynamo.executor.variables.user_objects import UserDefinedObjectVariable
     if _identical(a, b):
         return True
     if isinstance(a, BaseListVariable) and isinstance(b, BaseListVariable):
@@ -305,7 +307,6 @@ def _range(tx, *args):
 
 def _make_seq(cls):
     def h(tx, it=None):
-        from pydynamo.executor.variables.containers import ListVariable, TupleVariable
         items = [] if it is None else tx.unpack(it)
         return ListVariable(items) if cls is list else TupleVariable(items)
     return h
@@ -317,7 +318,6 @@ HANDLERS[tuple] = _make_seq(tuple)
 
 def _make_set(cls):
     def h(tx, it=None):
-        from pydynamo.executor.variables.containers import SetVariable
         return SetVariable([] if it is None else tx.unpack(it), cls)
     return h
 
@@ -328,7 +328,6 @@ HANDLERS[frozenset] = _make_set(frozenset)
 
 @handler(dict)
 def _dict(tx, *args, **kwargs):
-    from pydynamo.executor.variables.containers import ConstDictVariable
     d = ConstDictVariable({})
     d.call_method(tx, "update", list(args), kwargs)
     return d
@@ -389,7 +388,6 @@ HANDLERS[all] = _make_anyall(all)
 
 @handler(sorted)
 def _sorted(tx, it, key=None, reverse=None):
-    from pydynamo.executor.variables.containers import ListVariable
     out = ListVariable(tx.unpack(it))
     kw = {}
     if key is not None:
@@ -424,18 +422,17 @@ def _hasattr(tx, obj, name):
 @handler(setattr)
 def _setattr(tx, obj, name, value):
     obj.setattr(tx, name.as_python_constant(), value)
-    return const(None)
+    return ConstantVariable(None)
 
 
 @handler(object.__setattr__)
 def _obj_setattr(tx, obj, name, value):
     """object.__setattr__ bypasses the class's own __setattr__ (frozen dataclasses use it)."""
-    from pydynamo.executor.variables.user_objects import UserDefinedObjectVariable
     if isinstance(obj, UserDefinedObjectVariable):
         obj.store(tx, name.as_python_constant(), value)
     else:
         obj.setattr(tx, name.as_python_constant(), value)
-    return const(None)
+    return ConstantVariable(None)
 
 
 @handler(iter)
@@ -463,16 +460,6 @@ def _reduce(tx, fn, seq, *initial):
     return acc
 
 
-def _make_iter(fn):
-    def h(tx, *args, **kwargs):
-        from pydynamo.executor.variables import iterators
-        return iterators.make(tx, fn, list(args), kwargs)
-    return h
-
-
-for _fn in (enumerate, zip, map, filter, reversed):
-    HANDLERS[_fn] = _make_iter(_fn)
-
 
 @handler(print)
 def _print(tx, *args, **kwargs):
@@ -486,14 +473,12 @@ def _id(tx, obj):
     if real is _NO or isinstance(obj, TensorVariable):
         raise Unsupported("id", "id() of a value made during tracing")
     if obj.source is not None:
-        from pydynamo.guards import GuardKind
         tx.add_guard(obj.source, GuardKind.ID_MATCH, (id(real), type(real).__name__))
     return ConstantVariable(id(real))
 
 
 @handler(callable)
 def _callable(tx, obj):
-    from pydynamo.executor.variables.functions import BaseUserFunctionVariable, UserMethodVariable
     if isinstance(obj, (BaseUserFunctionVariable, UserMethodVariable, BuiltinVariable)):
         return ConstantVariable(True)
     return NotImplemented if obj.is_python_constant() else ConstantVariable(callable(obj.python_type()) and
@@ -509,9 +494,9 @@ def _getitem(tx, obj, key):
 def _setitem(tx, obj, key, value):
     if isinstance(obj, TensorVariable):
         tx.output.call(tx, "call_function", operator.setitem, [obj, key, value], {})
-        return const(None)
+        return ConstantVariable(None)
     obj.call_method(tx, "__setitem__", [key, value], {})
-    return const(None)
+    return ConstantVariable(None)
 
 
 @handler(operator.contains)
@@ -539,7 +524,6 @@ def _truth(tx, a):
 
 @handler(functools.partial)
 def _partial(tx, fn, *args, **kwargs):
-    from pydynamo.executor.variables.functions import PartialVariable
     return PartialVariable(fn, list(args), kwargs)
 
 
@@ -547,13 +531,11 @@ def _partial(tx, fn, *args, **kwargs):
 def _super(tx, *args):
     if len(args) != 2:
         raise Unsupported("super", "super() without arguments outside a method")
-    from pydynamo.executor.variables.user_objects import SuperVariable
     return SuperVariable(args[0].as_python_constant(), args[1])
 
 
 @handler(collections.OrderedDict)
 def _ordered_dict(tx, *args, **kwargs):
-    from pydynamo.executor.variables.containers import ConstDictVariable
     d = ConstDictVariable({}, collections.OrderedDict)
     d.call_method(tx, "update", list(args), kwargs)
     return d
@@ -561,7 +543,6 @@ def _ordered_dict(tx, *args, **kwargs):
 
 @handler(collections.defaultdict)
 def _defaultdict(tx, factory=None, *args, **kwargs):
-    from pydynamo.executor.variables.containers import ConstDictVariable
     if factory is not None and factory.is_python_constant() and factory.as_python_constant() is None:
         factory = None
     d = ConstDictVariable({}, collections.defaultdict, default_factory=factory)
@@ -597,7 +578,6 @@ HANDLERS[operator.attrgetter] = lambda tx, *k: GetterVariable(operator.attrgette
 @handler(inspect.signature)
 def _signature(tx, fn, **kwargs):
     """inspect.signature of a known callable is a constant (Signature objects are immutable)."""
-    from pydynamo.executor.variables.functions import UserFunctionVariable, UserMethodVariable
     if isinstance(fn, UserMethodVariable) and isinstance(fn.fn, UserFunctionVariable) and \
             getattr(fn.obj, "value", None) is not None:
         real = types.MethodType(fn.fn.fn, fn.obj.value)

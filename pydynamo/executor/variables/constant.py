@@ -19,6 +19,7 @@ import torch
 
 from pydynamo.exc import Unsupported
 from pydynamo.executor.variables.base import VariableTracker, python_constants
+from pydynamo.sources import AttrSource
 
 CONSTANT_TYPES = (type(None), bool, int, float, complex, str, bytes, type(Ellipsis), range,
                   type(NotImplemented))
@@ -111,7 +112,6 @@ class ObjectVariable(VariableTracker):
         return bool(self.value)
 
     def var_getattr(self, tx, name):
-        from pydynamo.sources import AttrSource
         if not hasattr(self.value, name):
             raise Unsupported("getattr", f"{self.value!r} has no attribute {name!r}")
         attr = getattr(self.value, name)

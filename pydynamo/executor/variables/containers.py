@@ -12,7 +12,7 @@ import operator
 import torch
 
 from pydynamo.exc import Unsupported
-from pydynamo.executor.variables.base import VariableTracker, const
+from pydynamo.executor.variables.base import VariableTracker
 from pydynamo.executor.variables.constant import ConstantVariable
 
 
@@ -102,62 +102,6 @@ class SizeVariable(TupleVariable):
         return super().call_method(tx, name, args, kwargs)
 
 
-class NamedTupleVariable(TupleVariable):
-    def __init__(self, items, cls, source=None):
-        super().__init__(items, source)
-        self.cls = cls
-
-    def python_type(self):
-        return self.cls
-
-    def new(self, items):
-        return TupleVariable(items)
-
-    def as_python_constant(self):
-        return self.cls(*[i.as_python_constant() for i in self.items]) if hasattr(self.cls, "_fields") \
-            else self.cls([i.as_python_constant() for i in self.items])
-
-    def var_getattr(self, tx, name):
-        fields = getattr(self.cls, "_fields", None)
-        if fields is not None and name in fields:
-            return self.items[fields.index(name)]
-        if fields is None and hasattr(self.cls, "n_fields"):  # torch.return_types structseq
-            idx = _structseq_index(self.cls, name)
-            if isinstance(idx, int):
-                return self.items[idx]
-        if fields is not None and name in ("_replace", "_asdict"):
-            from pydynamo.executor.variables.base import MethodProxyVariable
-            return MethodProxyVariable(self, name)
-        if fields is not None and hasattr(self.cls, name):
-            from pydynamo.executor.variables.user_objects import class_attribute
-            return class_attribute(tx, self, self.cls, name)
-        raise Unsupported("namedtuple_attr", f"{self.cls.__name__}.{name}")
-
-    def call_method(self, tx, name, args, kwargs):
-        fields = getattr(self.cls, "_fields", None)
-        if fields is not None and name == "_replace":
-            items = list(self.items)
-            for k, v in kwargs.items():
-                items[fields.index(k)] = v
-            return NamedTupleVariable(items, self.cls)
-        if fields is not None and name == "_asdict":
-            return ConstDictVariable(dict(zip(fields, self.items)))
-        return super().call_method(tx, name, args, kwargs)
-
-    def reconstruct(self, cg):
-        if self.source is not None:
-            return cg.load_source(self.source)
-        inner = ", ".join(cg.reconstruct(i) for i in self.items)
-        if hasattr(self.cls, "_fields"):
-            return f"{cg.load_const(self.cls)}._make(({inner},))"
-        return f"{cg.load_const(self.cls)}([{inner}])"
-
-
-def _structseq_index(cls, name):
-    probe = cls(list(range(cls.n_fields)))
-    return getattr(probe, name, None)
-
-
 class ListVariable(BaseListVariable):
     py_type = list
 
@@ -171,7 +115,7 @@ class ListVariable(BaseListVariable):
             items.append(args[0])
         elif name == "extend" or name == "__iadd__":
             items.extend(tx.unpack(args[0]))
-            return self if name == "__iadd__" else const(None)
+            return self if name == "__iadd__" else ConstantVariable(None)
         elif name == "insert":
             items.insert(args[0].as_python_constant(), args[1])
         elif name == "pop":
@@ -189,7 +133,7 @@ class ListVariable(BaseListVariable):
             items.reverse()
         elif name == "sort":
             key = kwargs.get("key")
-            reverse = kwargs.get("reverse", const(False)).as_python_constant()
+            reverse = kwargs.get("reverse", ConstantVariable(False)).as_python_constant()
             keys = [(key.call_function(tx, [i], {}) if key is not None else i).as_python_constant() for i in items]
             order = sorted(range(len(items)), key=lambda j: keys[j], reverse=reverse)
             items[:] = [items[j] for j in order]
@@ -205,7 +149,7 @@ class ListVariable(BaseListVariable):
             return ListVariable(list(items))
         else:
             return super().call_method(tx, name, args, kwargs)
-        return const(None)
+        return ConstantVariable(None)
 
 
 class SliceVariable(VariableTracker):
@@ -275,7 +219,7 @@ class ConstDictVariable(VariableTracker):
             return self.getitem(tx, args[0])
         if name == "get":
             k = self._key(args[0])
-            return items.get(k, args[1] if len(args) > 1 else const(None))
+            return items.get(k, args[1] if len(args) > 1 else ConstantVariable(None))
         if name == "__setitem__":
             items[self._key(args[0])] = args[1]
         elif name == "__delitem__":
@@ -302,13 +246,13 @@ class ConstDictVariable(VariableTracker):
         elif name == "setdefault":
             k = self._key(args[0])
             if k not in items:
-                items[k] = args[1] if len(args) > 1 else const(None)
+                items[k] = args[1] if len(args) > 1 else ConstantVariable(None)
             return items[k]
         elif name == "clear":
             items.clear()
         elif name == "move_to_end" and self.cls is collections.OrderedDict:
             k = self._key(args[0])
-            last = (args[1] if len(args) > 1 else kwargs.get("last", const(True))).as_python_constant()
+            last = (args[1] if len(args) > 1 else kwargs.get("last", ConstantVariable(True))).as_python_constant()
             v = items.pop(k)
             if last:
                 items[k] = v
@@ -317,7 +261,7 @@ class ConstDictVariable(VariableTracker):
         elif name == "popitem":
             if not items:
                 raise Unsupported("key_error", "popitem(): dictionary is empty")
-            last = (args[0] if args else kwargs.get("last", const(True))).as_python_constant()
+            last = (args[0] if args else kwargs.get("last", ConstantVariable(True))).as_python_constant()
             k = next(reversed(items)) if last else next(iter(items))
             return TupleVariable([tx.wrap_constant_result(k), items.pop(k)])
         elif name == "keys":
@@ -336,7 +280,7 @@ class ConstDictVariable(VariableTracker):
             return self.get_iter(tx)
         else:
             raise Unsupported("dict_method", f"{self.cls.__name__}.{name}")
-        return const(None)
+        return ConstantVariable(None)
 
     def reconstruct(self, cg):
         if self.source is not None:
@@ -430,7 +374,7 @@ class SetVariable(VariableTracker):
             return tx.wrap_constant_result(res)
         else:
             raise Unsupported("set_method", f"{self.cls.__name__}.{name}")
-        return const(None)
+        return ConstantVariable(None)
 
     def reconstruct(self, cg):
         if self.source is not None:

@@ -14,7 +14,9 @@ import types
 
 from pydynamo.exc import Unsupported
 from pydynamo.executor.variables.base import VariableTracker
-from pydynamo.sources import ClosureSource, DefaultsSource
+from pydynamo.executor.variables.constant import ConstantVariable
+from pydynamo.executor.variables.containers import ConstDictVariable, TupleVariable
+from pydynamo.sources import AttrSource, ClosureSource, DefaultsSource
 
 
 class CellVariable(VariableTracker):
@@ -34,7 +36,6 @@ class CellVariable(VariableTracker):
 def bind_args(code: types.CodeType, name: str, defaults: tuple, kwdefaults: dict,
               args: list, kwargs: dict) -> dict:
     """Map parameter names to trackers exactly as a call to a function with `code` would."""
-    from pydynamo.executor.variables.containers import ConstDictVariable, TupleVariable
     stand_in = types.FunctionType(_sig_code(code), {}, name)
     stand_in.__defaults__ = tuple(defaults) or None
     stand_in.__kwdefaults__ = dict(kwdefaults) or None
@@ -143,11 +144,9 @@ class UserFunctionVariable(BaseUserFunctionVariable):
         return local_vars, cells
 
     def var_getattr(self, tx, name):
-        from pydynamo.executor.variables.constant import ConstantVariable
         if name in ("__name__", "__qualname__", "__module__", "__doc__"):
             return ConstantVariable(getattr(self.fn, name))
         if name in ("__defaults__", "__kwdefaults__", "__code__", "__wrapped__", "__dict__"):
-            from pydynamo.sources import AttrSource
             if not hasattr(self.fn, name):
                 raise Unsupported("no_attribute", f"function has no attribute {name!r}")
             return tx.wrap(getattr(self.fn, name), AttrSource(self.source, name) if self.source else None)
@@ -177,7 +176,6 @@ class NestedUserFunctionVariable(BaseUserFunctionVariable):
         return local_vars, cells
 
     def var_getattr(self, tx, name):
-        from pydynamo.executor.variables.constant import ConstantVariable
         if name == "__name__":
             return ConstantVariable(self.code.co_name)
         if name == "__qualname__":

@@ -1,50 +1,23 @@
 """Iterators: iter/next, enumerate, zip, map, filter, reversed, and itertools basics.
 
-An iterator tracker holds a Python iterator over trackers, so map/filter call their function
+An iterator tracker (ListIteratorVariable, in base.py: every tracker's get_iter makes one) holds
+a Python iterator over trackers, so map/filter call their function
 lazily, when the traced program asks for the next item (same order as CPython). Iterators made in
 the frame are not rebuilt after the graph (Unsupported if one escapes).
 """
 from __future__ import annotations
 
 import itertools
+import operator
 
 from pydynamo.exc import Unsupported
-from pydynamo.executor.variables.base import VariableTracker
+from pydynamo.executor.variables.base import ListIteratorVariable, VariableTracker
+from pydynamo.executor.variables.builtins import HANDLERS, binary_op
 from pydynamo.executor.variables.constant import ConstantVariable
-
-
-class ListIteratorVariable(VariableTracker):
-    def __init__(self, items, py_type=type(iter([]))):
-        super().__init__()
-        self.it = iter(items)
-        self.py_type = py_type
-
-    def python_type(self):
-        return self.py_type
-
-    def next_variable(self, tx, default=None):
-        try:
-            return next(self.it)
-        except StopIteration:
-            if default is not None:
-                return default
-            raise
-
-    def get_iter(self, tx):
-        return self
-
-    def has_unpack_var_sequence(self, tx):
-        return True
-
-    def unpack_var_sequence(self, tx):
-        return list(self.it)
-
-    def truthy(self, tx):
-        return True
+from pydynamo.executor.variables.containers import TupleVariable
 
 
 def _tuple(items):
-    from pydynamo.executor.variables.containers import TupleVariable
     return TupleVariable(list(items))
 
 
@@ -104,8 +77,6 @@ def _itertools(tx, fn, args, kwargs):
         r = consts(args[1:])
         return (_tuple(t) for t in fn(seq, *r))
     if fn is itertools.accumulate:
-        from pydynamo.executor.variables.builtins import binary_op
-        import operator
         f = args[1] if len(args) > 1 else kwargs.get("func")
         step = (lambda a, b: f.call_function(tx, [a, b], {})) if f is not None else \
             (lambda a, b: binary_op(tx, operator.add, a, b))
@@ -128,3 +99,17 @@ ITERTOOLS = (itertools.chain, itertools.islice, itertools.repeat, itertools.coun
              itertools.zip_longest, itertools.combinations, itertools.permutations, itertools.accumulate,
              itertools.starmap, itertools.compress, itertools.takewhile, itertools.dropwhile,
              itertools.filterfalse) + ((itertools.pairwise,) if hasattr(itertools, "pairwise") else ())
+
+
+def _handler(fn):
+    def h(tx, *args, **kwargs):
+        return make(tx, fn, list(args), kwargs)
+    return h
+
+
+# builtins' dispatch table learns the iterator builtins here: this module sits above builtins
+# (accumulate adds with its binary_op), and the builder imports it before any call is traced
+for _fn in (enumerate, zip, map, filter, reversed):
+    HANDLERS[_fn] = _handler(_fn)
+for _fn in ITERTOOLS:
+    HANDLERS.setdefault(_fn, _handler(_fn))

@@ -11,8 +11,9 @@ from __future__ import annotations
 import torch
 
 from pydynamo.exc import Unsupported
-from pydynamo.executor.variables.base import VariableTracker
+from pydynamo.executor.variables.base import ListIteratorVariable, MethodProxyVariable, VariableTracker
 from pydynamo.executor.variables.constant import ConstantVariable
+from pydynamo.executor.variables.user_objects import class_attribute
 from pydynamo.guards import GuardKind
 from pydynamo.sources import AttrSource, ModuleDictSource
 
@@ -51,7 +52,6 @@ class NNModuleVariable(VariableTracker):
         d = m.__dict__
         if name not in d and (name in _SPECIAL_METHODS or
                               (name in _CONTAINER_METHODS and isinstance(m, _CONTAINERS))):
-            from pydynamo.executor.variables.base import MethodProxyVariable
             return MethodProxyVariable(self, name)
         for registry in ("_parameters", "_buffers", "_modules"):
             reg = d.get(registry)
@@ -62,7 +62,6 @@ class NNModuleVariable(VariableTracker):
                 return tx.wrap(value, self._src(registry, name))
         if name in d:
             return tx.wrap(d[name], AttrSource(self.source, name) if self.source is not None else None)
-        from pydynamo.executor.variables.user_objects import class_attribute
         return class_attribute(tx, self, type(m), name)
 
     def setattr(self, tx, name, value):
@@ -118,7 +117,6 @@ class NNModuleVariable(VariableTracker):
                     items.append(tx.tuple([ConstantVariable(qual), tx.wrap(obj, self._path_source(qual, obj))]))
                 else:
                     items.append(self._reach(tx, entry))
-            from pydynamo.executor.variables.iterators import ListIteratorVariable
             return ListIteratorVariable(items)
         if isinstance(m, _CONTAINERS):
             keys = list(m._modules) if not isinstance(m, (torch.nn.ParameterList, torch.nn.ParameterDict)) \
@@ -128,7 +126,6 @@ class NNModuleVariable(VariableTracker):
             if name == "__len__":
                 return ConstantVariable(len(keys))
             if name == "__iter__":
-                from pydynamo.executor.variables.iterators import ListIteratorVariable
                 is_dict = isinstance(m, (torch.nn.ModuleDict, torch.nn.ParameterDict))
                 return ListIteratorVariable([ConstantVariable(k) for k in keys] if is_dict else values())
             if name == "__getitem__":

@@ -13,7 +13,9 @@ import torch
 from pydynamo.exc import Unsupported
 from pydynamo.executor.variables.base import VariableTracker
 from pydynamo.executor.variables.constant import ConstantVariable, ObjectVariable
+from pydynamo.executor.variables.containers import TupleVariable
 from pydynamo.executor.variables.symbolic import SymNodeVariable, size_variable
+from pydynamo.hints import DATA_METHODS, HINTS
 
 # Tensor methods whose result is metadata (answered from the example, no graph node).
 _META_METHODS = {"dim", "ndimension", "numel", "nelement", "element_size", "is_contiguous",
@@ -24,19 +26,6 @@ _META_ATTRS = {"ndim", "dtype", "requires_grad", "is_leaf", "is_cuda", "is_spars
                "is_meta", "layout", "is_mkldnn", "is_nested", "itemsize", "nbytes"}
 # Attributes that are tensors (graph nodes through getattr).
 _TENSOR_ATTRS = {"T", "mT", "H", "mH", "real", "imag"}
-# Reading data is a graph break (data-dependent); the reason code names what was asked.
-_DATA_METHODS = {"item": "tensor_item", "tolist": "tensor_tolist", "numpy": "tensor_numpy",
-                 "__bool__": "tensor_branch", "nonzero": "dynamic_output_shape",
-                 "unique": "dynamic_output_shape", "masked_select": "dynamic_output_shape",
-                 "unique_consecutive": "dynamic_output_shape", "argwhere": "dynamic_output_shape",
-                 "bincount": "dynamic_output_shape", "repeat_interleave": "dynamic_output_shape",
-                 "data_ptr": "tensor_data_ptr", "untyped_storage": "tensor_storage",
-                 # where an input view starts in its storage varies per call and is not guarded
-                 "storage_offset": "tensor_storage_offset",
-                 "register_hook": "tensor_hook", "backward": "tensor_backward",
-                 "__index__": "tensor_item", "__int__": "tensor_item", "__float__": "tensor_item",
-                 "equal": "data_dependent", "is_nonzero": "data_dependent",
-                 "allclose": "data_dependent"}
 
 
 class TensorVariable(VariableTracker):
@@ -117,9 +106,8 @@ class TensorMethodVariable(VariableTracker):
     def call_function(self, tx, args, kwargs):
         name = self.name
         t = self.tensor
-        if name in _DATA_METHODS:
-            from pydynamo.hints import HINTS
-            code = _DATA_METHODS[name]
+        if name in DATA_METHODS:
+            code = DATA_METHODS[name]
             raise Unsupported(code, f"Tensor.{name}() reads tensor data (data-dependent)",
                               hint="" if code in HINTS else "keep the value as a tensor inside the compiled region")
         if name == "size":
@@ -156,7 +144,6 @@ def _stride(t, args):
     strides = t.strides()
     if args:
         return SymNodeVariable.wrap(strides[args[0]])
-    from pydynamo.executor.variables.containers import TupleVariable
     return TupleVariable([SymNodeVariable.wrap(s) for s in strides])
 
 

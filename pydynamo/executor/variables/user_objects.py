@@ -6,6 +6,8 @@ inlined; classmethod/staticmethod -> bound/unbound. Writes are recorded in side_
 replayed after the graph. Instances created inside the frame run their Python `__init__`
 inlined on a fresh tracker and are rebuilt by the output code if they escape.
 Classes with a custom metaclass, `__new__`, `__getattr__` or slots-only storage are Unsupported.
+NamedTupleVariable: instances of namedtuple classes and torch.return_types structseqs (a tuple
+whose class adds field names and methods).
 """
 from __future__ import annotations
 
@@ -17,9 +19,12 @@ import inspect
 import types
 
 from pydynamo.exc import Unsupported
-from pydynamo.executor.variables.base import VariableTracker
+from pydynamo.executor.variables.base import MethodProxyVariable, VariableTracker
 from pydynamo.executor.variables.constant import ConstantVariable
-from pydynamo.sources import AttrSource
+from pydynamo.executor.variables.containers import ConstDictVariable, TupleVariable
+from pydynamo.executor.variables.functions import UserFunctionVariable, UserMethodVariable
+from pydynamo.guards import GuardKind
+from pydynamo.sources import AttrSource, GetItemSource
 
 
 def class_attribute(tx, obj_var: VariableTracker, cls: type, name: str):
@@ -31,7 +36,6 @@ def class_attribute(tx, obj_var: VariableTracker, cls: type, name: str):
                 not _is_torch_module_getattr(cls):
             raise Unsupported("custom_getattr", f"{cls.__name__}.__getattr__ for {name!r}") from None
         raise Unsupported("no_attribute", f"{cls.__name__!r} object has no attribute {name!r}") from None
-    from pydynamo.executor.variables.functions import UserFunctionVariable, UserMethodVariable
     # a plain class attribute is guarded through the instance's class, so rebinding it recompiles
     cls_src = AttrSource(AttrSource(obj_var.source, "__class__"), name) if obj_var.source is not None else None
     if isinstance(raw, types.FunctionType):
@@ -51,7 +55,6 @@ def class_attribute(tx, obj_var: VariableTracker, cls: type, name: str):
         if callable(raw) and type(raw).__name__ in ("method_descriptor", "wrapper_descriptor"):
             if _dict_base(cls) is not None and isinstance(obj_var, UserDefinedObjectVariable) and \
                     getattr(raw, "__objclass__", None) in _DICT_BASES:
-                from pydynamo.executor.variables.base import MethodProxyVariable
                 return MethodProxyVariable(obj_var.dict_view(tx), name)
             return BuiltinMethodVariable(obj_var, name)
         raise Unsupported("descriptor", f"descriptor {type(raw).__name__} for {cls.__name__}.{name}")
@@ -139,14 +142,12 @@ class UserDefinedClassVariable(VariableTracker):
         if isinstance(raw, staticmethod):
             return tx.wrap(raw.__func__, None)
         if isinstance(raw, classmethod):
-            from pydynamo.executor.variables.functions import UserMethodVariable
             return UserMethodVariable(tx.wrap(raw.__func__, None), self)
         src = AttrSource(self.source, name) if self.source is not None else None
         return tx.wrap(getattr(cls, name), src)
 
     def call_function(self, tx, args, kwargs):
         cls = self.value
-        from pydynamo.executor.variables.containers import NamedTupleVariable
         if issubclass(cls, tuple) and hasattr(cls, "_fields"):
             bound = inspect.signature(cls).bind(*args, **kwargs)
             bound.apply_defaults()
@@ -167,10 +168,8 @@ class UserDefinedClassVariable(VariableTracker):
         tx.side_effects.track_new(obj)
         init = inspect.getattr_static(cls, "__init__")
         if base is not None:
-            from pydynamo.executor.variables.containers import ConstDictVariable
             obj._dict_view = ConstDictVariable({}, base)
         if isinstance(init, types.FunctionType):
-            from pydynamo.executor.variables.functions import UserFunctionVariable
             UserFunctionVariable(init).call_function(tx, [obj, *args], kwargs)
         elif base is not None and init in (dict.__init__, collections.OrderedDict.__init__):
             obj._dict_view.call_method(tx, "update", list(args), kwargs)
@@ -191,7 +190,6 @@ def _construct_stateless_module(tx, cls, args, kwargs):
     """`torch.nn.ReLU()(x)` inside the frame: built now for real (constructors of library
     modules are pure); only modules without parameters or buffers, whose state is constant."""
     import torch
-    from pydynamo.executor.variables.nn_module import NNModuleVariable
     if not cls.__module__.startswith("torch.nn") or not all(a.is_python_constant() for a in args) or \
             not all(v.is_python_constant() for v in kwargs.values()):
         raise Unsupported("module_ctor", f"constructing nn.Module {cls.__name__} inside the graph")
@@ -199,7 +197,61 @@ def _construct_stateless_module(tx, cls, args, kwargs):
     if any(True for _ in mod.parameters()) or any(True for _ in mod.buffers()):
         raise Unsupported("module_ctor", f"constructing nn.Module {cls.__name__} with parameters inside the graph")
     assert isinstance(mod, torch.nn.Module)
-    return NNModuleVariable(mod, None)
+    return tx.wrap(mod, None)  # the builder's NNModuleVariable (nn_module.py sits above this module)
+
+
+class NamedTupleVariable(TupleVariable):
+    def __init__(self, items, cls, source=None):
+        super().__init__(items, source)
+        self.cls = cls
+
+    def python_type(self):
+        return self.cls
+
+    def new(self, items):
+        return TupleVariable(items)
+
+    def as_python_constant(self):
+        return self.cls(*[i.as_python_constant() for i in self.items]) if hasattr(self.cls, "_fields") \
+            else self.cls([i.as_python_constant() for i in self.items])
+
+    def var_getattr(self, tx, name):
+        fields = getattr(self.cls, "_fields", None)
+        if fields is not None and name in fields:
+            return self.items[fields.index(name)]
+        if fields is None and hasattr(self.cls, "n_fields"):  # torch.return_types structseq
+            idx = _structseq_index(self.cls, name)
+            if isinstance(idx, int):
+                return self.items[idx]
+        if fields is not None and name in ("_replace", "_asdict"):
+            return MethodProxyVariable(self, name)
+        if fields is not None and hasattr(self.cls, name):
+            return class_attribute(tx, self, self.cls, name)
+        raise Unsupported("namedtuple_attr", f"{self.cls.__name__}.{name}")
+
+    def call_method(self, tx, name, args, kwargs):
+        fields = getattr(self.cls, "_fields", None)
+        if fields is not None and name == "_replace":
+            items = list(self.items)
+            for k, v in kwargs.items():
+                items[fields.index(k)] = v
+            return NamedTupleVariable(items, self.cls)
+        if fields is not None and name == "_asdict":
+            return ConstDictVariable(dict(zip(fields, self.items)))
+        return super().call_method(tx, name, args, kwargs)
+
+    def reconstruct(self, cg):
+        if self.source is not None:
+            return cg.load_source(self.source)
+        inner = ", ".join(cg.reconstruct(i) for i in self.items)
+        if hasattr(self.cls, "_fields"):
+            return f"{cg.load_const(self.cls)}._make(({inner},))"
+        return f"{cg.load_const(self.cls)}([{inner}])"
+
+
+def _structseq_index(cls, name):
+    probe = cls(list(range(cls.n_fields)))
+    return getattr(probe, name, None)
 
 
 class UserDefinedObjectVariable(VariableTracker):
@@ -246,9 +298,6 @@ class UserDefinedObjectVariable(VariableTracker):
         if view is None:
             if self.value is None or self.source is None or not isinstance(self.value, dict):
                 raise Unsupported("dict_subclass", f"dict methods of {self.cls.__name__} made in the frame")
-            from pydynamo.executor.variables.containers import ConstDictVariable
-            from pydynamo.guards import GuardKind
-            from pydynamo.sources import GetItemSource
             if not all(isinstance(k, (str, int)) for k in self.value):
                 raise Unsupported("dict_key", "dict subclass with non-constant keys")
             tx.add_guard(self.source, GuardKind.DICT_KEYS, tuple(self.value.keys()))
@@ -280,7 +329,6 @@ class UserDefinedObjectVariable(VariableTracker):
             custom = inspect.getattr_static(self.cls, "__setattr__")
             if not isinstance(custom, types.FunctionType):
                 raise Unsupported("custom_setattr", f"{self.cls.__name__}.__setattr__")
-            from pydynamo.executor.variables.functions import UserFunctionVariable
             UserFunctionVariable(custom).call_function(tx, [self, ConstantVariable(name), value], {})
             return
         self.store(tx, name, value)
@@ -377,7 +425,6 @@ class ModelOutputVariable(VariableTracker):
     def var_getattr(self, tx, name):
         if name in self.fields:
             return self.fields[name]
-        from pydynamo.executor.variables.base import MethodProxyVariable
         if name in ("to_tuple", "keys", "values", "items", "get", "__getitem__", "__len__", "__contains__"):
             return MethodProxyVariable(self, name)
         return class_attribute(tx, self, self.cls, name)
@@ -442,7 +489,6 @@ class SuperVariable(VariableTracker):
 
     def var_getattr(self, tx, name):
         mro = self.obj.python_type().__mro__
-        from pydynamo.executor.variables.functions import UserFunctionVariable, UserMethodVariable
         for klass in mro[mro.index(self.cls) + 1:]:
             if name in klass.__dict__:
                 raw = klass.__dict__[name]
@@ -459,7 +505,6 @@ class SuperVariable(VariableTracker):
                 if name == "__setattr__" and klass is object and isinstance(self.obj, UserDefinedObjectVariable):
                     return PlainSetattrVariable(self.obj)
                 if klass in _DICT_BASES and isinstance(self.obj, UserDefinedObjectVariable):
-                    from pydynamo.executor.variables.base import MethodProxyVariable
                     return MethodProxyVariable(self.obj.dict_view(tx), name)
                 raise Unsupported("super", f"super().{name} resolves to {type(raw).__name__}")
         raise Unsupported("no_attribute", f"super() has no attribute {name!r}")
