@@ -40,7 +40,8 @@ from pydynamo.exc import Unsupported
 from pydynamo.meta import TensorMeta
 from pydynamo.mutation import keyword_inplace, mutation_of, node_mutation
 from pydynamo.executor.installed import install, register_graph_module
-from pydynamo.shapes import ConstraintViolation, FloorDiv, is_truth_expr
+from pydynamo.shapes import ConstraintViolation, is_truth_expr
+from pydynamo.symbols import FloorDiv
 from pydynamo.executor.variables.base import VariableTracker
 from pydynamo.executor.variables.constant import ConstantVariable, ObjectVariable
 from pydynamo.executor.variables.symbolic import SymNodeVariable
@@ -178,7 +179,7 @@ class OutputGraph:
             return hit
         if expr.is_Symbol:
             return self.sym_input(expr)
-        build = _SYM_BUILDERS.get(type(expr).__name__)
+        build = _SYM_BUILDERS.get(type(expr))
         if build is None:  # a form we do not spell in FX: pinned (guarded)
             if is_truth_expr(expr):
                 return self.shape_env.evaluate(expr)
@@ -602,15 +603,15 @@ def _binary(fn):
     return lambda og, expr: og._sym_call(fn, og.sym_node(expr.args[0]), og.sym_node(expr.args[1]))
 
 
-# sympy node type name -> FX spelling (operator / builtin calls, as torch.compile's graphs use)
+# sympy node type -> FX spelling (operator / builtin calls, as torch.compile's graphs use)
 _SYM_BUILDERS = {
-    "Add": _fold(operator.add), "Mul": _build_mul, "Pow": _build_pow,
-    FloorDiv.__name__: _binary(operator.floordiv), "Mod": _binary(operator.mod),
-    "Min": _fold(min), "Max": _fold(max),
+    sympy.Add: _fold(operator.add), sympy.Mul: _build_mul, sympy.Pow: _build_pow,
+    FloorDiv: _binary(operator.floordiv), sympy.Mod: _binary(operator.mod),
+    sympy.Min: _fold(min), sympy.Max: _fold(max),
     # a SymBool used as a value (x + bool(n - 2)): the comparison, computed per call
-    "Equality": _binary(operator.eq), "Unequality": _binary(operator.ne),
-    "StrictLessThan": _binary(operator.lt), "LessThan": _binary(operator.le),
-    "StrictGreaterThan": _binary(operator.gt), "GreaterThan": _binary(operator.ge),
+    sympy.Eq: _binary(operator.eq), sympy.Ne: _binary(operator.ne),
+    sympy.Lt: _binary(operator.lt), sympy.Le: _binary(operator.le),
+    sympy.Gt: _binary(operator.gt), sympy.Ge: _binary(operator.ge),
 }
 
 
