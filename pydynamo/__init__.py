@@ -1,23 +1,42 @@
 """pydynamo: compile PyTorch programs written in ordinary Python.
 
-Re-exports only; see DESIGN.md for the map.
+Re-exports only; see DESIGN.md for the map. They are resolved on first use (module
+`__getattr__`), so importing the package, or any module of it, runs nothing else: a leaf such as
+pydynamo.mutation or pydynamo.sources stays a leaf, and `import pydynamo` stays torch-free.
 """
-from pydynamo import config
-from pydynamo.eval_frame import optimize, disable, reset
-from pydynamo.backends import list_backends, register_backend
-from pydynamo.explain import explain
-from pydynamo.hints import graph_break
+import importlib
 
-__all__ = ["config", "optimize", "disable", "reset", "explain", "graph_break", "list_backends",
-           "register_backend", "allow_in_graph", "mark_dynamic", "mark_static"]
+# eager: the function shares its module's name, and a later `import pydynamo.explain` would set
+# the package attribute to the module if the function were not bound here first (explain.py
+# imports only pydynamo.exc)
+from pydynamo.explain import explain
+
+# name -> (module, attribute); attribute None: the module itself
+_EXPORTS = {
+    "config": ("pydynamo.config", None),
+    "optimize": ("pydynamo.eval_frame", "optimize"),
+    "disable": ("pydynamo.eval_frame", "disable"),
+    "reset": ("pydynamo.eval_frame", "reset"),
+    "list_backends": ("pydynamo.backends", "list_backends"),
+    "register_backend": ("pydynamo.backends", "register_backend"),
+    "graph_break": ("pydynamo.hints", "graph_break"),
+    "allow_in_graph": ("pydynamo.executor.variables.torch_fns", "allow_in_graph"),
+    "mark_dynamic": ("pydynamo.shapes", "mark_dynamic"),
+    "mark_static": ("pydynamo.shapes", "mark_static"),
+}
+
+__all__ = ["explain", *_EXPORTS]
 
 
 def __getattr__(name):
-    # re-exports that need torch are resolved on first use, so `import pydynamo` stays light
-    if name == "allow_in_graph":
-        from pydynamo.executor.variables.torch_fns import allow_in_graph
-        return allow_in_graph
-    if name in ("mark_dynamic", "mark_static"):
-        from pydynamo import shapes  # sympy: loaded on first use
-        return getattr(shapes, name)
-    raise AttributeError(f"module 'pydynamo' has no attribute {name!r}")
+    entry = _EXPORTS.get(name)
+    if entry is None:
+        raise AttributeError(f"module 'pydynamo' has no attribute {name!r}")
+    module = importlib.import_module(entry[0])
+    value = module if entry[1] is None else getattr(module, entry[1])
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_EXPORTS))
