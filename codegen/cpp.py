@@ -2,13 +2,15 @@
 
 `CppKernelPrinter` is an `ops` handler: running a loop body under it emits one typed C++
 statement per op into the innermost open scope, with common-subexpression elimination per scope
-(a value defined inside a loop is never used outside it). Loop structure follows the scheduler's
-FusedKernel: shared outer loops (OpenMP-parallel when there is enough work), then each node's
-inner loops (innermost `#pragma omp simd`). Reductions keep one accumulator per outer iteration;
-when the outer loops are too small to parallelize, each reduction is split across threads with
-per-thread accumulators combined under a critical section. Every kernel returns an error flag
-(1: an indirect index out of bounds, 2: an integer division by zero) that the wrapper turns
-into the exception eager raises for the op (codegen/wrapper.py kernel_error).
+(a value defined inside a loop is never used outside it; the machinery shared with the Triton
+printer is codegen/kernel_printer.py, each primitive's C++ form its row in primitives.py). Loop
+structure follows the scheduler's FusedKernel: shared outer loops (OpenMP-parallel when there is
+enough work), then each node's inner loops (innermost `#pragma omp simd`). Reductions keep one
+accumulator per outer iteration; when the outer loops are too small to parallelize, each
+reduction is split across threads with per-thread accumulators combined under a critical
+section. Every kernel returns an error flag (1: an indirect index out of bounds, 2: an integer
+division by zero) that the wrapper turns into the exception eager raises for the op
+(codegen/wrapper.py kernel_error).
 
 Only C++ lives here: the wrapper (codegen/wrapper.py) decides allocation and call order.
 """
@@ -16,18 +18,19 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Dict, List, Optional
 
 import sympy
 import torch
 
 from codegen.ir import Reduction
-from codegen.ops import HandlerBase, index_error_code, set_handler
+from codegen.kernel_printer import KernelPrinter, KValue
+from codegen.ops import index_error_code, set_handler
 from codegen.options import Options
-from codegen.scalars import SpecializeFloats, has_scalar, is_scalar_symbol, scalar_name
+from codegen.primitives import ROWS
 from codegen.scheduler import FusedKernel, _same
-from codegen.sizevars import contiguous_strides, flat_index, product, simplify_index, static_int
+from codegen.sizevars import contiguous_strides, flat_index, product, static_int
 from pydynamo.symbols import cexpr, index_symbol, size_symbol
 
 CTYPES = {torch.float32: "float", torch.float64: "double", torch.int64: "int64_t",
@@ -182,20 +185,14 @@ template <typename T> static inline T pd_int_remainder(T a, T b, int* err) {
 
 # SIMD variants of libm (glibc libmvec): declaring them `omp declare simd` lets g++ vectorize
 # loops that call exp/tanh/erf/... (what -ffast-math would do, without its value changes).
-VECTOR_MATH = ["exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan",
-               "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "erf",
-               "erfc"]
-VECTOR_MATH2 = ["pow", "atan2", "hypot"]
-
-
+# The primitives marked `simd` (codegen/primitives.py) call such a function of their name.
 def vector_math_decls() -> str:
     lines = ['extern "C" {']
-    for fn in VECTOR_MATH:
-        for suffix, t in (("f", "float"), ("", "double")):
-            lines += ["#pragma omp declare simd notinbranch", f"{t} {fn}{suffix}({t});"]
-    for fn in VECTOR_MATH2:
-        for suffix, t in (("f", "float"), ("", "double")):
-            lines += ["#pragma omp declare simd notinbranch", f"{t} {fn}{suffix}({t}, {t});"]
+    for arity in (1, 2):
+        for fn in [p.name for p in ROWS if p.simd and p.arity == arity]:
+            for suffix, t in (("f", "float"), ("", "double")):
+                lines += ["#pragma omp declare simd notinbranch",
+                          f"{t} {fn}{suffix}({', '.join([t] * arity)});"]
     # sin and cos under names g++ does not treat as builtins, bound to the same libm symbols:
     # sin(x) and cos(x) of one value are otherwise merged into a sincosf call, which has no
     # vector variant, and the whole loop stays scalar (rotary embeddings do exactly this).
@@ -229,8 +226,6 @@ def _fconst(v, ctype):
 
 def constant_literal(value, dtype) -> str:
     ct = CTYPES[dtype]
-    if isinstance(value, sympy.Basic):
-        value = float(value) if not value.is_Integer else int(value)
     if dtype == torch.bool:
         return "true" if value else "false"
     if dtype.is_floating_point:
@@ -241,152 +236,48 @@ def constant_literal(value, dtype) -> str:
     return f"static_cast<{ct}>({v}LL)"
 
 
-def _float_or(fn_float, fn_other=None):
-    return lambda a, dt: fn_float(a) if dt.is_floating_point else (fn_other or fn_float)(a)
-
-
-# op name -> (format(args...) -> str, result-is-bool)
-UNARY = {
-    "neg": lambda a: f"-{a}", "abs": lambda a: f"std::abs({a})",
-    "exp": lambda a: f"pd_exp({a})", "exp2": lambda a: f"std::exp2({a})",
-    "expm1": lambda a: f"std::expm1({a})", "log": lambda a: f"std::log({a})",
-    "log2": lambda a: f"std::log2({a})", "log10": lambda a: f"std::log10({a})",
-    "log1p": lambda a: f"std::log1p({a})", "sqrt": lambda a: f"std::sqrt({a})",
-    "rsqrt": lambda a: f"(1 / std::sqrt({a}))", "sin": lambda a: f"pd_sin({a})",
-    "cos": lambda a: f"pd_cos({a})", "tan": lambda a: f"std::tan({a})",
-    "asin": lambda a: f"std::asin({a})", "acos": lambda a: f"std::acos({a})",
-    "atan": lambda a: f"std::atan({a})", "sinh": lambda a: f"std::sinh({a})",
-    "cosh": lambda a: f"std::cosh({a})", "tanh": lambda a: f"pd_tanh({a})",
-    "asinh": lambda a: f"std::asinh({a})", "acosh": lambda a: f"std::acosh({a})",
-    "atanh": lambda a: f"std::atanh({a})", "erf": lambda a: f"std::erf({a})",
-    "erfc": lambda a: f"std::erfc({a})", "lgamma": lambda a: f"std::lgamma({a})",
-    "sigmoid": lambda a: f"pd_sigmoid({a})", "relu": lambda a: f"pd_relu({a})",
-    "floor": lambda a: f"std::floor({a})", "ceil": lambda a: f"std::ceil({a})",
-    "round": lambda a: f"std::nearbyint({a})", "trunc": lambda a: f"std::trunc({a})",
-    "frac": lambda a: f"({a} - std::trunc({a}))", "sign": lambda a: f"pd_sign({a})",
-    "sgn": lambda a: f"pd_sgn({a})", "reciprocal": lambda a: f"(1 / {a})",
-    "square": lambda a: f"({a} * {a})", "logical_not": lambda a: f"(!{a})",
-    "bitwise_not": lambda a: f"(~{a})", "isnan": lambda a: f"std::isnan({a})",
-    "isinf": lambda a: f"std::isinf({a})", "isfinite": lambda a: f"std::isfinite({a})",
-    "signbit": lambda a: f"std::signbit({a})",
-    "isposinf": lambda a: f"(std::isinf({a}) && {a} > 0)",
-    "isneginf": lambda a: f"(std::isinf({a}) && {a} < 0)",
-}
-BINARY = {
-    "add": lambda a, b: f"({a} + {b})", "sub": lambda a, b: f"({a} - {b})",
-    "mul": lambda a, b: f"({a} * {b})", "truediv": lambda a, b: f"({a} / {b})",
-    "floordiv": lambda a, b: f"pd_floordiv({a}, {b})",
-    "remainder": lambda a, b: f"pd_remainder({a}, {b})",
-    "fmod": lambda a, b: f"std::fmod({a}, {b})", "pow": lambda a, b: f"std::pow({a}, {b})",
-    "atan2": lambda a, b: f"std::atan2({a}, {b})", "maximum": lambda a, b: f"pd_max({a}, {b})",
-    "minimum": lambda a, b: f"pd_min({a}, {b})", "fmax": lambda a, b: f"std::fmax({a}, {b})",
-    "fmin": lambda a, b: f"std::fmin({a}, {b})",
-    "copysign": lambda a, b: f"std::copysign({a}, {b})",
-    "hypot": lambda a, b: f"std::hypot({a}, {b})",
-    "nextafter": lambda a, b: f"std::nextafter({a}, {b})",
-    "xlogy": lambda a, b: f"pd_xlogy({a}, {b})",
-    "int_floordiv": lambda a, b: f"pd_int_floordiv({a}, {b}, &pd_err)",
-    "int_truncdiv": lambda a, b: f"pd_int_truncdiv({a}, {b}, &pd_err)",
-    "int_remainder": lambda a, b: f"pd_int_remainder({a}, {b}, &pd_err)",
-    "int_fmod": lambda a, b: f"pd_int_fmod({a}, {b}, &pd_err)",
-    "eq": lambda a, b: f"({a} == {b})", "ne": lambda a, b: f"({a} != {b})",
-    "lt": lambda a, b: f"({a} < {b})", "le": lambda a, b: f"({a} <= {b})",
-    "gt": lambda a, b: f"({a} > {b})", "ge": lambda a, b: f"({a} >= {b})",
-    "logical_and": lambda a, b: f"(static_cast<bool>({a}) && static_cast<bool>({b}))",
-    "logical_or": lambda a, b: f"(static_cast<bool>({a}) || static_cast<bool>({b}))",
-    "logical_xor": lambda a, b: f"(static_cast<bool>({a}) != static_cast<bool>({b}))",
-    "bitwise_and": lambda a, b: f"({a} & {b})", "bitwise_or": lambda a, b: f"({a} | {b})",
-    "bitwise_xor": lambda a, b: f"({a} ^ {b})",
-}
-BOOL_RESULT = {"isnan", "isinf", "isfinite", "signbit", "isposinf", "isneginf", "logical_not",
-               "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor"}
-
-
-@dataclass
-class CppValue:
-    name: str
-    dtype: torch.dtype
-
-    def __str__(self):
-        return self.name
-
-
-@dataclass
-class Scope:
-    lines: List[str] = field(default_factory=list)
-    cse: Dict[str, CppValue] = field(default_factory=dict)
-
-
-class CppKernelPrinter(HandlerBase):
+class CppKernelPrinter(KernelPrinter):
     """Prints one FusedKernel as a C++ function."""
 
     def __init__(self, kernel: FusedKernel, buffers: Dict[str, object], omp_schedule=""):
-        self.kernel = kernel
+        super().__init__(kernel, buffers)
         # option omp_schedule: a schedule clause for parallel pointwise loops ("": the runtime's
         # default, static with one contiguous chunk per thread)
         self.omp_schedule = f" schedule({omp_schedule})" if omp_schedule else ""
-        self.buffers = buffers
-        self.params: Dict[str, bool] = {}   # buffer name -> written?
-        self.ranges: Dict[sympy.Symbol, sympy.Expr] = {}
-        self.scopes: List[Scope] = [Scope()]
-        self.n_tmp = 0
-        self.n_ind = 0
-        self.forward: List[Dict[str, CppValue]] = [{}]
-        self.size_syms = set()
-        self.scalar_args: List[str] = []     # runtime float inputs read (double parameters)
-        self.indent = 1
 
-    # ------------------------------------------------------------ emission helpers
-    def line(self, s):
-        self.scopes[-1].lines.append("    " * self.indent + s)
+    # ------------------------------------------------------------ the language
+    def declare(self, v, expr):
+        return f"{CTYPES[v.dtype]} {v.name} = {expr};"
 
-    def tmp(self, expr: str, dtype) -> CppValue:
-        for sc in reversed(self.scopes):
-            if expr in sc.cse and sc.cse[expr].dtype == dtype:
-                return sc.cse[expr]
-        v = CppValue(f"tmp{self.n_tmp}", dtype)
-        self.n_tmp += 1
-        self.line(f"{CTYPES[dtype]} {v.name} = {expr};")
-        self.scopes[-1].cse[expr] = v
-        return v
+    def print_index(self, e):
+        return cexpr(e)
 
-    def push(self):
-        self.scopes.append(Scope(lines=[]))
-        self.forward.append({})
+    def literal(self, value, dtype):
+        return constant_literal(value, dtype)
 
-    def pop(self) -> List[str]:
-        self.forward.pop()
-        return self.scopes.pop().lines
+    def scalar_expr(self, name, dtype):
+        return name if dtype == torch.float64 else f"static_cast<{CTYPES[dtype]}>({name})"
 
+    def op_expr(self, prim, args):
+        return prim.cpp.format(*args)
+
+    # ------------------------------------------------------------ loops
     def open_loop(self, var, size, pragma=None):
         if pragma:
             self.line(pragma)
         self.line(f"for (int64_t {var} = 0; {var} < {self.idx(size)}; ++{var}) {{")
         self.ranges[index_symbol(var) if isinstance(var, str) else var] = size
-        self.indent += 1
         self.push()
 
     def close_loop(self):
-        body = self.pop()
-        self.scopes[-1].lines.extend(body)
-        self.indent -= 1
+        self.pop()
         self.line("}")
 
     def open_block(self):
         self.line("{")
-        self.indent += 1
         self.push()
 
     close_block = close_loop
-
-    def idx(self, expr) -> str:
-        expr = simplify_index(expr, self.ranges)
-        for s in sympy.sympify(expr).free_symbols:
-            if is_scalar_symbol(s):
-                raise SpecializeFloats(f"float input {s} in an index")
-            if s.name.startswith("s"):
-                self.size_syms.add(s)
-        return cexpr(expr)
 
     # ------------------------------------------------------------ ops handler
     def _local_index(self, index):
@@ -398,9 +289,9 @@ class CppKernelPrinter(HandlerBase):
         if name in self.kernel.local:
             index = self._local_index(index)
         key = f"{name}[{self.idx(index)}]"
-        for fw in reversed(self.forward):
-            if key in fw:
-                return fw[key]
+        fw = self.forwarded(key)
+        if fw is not None:
+            return fw
         if name in self.kernel.local:
             return self.tmp(key, self.buffers[name].dtype)
         if name in self.kernel.removed:
@@ -414,7 +305,7 @@ class CppKernelPrinter(HandlerBase):
         if name in self.kernel.local:
             index = self._local_index(index)
         key = f"{name}[{self.idx(index)}]"
-        self.forward[-1][key] = value
+        self.scopes[-1].forward[key] = value
         if name in self.kernel.local:
             self.line(f"{key} = {value};")
             return
@@ -423,19 +314,8 @@ class CppKernelPrinter(HandlerBase):
         self.params[name] = True
         self.line(f"{key} = {value};")
 
-    def constant(self, value, dtype):
-        if has_scalar(value):          # a lowering used a runtime float as a literal
-            return self.scalar(scalar_name(value), dtype)
-        return self.tmp(constant_literal(value, dtype), dtype)
-
     def index_expr(self, expr, dtype):
         return self.tmp(f"static_cast<{CTYPES[dtype]}>({self.idx(expr)})", dtype)
-
-    def scalar(self, name, dtype):
-        if name not in self.scalar_args:
-            self.scalar_args.append(name)
-        return self.tmp(name if dtype == torch.float64 else
-                        f"static_cast<{CTYPES[dtype]}>({name})", dtype)
 
     def to_dtype(self, x, dtype):
         if x.dtype == dtype:
@@ -443,27 +323,13 @@ class CppKernelPrinter(HandlerBase):
         return self.tmp(f"static_cast<{CTYPES[dtype]}>({x})", dtype)
 
     def indirect_indexing(self, value, size, check=True):
-        name = f"ind{self.n_ind}"
-        self.n_ind += 1
+        name = self.new_indirect()
         sz = self.idx(size)
         self.line(f"int64_t {name} = static_cast<int64_t>({value});")
         self.line(f"if ({name} < 0) {name} += {sz};")
         self.line(f"if ({name} < 0 || {name} >= {sz}) "
                   f"{{ pd_err = {index_error_code(check)}; {name} = 0; }}")
-        s = index_symbol(name)
-        self.ranges[s] = size
-        return s
-
-    def op(self, name, *args):
-        if name == "where":
-            c, a, b = args
-            return self.tmp(f"({c} ? {a} : {b})", a.dtype)
-        dt = args[0].dtype
-        if name in UNARY:
-            expr = UNARY[name](args[0])
-        else:
-            expr = BINARY[name](*args)
-        return self.tmp(expr, torch.bool if name in BOOL_RESULT else dt)
+        return self.indirect_symbol(name, size)
 
     # ------------------------------------------------------------ kernel structure
     def generate(self) -> str:
@@ -509,9 +375,7 @@ class CppKernelPrinter(HandlerBase):
         for s in sorted(self.size_syms, key=lambda s: s.name):
             params.append(f"int64_t {s.name}")
         params += [f"double {name}" for name in self.scalar_args]
-        self.arg_names = list(self.params) + [s.name for s in sorted(self.size_syms,
-                                                                        key=lambda s: s.name)]
-        self.arg_names += self.scalar_args
+        self.arg_names = self.argument_order()
         return ", ".join(params)
 
     def _if(self, work):
@@ -532,7 +396,7 @@ class CppKernelPrinter(HandlerBase):
         if not outer:
             self.open_block()
             for node in self.kernel.nodes:
-                node_store(self, node, [])
+                self.store_node(node, [])
             self.close_block()
             return
         head = static_int(product(outer[:-1]))
@@ -550,7 +414,7 @@ class CppKernelPrinter(HandlerBase):
                 pragma = f"#pragma omp parallel for{simd}{self.omp_schedule}{self._if(work)}"
             self.open_loop(x, r, pragma)
         for node in self.kernel.nodes:
-            node_store(self, node, [index_symbol(x) for x in xs])
+            self.store_node(node, [index_symbol(x) for x in xs])
         for _ in outer:
             self.close_loop()
 
@@ -619,7 +483,6 @@ class CppKernelPrinter(HandlerBase):
         for x, r in zip(xs[:-1], outer[:-1]):
             self.open_loop(x, r)
         self.line(f"for (int64_t xb = 0; xb < {self.idx(L)}; xb += {B}) {{")
-        self.indent += 1
         self.push()
         self.line(f"const int64_t xn = std::min<int64_t>({B}, {self.idx(L)} - xb);")
         xn = size_symbol("xn")
@@ -686,7 +549,7 @@ class CppKernelPrinter(HandlerBase):
                     and nxt.buf.data.reduction_type in self.MERGEABLE
                     and _same(node.inner_ranges(k), nxt.buf.data.reduction_ranges)):
                 emit_reduction(self, j + 1, nxt, xs, parallel_outer,
-                               prelude=lambda rs, node=node: node_store(self, node, xs + rs))
+                               prelude=lambda rs, node=node: self.store_node(node, xs + rs))
                 j += 2
                 continue
             self._node(j, node, xs, parallel_outer)
@@ -707,18 +570,11 @@ class CppKernelPrinter(HandlerBase):
                 elif vec:
                     pragma = "#pragma omp simd"
                 self.open_loop(y, r, pragma)
-            node_store(self, node, xs + [index_symbol(y) for y in ys])
+            self.store_node(node, xs + [index_symbol(y) for y in ys])
             for _ in ys:
                 self.close_loop()
             return
         emit_reduction(self, j, node, xs, parallel_outer)
-
-
-def node_store(p: CppKernelPrinter, node, index):
-    buf = node.buf
-    val = buf.data.inner_fn(index)
-    val = p.to_dtype(val, buf.dtype)
-    p.store(buf.name, flat_index(index, contiguous_strides(buf.data.ranges)), val)
 
 
 # ------------------------------------------------------------------ reductions
@@ -845,8 +701,8 @@ def emit_reduction(p: CppKernelPrinter, j, node, xs, parallel_outer, prelude=Non
             d = p.tmp(f"(static_cast<double>({v}) - {name}_mean)", torch.float64)
             return p.tmp(f"({d} * {d})", torch.float64)
         reduce_pass(name + "_m2", s, dev)
-        mean = CppValue(f"static_cast<{CTYPES[node.buf.dtype]}>({name}_mean)", node.buf.dtype)
-        m2 = CppValue(f"static_cast<{CTYPES[node.buf.dtype]}>({name}_m2)", node.buf.dtype)
+        mean = KValue(f"static_cast<{CTYPES[node.buf.dtype]}>({name}_mean)", node.buf.dtype)
+        m2 = KValue(f"static_cast<{CTYPES[node.buf.dtype]}>({name}_m2)", node.buf.dtype)
         p.store(node.buf.name, store_idx, p.tmp(str(mean), node.buf.dtype))
         p.store(node.buf.aux.name, store_idx, p.tmp(str(m2), node.buf.dtype))
         return

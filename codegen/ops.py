@@ -29,9 +29,8 @@ from typing import Any, List, Set, Tuple
 
 import sympy
 
-from pydynamo.symbols import index_symbol
-
 from codegen.primitives import PRIMITIVES
+from pydynamo.symbols import index_symbol
 
 # Error codes a kernel flags (codegen/wrapper.py kernel_error turns them into eager's
 # exception): an out-of-range index of a gather/scatter-family op (eager: RuntimeError), a zero
@@ -158,33 +157,25 @@ class SimpleLoad:
     index: sympy.Expr
 
 
-class _SingleLoadProbe(HandlerBase):
+class _SingleLoadProbe:
+    """Records the loads of a body; any other op (a primitive, constant, cast...) sets `other`."""
+
     def __init__(self):
         self.loads: List[Tuple[str, Any]] = []
         self.other = False
-
-    def op(self, name, *args):
-        self.other = True
 
     def load(self, name, index):
         self.loads.append((name, sympy.sympify(index)))
         return ("load", len(self.loads) - 1)
 
-    def constant(self, value, dtype):
-        self.other = True
-
-    def index_expr(self, expr, dtype):
-        self.other = True
-
-    def scalar(self, name, dtype):
-        self.other = True
-
-    def to_dtype(self, x, dtype):
-        self.other = True
-
     def indirect_indexing(self, value, size, check=True):
         self.other = True
         return index_symbol("i_probe")
+
+    def __getattr__(self, name):
+        def other(*args, **kwargs):
+            self.other = True
+        return other
 
 
 def as_single_load(loader, index):

@@ -1,33 +1,25 @@
 """One row per pointwise primitive: every fact the compiler keeps about it, read by every consumer.
 
-A primitive is a name in the `ops` vocabulary (codegen/ops.py): `ops.erfc(x)`. Its row says
-  arity      operand count;
-  dtype      the dtype rule (below): how lowering picks the compute dtype, and whether the
-             result is bool;
-  cpp        the C++ expression ({0}, {1}, {2}: operands; C++ templates cover every dtype);
-  triton     the Triton expression for float operands; `triton_int` for integer operands and
-             `triton_bool` for bool ones (by default: `triton`, except that a FLOAT-rule op is
-             printed for float operands only; the lowering casts its operands). None: not
-             printable for that dtype (the kernel raises TritonUnsupported, the graph runs
-             eagerly); CUSTOM: TritonKernelPrinter.CUSTOM_OPS prints it. Extra format keys: {tl}
-             the Triton compute dtype, {ibits} the signed integer type of the float's width;
-  interp     the numpy stand-in for the `libdevice` function the Triton form calls, used under
-             TRITON_INTERPRET=1 (codegen/triton_launch.py), where extern device calls cannot run;
-  simd       the C++ form calls the libm function of the primitive's name, which glibc's
-             libmvec vectorizes: declared `omp declare simd` (codegen/cpp.py);
-  aliases    other canonical (torch) names that lower to it (arctan -> atan);
-  lowering   TABLE: codegen/lowering.py registers the generic lowering of the dtype rule under
-             the name and aliases; HAND: lowering.py lowers it by hand (`lowers(name)`);
-             INTERNAL: no torch op of that name, reached only from other lowerings;
-  raises     the kernel may flag ERR_ZERO_DIV (integer division by zero).
-The symbolic shape rule follows from the arity (`meta_rule`): one operand keeps its shape,
-more broadcast; pydynamo/meta_rules.py registers it for the torch function and Tensor method
-of each name and alias.
-
-Adding a pointwise op is adding its row (and a test); a consumer that cannot print a row fails
-tests/codegen/test_primitives.py. This module is a leaf: it imports nothing from codegen or
-pydynamo (only numpy and torch), so pydynamo/meta_rules.py reads it without importing the
-compiler.
+A primitive is a name of the `ops` vocabulary (codegen/ops.py), e.g. `ops.erfc(x)`. Columns:
+  arity, dtype  operand count; dtype rule (below): the compute dtype lowering picks, bool result
+  cpp           C++ expression; {0} {1} {2} are the operands (templates cover every dtype)
+  triton        Triton expression for float operands; triton_int / triton_bool for integer / bool
+                ones (default: `triton`, but None for a FLOAT-rule op). None: not printable for
+                that dtype (TritonUnsupported: the graph runs eagerly); CUSTOM: printed by
+                TritonKernelPrinter.CUSTOM_OPS. Extra keys: {tl} the Triton compute dtype,
+                {ibits} the signed integer type of the float's width
+  interp        numpy stand-in for the `libdevice` function the Triton form calls, run under
+                TRITON_INTERPRET=1 (codegen/triton_launch.py), which cannot call device code
+  simd          the C++ form calls the libm function of the row's name, which glibc's libmvec
+                vectorizes: declared `omp declare simd` (codegen/cpp.py)
+  aliases       other canonical (torch) names lowered to it (arctan -> atan)
+  lowering      TABLE: lowering.py registers its dtype rule's generic lowering under the names;
+                HAND: lowering.py lowers it by hand (`lowers(name)`); INTERNAL: no torch op
+  raises        the kernel may flag ERR_ZERO_DIV (an integer division by zero)
+The symbolic shape rule follows from the arity (`meta_rule`: one operand keeps its shape, more
+broadcast); pydynamo/meta_rules.py registers it for each name's torch function and method.
+Adding a pointwise op is adding its row (tests/codegen/test_primitives.py checks that every
+consumer covers it). A leaf (numpy and torch only), so pydynamo/meta_rules.py may import it.
 """
 from __future__ import annotations
 

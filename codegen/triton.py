@@ -2,7 +2,9 @@
 
 `TritonKernelPrinter` is an `ops` handler (codegen/ops.py vocabulary): running a loop body under
 it appends one Triton statement per op to the innermost open scope, with common-subexpression
-elimination per scope. Kernel templates, chosen per FusedKernel:
+elimination per scope (the machinery shared with the C++ printer: codegen/kernel_printer.py;
+each primitive's Triton forms: its row in codegen/primitives.py). Kernel templates, chosen per
+FusedKernel:
 
   * pointwise (no inner loops): 1-D masked blocks over the flattened outer ranges;
   * with inner loops: 2-D blocks [XBLOCK outer rows, RBLOCK inner elements]. Each node's inner
@@ -27,15 +29,16 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Dict, List, Optional
 
 import sympy
 import torch
 
 from codegen.ir import Reduction
-from codegen.ops import HandlerBase, index_error_code, set_handler
-from codegen.scalars import SpecializeFloats, has_scalar, is_scalar_symbol, scalar_name
+from codegen.kernel_printer import KernelPrinter, KValue
+from codegen.ops import index_error_code, set_handler
+from codegen.primitives import CUSTOM, PRIMITIVES
 from codegen.scheduler import FusedKernel
 from codegen.sizevars import contiguous_strides, flat_index, product, simplify_index, static_int
 from codegen.triton_launch import TILE, KernelConfig, choose_config, tiled_config
@@ -57,23 +60,6 @@ def compute_dtype(dt):
     return torch.float32 if dt in HALF else dt
 
 
-@dataclass
-class TVal:
-    name: str
-    dtype: torch.dtype          # logical dtype (what eager would hold), computed in compute_dtype
-    const: object = None        # the Python value when this is a literal constant
-
-    def __str__(self):
-        return self.name
-
-
-@dataclass
-class Scope:
-    lines: List[str] = field(default_factory=list)
-    cse: Dict[str, TVal] = field(default_factory=dict)
-    forward: Dict[str, TVal] = field(default_factory=dict)
-
-
 texpr = TritonExprPrinter(TritonUnsupported)
 
 
@@ -86,61 +72,15 @@ def float_literal(v) -> str:
     return repr(v)
 
 
-# op name -> format(a[, b]) for float operands (computed in fp32/fp64)
-FLOAT_UNARY = {
-    "exp": "tl.exp({0})", "exp2": "tl.exp2({0})", "log": "tl.log({0})", "log2": "tl.log2({0})",
-    "sqrt": "tl.sqrt({0})", "sin": "tl.sin({0})", "cos": "tl.cos({0})", "erf": "tl.erf({0})",
-    "floor": "tl.floor({0})", "ceil": "tl.ceil({0})", "expm1": "libdevice.expm1({0})",
-    "log10": "libdevice.log10({0})", "log1p": "libdevice.log1p({0})",
-    "tan": "libdevice.tan({0})", "asin": "libdevice.asin({0})", "acos": "libdevice.acos({0})",
-    "atan": "libdevice.atan({0})", "sinh": "libdevice.sinh({0})", "cosh": "libdevice.cosh({0})",
-    "tanh": "libdevice.tanh({0})", "asinh": "libdevice.asinh({0})",
-    "acosh": "libdevice.acosh({0})", "atanh": "libdevice.atanh({0})",
-    "erfc": "libdevice.erfc({0})", "lgamma": "libdevice.lgamma({0})",
-    "round": "libdevice.nearbyint({0})", "trunc": "libdevice.trunc({0})",
-    "rsqrt": "(1.0 / tl.sqrt({0}))", "sigmoid": "(1.0 / (1.0 + tl.exp(-{0})))",
-    "reciprocal": "(1.0 / {0})", "frac": "({0} - libdevice.trunc({0}))",
-}
-FLOAT_BINARY = {
-    "truediv": "({0} / {1})", "pow": "libdevice.pow({0}, {1})",
-    "atan2": "libdevice.atan2({0}, {1})", "hypot": "libdevice.hypot({0}, {1})",
-    "nextafter": "libdevice.nextafter({0}, {1})", "copysign": "libdevice.copysign({0}, {1})",
-    "fmod": "libdevice.fmod({0}, {1})",
-}
-ANY_UNARY = {"neg": "(-{0})", "abs": "tl.abs({0})", "square": "({0} * {0})",
-             "relu": "tl.where({0} < 0, 0, {0})"}
-ANY_BINARY = {
-    "add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})",
-    "eq": "({0} == {1})", "ne": "({0} != {1})", "lt": "({0} < {1})", "le": "({0} <= {1})",
-    "gt": "({0} > {1})", "ge": "({0} >= {1})",
-    "bitwise_and": "({0} & {1})", "bitwise_or": "({0} | {1})", "bitwise_xor": "({0} ^ {1})",
-    "maximum": "tl.where(({0} > {1}) | ({0} != {0}), {0}, {1})",
-    "minimum": "tl.where(({0} < {1}) | ({0} != {0}), {0}, {1})",
-    "fmax": "tl.where(({0} > {1}) | ({1} != {1}), {0}, {1})",
-    "fmin": "tl.where(({0} < {1}) | ({1} != {1}), {0}, {1})",
-}
 POW_BY_CONSTANT = {2: "({0} * {0})", 3: "({0} * {0} * {0})", 0.5: "tl.sqrt({0})",
                    -0.5: "(1.0 / tl.sqrt({0}))", -1: "(1.0 / {0})", -2: "(1.0 / ({0} * {0}))"}
-INT_DIVISION = ("int_floordiv", "int_truncdiv", "int_remainder", "int_fmod")
-BOOL_RESULT = {"isnan", "isinf", "isfinite", "signbit", "isposinf", "isneginf", "logical_not",
-               "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor"}
 
 
-class TritonKernelPrinter(HandlerBase):
+class TritonKernelPrinter(KernelPrinter):
     """Prints one FusedKernel as a Triton function (`generate()` -> source)."""
 
     def __init__(self, kernel: FusedKernel, buffers: Dict[str, object], max_autotune=False):
-        self.kernel = kernel
-        self.buffers = buffers
-        self.params: Dict[str, bool] = {}        # buffer name -> written?
-        self.size_syms = set()
-        self.scalar_args: List[str] = []     # runtime float inputs read (fp64 parameters)
-        self.scopes: List[Scope] = [Scope()]
-        self.indent = 1
-        self.n_tmp = 0
-        self.n_ind = 0
-        self.ranges: Dict[sympy.Symbol, sympy.Expr] = {}
-        self.var_map: Dict[sympy.Symbol, sympy.Expr] = {}
+        super().__init__(kernel, buffers)
         self.mask = "xmask"
         self.uses_err = False
         self.groups: Dict[tuple, int] = {}        # inner ranges -> group number
@@ -152,51 +92,34 @@ class TritonKernelPrinter(HandlerBase):
         self.tiled = False
         self.half_exact: set = set()      # fp32 temporaries holding an exact fp16/bf16 value
 
-    # ------------------------------------------------------------ emission helpers
-    def line(self, s):
-        self.scopes[-1].lines.append("    " * self.indent + s)
+    # ------------------------------------------------------------ the language
+    def declare(self, v, expr):
+        return f"{v.name} = {expr}"
 
-    def tmp(self, expr: str, dtype) -> TVal:
-        for sc in reversed(self.scopes):
-            hit = sc.cse.get(expr)
-            if hit is not None and hit.dtype == dtype:
-                return hit
-        v = TVal(f"tmp{self.n_tmp}", dtype)
-        self.n_tmp += 1
-        self.line(f"{v.name} = {expr}")
-        self.scopes[-1].cse[expr] = v
-        return v
-
-    def push(self):
-        self.scopes.append(Scope())
-        self.indent += 1
-
-    def pop(self):
-        sc = self.scopes.pop()
-        self.indent -= 1
-        self.scopes[-1].lines.extend(sc.lines)
-
-    def idx(self, expr) -> str:
-        e = sympy.sympify(expr).xreplace(self.var_map)
-        e = simplify_index(e, self.ranges)
-        for s in e.free_symbols:
-            if is_scalar_symbol(s):
-                raise SpecializeFloats(f"float input {s} in an index")
-            if s.name.startswith("s"):
-                self.size_syms.add(s)
+    def print_index(self, e):
         return texpr(e)
 
-    def _lookup_forward(self, key):
-        for sc in reversed(self.scopes):
-            if key in sc.forward:
-                return sc.forward[key]
-        return None
+    def literal(self, value, dtype):
+        if dtype == torch.bool:
+            lit = "1" if value else "0"
+        elif dtype.is_floating_point:
+            lit = float_literal(value)
+        else:
+            lit = str(int(value))
+        return f"tl.full([], {lit}, {TL_DTYPES[compute_dtype(dtype)]})"
+
+    def scalar_expr(self, name, dtype):
+        # the parameter is an fp64 scalar on GPU (annotated) and a Python float under the
+        # interpreter; tl.full converts either to the compute dtype (round to nearest)
+        if dtype == torch.bool:
+            return f"(tl.full([], {name}, tl.float64) != 0)"
+        return f"tl.full([], {name}, {TL_DTYPES[compute_dtype(dtype)]})"
 
     # ------------------------------------------------------------ ops handler
     def load(self, name, index):
         i = self.idx(index)
         key = f"{name}[{i}]"
-        fw = self._lookup_forward(key)
+        fw = self.forwarded(key)
         if fw is not None:
             return fw
         if name in self.kernel.removed:
@@ -247,36 +170,12 @@ class TritonKernelPrinter(HandlerBase):
             return self.mask
         return "xmask"
 
-    def constant(self, value, dtype):
-        if has_scalar(value):          # a lowering used a runtime float as a literal
-            return self.scalar(scalar_name(value), dtype)
-        if isinstance(value, sympy.Basic):
-            value = float(value) if not value.is_Integer else int(value)
-        cd = compute_dtype(dtype)
-        if dtype == torch.bool:
-            lit = "1" if value else "0"
-        elif dtype.is_floating_point:
-            lit = float_literal(value)
-        else:
-            lit = str(int(value))
-        v = self.tmp(f"tl.full([], {lit}, {TL_DTYPES[cd]})", dtype)
-        return TVal(v.name, v.dtype, value)
-
     def index_expr(self, expr, dtype):
         i = self.idx(expr)
         cd = compute_dtype(dtype)
         if not any(c.isalpha() for c in i):
             return self.tmp(f"tl.full([], {i}, {TL_DTYPES[cd]})", dtype)
         return self.tmp(f"({i}).to({TL_DTYPES[cd]})", dtype)
-
-    def scalar(self, name, dtype):
-        # the parameter is an fp64 scalar on GPU (annotated) and a Python float under the
-        # interpreter; tl.full converts either to the compute dtype (round to nearest)
-        if name not in self.scalar_args:
-            self.scalar_args.append(name)
-        if dtype == torch.bool:
-            return self.tmp(f"(tl.full([], {name}, tl.float64) != 0)", dtype)
-        return self.tmp(f"tl.full([], {name}, {TL_DTYPES[compute_dtype(dtype)]})", dtype)
 
     def to_dtype(self, x, dtype):
         if x.dtype == dtype:
@@ -295,12 +194,11 @@ class TritonKernelPrinter(HandlerBase):
             # a half value computed in fp32 leaves its type rounded, as eager's would be
             x = self.tmp(f"{x}.to({TL_DTYPES[x.dtype]}).to(tl.float32)", x.dtype)
         if compute_dtype(x.dtype) == cd:
-            return TVal(x.name, dtype)
+            return KValue(x.name, dtype)
         return self.tmp(f"{x}.to({TL_DTYPES[cd]})", dtype)
 
     def indirect_indexing(self, value, size, check=True):
-        name = f"ind{self.n_ind}"
-        self.n_ind += 1
+        name = self.new_indirect()
         sz = self.idx(size)
         self.line(f"{name} = {value}.to(tl.int64)")
         self.line(f"{name} = tl.where({name} < 0, {name} + {sz}, {name})")
@@ -308,9 +206,7 @@ class TritonKernelPrinter(HandlerBase):
         # raises) and read element 0, never stray memory
         self._flag(f"(({name} < 0) | ({name} >= {sz}))", index_error_code(check), name)
         self.line(f"{name} = tl.where(({name} < 0) | ({name} >= {sz}), 0, {name})")
-        s = index_symbol(name)
-        self.ranges[s] = size
-        return s
+        return self.indirect_symbol(name, size)
 
     def _flag(self, cond, code, like):
         """Record error `code` (codegen/ops.py ERR_*) where `cond` holds in a live lane;
@@ -320,10 +216,24 @@ class TritonKernelPrinter(HandlerBase):
                 f"{cond} & {self.mask})")
         if any(text in sc.cse for sc in self.scopes):
             return
-        self.scopes[-1].cse[text] = TVal("", torch.bool)
+        self.scopes[-1].cse[text] = KValue("", torch.bool)
         self.line(text)
 
-    def _int_division(self, name, a, b, dt):
+    def op_expr(self, prim, args):
+        dt = args[-1].dtype
+        form = prim.triton_form(dt)
+        if form == CUSTOM:
+            return self.CUSTOM_OPS[prim.name](self, prim.name, dt, *args)
+        if prim.name == "pow" and dt.is_floating_point and args[1].const in POW_BY_CONSTANT:
+            # eager's own special cases (aten pow_tensor_scalar_optimized_kernel), same
+            # roundings, and no libdevice.pow (GELU-tanh's x**3 was compute-bound on it)
+            return POW_BY_CONSTANT[args[1].const].format(args[0])
+        if form is None:
+            raise TritonUnsupported(f"op {prim.name} on {dt}")
+        return form.format(*args, tl=TL_DTYPES[compute_dtype(dt)],
+                           ibits="tl.int64" if dt == torch.float64 else "tl.int32")
+
+    def _int_division(self, name, dt, a, b):
         """Integer division family with eager's semantics; a zero divisor flags error 2 (eager
         raises ZeroDivisionError) and b == -1 never reaches the hardware divide (INT_MIN/-1)."""
         if b.const is not None and b.const not in (0, -1):
@@ -341,85 +251,18 @@ class TritonKernelPrinter(HandlerBase):
             return self.tmp(f"{q} - ((({r} != 0) & (({a} < 0) != ({b} < 0))).to({TL_DTYPES[dt]}))", dt)
         return self.tmp(f"tl.where(({r} != 0) & (({r} < 0) != ({b} < 0)), {r} + {b}, {r})", dt)
 
-    def op(self, name, *args):
-        if name.startswith("int_") and name in INT_DIVISION:
-            return self._int_division(name, args[0], args[1], args[0].dtype)
-        if name == "where":
-            c, a, b = args
-            return self.tmp(f"tl.where({c}, {a}, {b})", a.dtype)
-        dt = args[0].dtype
-        out_dt = torch.bool if name in BOOL_RESULT else dt
-        if name == "pow" and dt.is_floating_point and args[1].const in POW_BY_CONSTANT:
-            # eager's own special cases (aten pow_tensor_scalar_optimized_kernel), same
-            # roundings, and no libdevice.pow (GELU-tanh's x**3 was compute-bound on it)
-            return self.tmp(POW_BY_CONSTANT[args[1].const].format(args[0]), dt)
-        return self.tmp(self._op_expr(name, dt, args), out_dt)
+    def _remainder(self, name, dt, a, b):
+        m = self.tmp(PRIMITIVES["fmod"].triton_form(dt).format(a, b), dt)
+        return f"tl.where(({m} != 0) & (({b} < 0) != ({m} < 0)), {m} + {b}, {m})"
 
-    def _op_expr(self, name, dt, args):
-        a = args[0]
-        f = dt.is_floating_point
-        if dt == torch.float16 and name in FLOAT_UNARY and FLOAT_UNARY[name].startswith("lib"):
-            pass  # computed in fp32 already
-        if name in ANY_UNARY:
-            if name == "neg" and dt == torch.bool:
-                raise TritonUnsupported("neg of bool")
-            return ANY_UNARY[name].format(a)
-        if name in ANY_BINARY:
-            return ANY_BINARY[name].format(a, args[1])
-        if f and name in FLOAT_UNARY:
-            return FLOAT_UNARY[name].format(a)
-        if f and name in FLOAT_BINARY:
-            return FLOAT_BINARY[name].format(a, args[1])
-        return self._special(name, dt, args)
+    def _int_floordiv(self, name, dt, a, b):
+        q = self.tmp(f"({a} // {b})", dt)
+        return f"({q} - ((({a} % {b}) != 0) & (({a} < 0) != ({b} < 0))).to({TL_DTYPES[dt]}))"
 
-    def _special(self, name, dt, args):
-        a = args[0]
-        b = args[1] if len(args) > 1 else None
-        f = dt.is_floating_point
-        inf = 'float("inf")'
-        if name in ("floor", "ceil", "round", "trunc") and not f:
-            return str(a)
-        if name == "logical_not":
-            return f"({a} == 0)"
-        if name == "bitwise_not":
-            return f"({a} == 0)" if dt == torch.bool else f"(~{a})"
-        if name in ("logical_and", "logical_or", "logical_xor"):
-            op = {"logical_and": "&", "logical_or": "|", "logical_xor": "^"}[name]
-            return f"(({a} != 0) {op} ({b} != 0))"
-        if name in ("sign", "sgn"):
-            if dt == torch.bool:
-                return str(a)
-            return f"(({a} > 0).to({TL_DTYPES[compute_dtype(dt)]}) - ({a} < 0).to({TL_DTYPES[compute_dtype(dt)]}))"
-        if name == "isnan":
-            return f"({a} != {a})" if f else f"(tl.zeros_like({a}) != 0)"
-        if name == "isinf":
-            return f"(tl.abs({a}) == {inf})" if f else f"(tl.zeros_like({a}) != 0)"
-        if name == "isfinite":
-            return f"(({a} == {a}) & (tl.abs({a}) != {inf}))" if f else f"(tl.zeros_like({a}) == 0)"
-        if name == "isposinf":
-            return f"({a} == {inf})" if f else f"(tl.zeros_like({a}) != 0)"
-        if name == "isneginf":
-            return f"({a} == -{inf})" if f else f"(tl.zeros_like({a}) != 0)"
-        if name == "signbit":
-            if not f:
-                return f"({a} < 0)"
-            ity = "tl.int64" if dt == torch.float64 else "tl.int32"
-            return f"({a}.to({ity}, bitcast=True) < 0)"
-        if name == "xlogy" and f:
-            return f"tl.where({b} != {b}, {b}, tl.where({a} == 0, 0.0, {a} * tl.log({b})))"
-        if name == "remainder":
-            m = self.tmp(FLOAT_BINARY["fmod"].format(a, b) if f else f"({a} % {b})", dt)
-            return f"tl.where(({m} != 0) & (({b} < 0) != ({m} < 0)), {m} + {b}, {m})"
-        if name == "fmod" and not f:
-            return f"({a} % {b})"
-        if name == "floordiv":
-            if f:
-                return f"tl.floor({a} / {b})"
-            q = self.tmp(f"({a} // {b})", dt)
-            return f"({q} - ((({a} % {b}) != 0) & (({a} < 0) != ({b} < 0))).to({TL_DTYPES[dt]}))"
-        if name == "truediv" and not f:
-            raise TritonUnsupported("integer true division")
-        raise TritonUnsupported(f"op {name} on {dt}")
+    # the primitives whose Triton column is CUSTOM (codegen/primitives.py)
+    CUSTOM_OPS = {"remainder": _remainder, "floordiv": _int_floordiv,
+                  "int_floordiv": _int_division, "int_truncdiv": _int_division,
+                  "int_remainder": _int_division, "int_fmod": _int_division}
 
     # ------------------------------------------------------------ kernel structure
     def generate(self) -> str:
@@ -447,7 +290,7 @@ class TritonKernelPrinter(HandlerBase):
                     self._inner_node(j, node, outer)
                 else:
                     xs = loop_vars("x", len(outer))
-                    self._store_node(node, xs)
+                    self.store_node(node, xs)
         return self._assemble()
 
     def _transposed_read(self, outer) -> bool:
@@ -486,7 +329,7 @@ class TritonKernelPrinter(HandlerBase):
             self.line("xmask = (xindex < xnumel) & (yindex < ynumel)")
             self.line("xy0 = 0 * xindex + 0 * yindex")
             for node in self.kernel.nodes:
-                self._store_node(node, xs)
+                self.store_node(node, xs)
         return self._assemble()
 
     def _needs_int64(self):
@@ -507,10 +350,7 @@ class TritonKernelPrinter(HandlerBase):
 
     def _assemble(self):
         k = self.kernel
-        params = list(self.params)
-        sizes = sorted(self.size_syms, key=lambda s: s.name)
-        self.arg_names = params + (["pd_err"] if self.uses_err else []) + [s.name for s in sizes]
-        self.arg_names += self.scalar_args
+        self.arg_names = self.argument_order(["pd_err"] if self.uses_err else [])
         sig = ", ".join([a if a not in self.scalar_args else f"{a}: tl.float64"
                          for a in self.arg_names] + ["XBLOCK: tl.constexpr"])
         head = []
@@ -520,11 +360,6 @@ class TritonKernelPrinter(HandlerBase):
             head.append(f"@triton.autotune(configs=[{cfgs}], key=[])")
         head += ["@triton.jit", f"def {k.name}({sig}):"]
         return "\n".join(head + self.scopes[0].lines) + "\n"
-
-    def _store_node(self, node, index):
-        buf = node.buf
-        val = self.to_dtype(buf.data.inner_fn(index), buf.dtype)
-        self.store(buf.name, flat_index(index, contiguous_strides(buf.data.ranges)), val)
 
     def _group(self, inner):
         key = tuple(sympy.sympify(s) for s in inner)
@@ -557,7 +392,7 @@ class TritonKernelPrinter(HandlerBase):
         if node.is_reduction:
             self._reduction(node, xs, inner_vars, g, info)
         else:
-            self._in_loop(g, info, lambda: self._store_node(node, list(xs) + list(inner_vars)))
+            self._in_loop(g, info, lambda: self.store_node(node, list(xs) + list(inner_vars)))
         if not node.is_reduction:
             self.written_by_earlier.add(node.buf.name)
 
@@ -621,7 +456,7 @@ class TritonKernelPrinter(HandlerBase):
         res = self._reduce_pass(g, info, rt, acc_dt, value)
         self.store(node.buf.name, store_idx, self.to_dtype(res, node.buf.dtype))
 
-    def _reduce_pass(self, g, info, rt, acc_dt, value_fn, masked=True) -> TVal:
+    def _reduce_pass(self, g, info, rt, acc_dt, value_fn, masked=True) -> KValue:
         """[XBLOCK, 1] reduction of value_fn() over the group's inner range."""
         tdt = TL_DTYPES[acc_dt]
         ident = _identity(rt, acc_dt)

@@ -1,0 +1,154 @@
+"""What the kernel printers share: scopes, temporaries, CSE, forwarding, indices, primitives.
+
+A kernel printer (C++: codegen/cpp.py, Triton: codegen/triton.py) is an `ops` handler
+(codegen/ops.py): running a loop body under it appends one statement per op to the innermost
+open scope. This base holds the machinery independent of the language:
+  * scopes: `push` opens one (one indent level deeper), `pop` closes it and appends its lines
+    to the enclosing one. Each scope has its own CSE table and its own store -> load
+    forwarding table, so a value defined inside a loop is never used outside it;
+  * `tmp(expr, dtype)`: a temporary holding `expr`, reusing an enclosing scope's temporary of
+    the same text and dtype (common-subexpression elimination);
+  * `idx(expr)`: an index simplified over the known loop ranges (codegen/sizevars.py) and
+    printed in the language; the size symbols it reads become kernel arguments, and a runtime
+    float in an index raises SpecializeFloats;
+  * the ops whose meaning is language-independent: `constant` (a runtime float used as a
+    literal becomes `scalar`), `scalar` (records the kernel argument), and every pointwise
+    primitive, printed from its column in codegen/primitives.py.
+A subclass supplies the language: `declare(value, expr)` (a temporary's statement),
+`print_index(expr)`, `literal(value, dtype)`, `scalar_expr(name, dtype)` and
+`op_expr(prim, args)` (an expression, or a value it computed), plus loads, stores, casts,
+indirect indexing and the kernel structure.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+import sympy
+import torch
+
+from codegen.ops import HandlerBase
+from codegen.primitives import PRIMITIVES
+from codegen.scalars import SpecializeFloats, has_scalar, is_scalar_symbol, scalar_name
+from codegen.sizevars import contiguous_strides, flat_index, simplify_index
+from pydynamo.symbols import index_symbol
+
+
+@dataclass
+class KValue:
+    """A value in a kernel: the name that holds it and its logical dtype (what eager would
+    hold; Triton computes half types in fp32)."""
+    name: str
+    dtype: torch.dtype
+    const: object = None        # the Python value when this is a literal constant
+
+    def __str__(self):
+        return self.name
+
+
+@dataclass
+class Scope:
+    lines: List[str] = field(default_factory=list)
+    cse: Dict[str, KValue] = field(default_factory=dict)
+    forward: Dict[str, KValue] = field(default_factory=dict)   # "buf[index]" -> value stored
+
+
+class KernelPrinter(HandlerBase):
+    """Base of the C++ and Triton printers of one scheduler FusedKernel."""
+
+    def __init__(self, kernel, buffers: Dict[str, object]):
+        self.kernel = kernel
+        self.buffers = buffers
+        self.params: Dict[str, bool] = {}           # buffer name -> written?
+        self.size_syms = set()
+        self.scalar_args: List[str] = []            # runtime float inputs read (fp64 arguments)
+        self.scopes: List[Scope] = [Scope()]
+        self.indent = 1
+        self.n_tmp = 0
+        self.n_ind = 0
+        self.ranges: Dict[sympy.Symbol, sympy.Expr] = {}
+        self.var_map: Dict[sympy.Symbol, sympy.Expr] = {}   # loop var -> expr of flat indices
+
+    # ------------------------------------------------------------ emission
+    def line(self, s):
+        self.scopes[-1].lines.append("    " * self.indent + s)
+
+    def tmp(self, expr: str, dtype) -> KValue:
+        for sc in reversed(self.scopes):
+            hit = sc.cse.get(expr)
+            if hit is not None and hit.dtype == dtype:
+                return hit
+        v = KValue(f"tmp{self.n_tmp}", dtype)
+        self.n_tmp += 1
+        self.line(self.declare(v, expr))
+        self.scopes[-1].cse[expr] = v
+        return v
+
+    def push(self):
+        self.scopes.append(Scope())
+        self.indent += 1
+
+    def pop(self):
+        sc = self.scopes.pop()
+        self.indent -= 1
+        self.scopes[-1].lines.extend(sc.lines)
+
+    def forwarded(self, key: str) -> Optional[KValue]:
+        """The value an open scope stored at `key` ("buf[index]"), if any."""
+        for sc in reversed(self.scopes):
+            if key in sc.forward:
+                return sc.forward[key]
+        return None
+
+    def idx(self, expr) -> str:
+        e = simplify_index(sympy.sympify(expr).xreplace(self.var_map), self.ranges)
+        for s in e.free_symbols:
+            if is_scalar_symbol(s):
+                raise SpecializeFloats(f"float input {s} in an index")
+            if s.name.startswith("s"):
+                self.size_syms.add(s)
+        return self.print_index(e)
+
+    def new_indirect(self) -> str:
+        self.n_ind += 1
+        return f"ind{self.n_ind - 1}"
+
+    def indirect_symbol(self, name, size) -> sympy.Symbol:
+        """The index variable `name` (values in [0, size)) for later indices."""
+        s = index_symbol(name)
+        self.ranges[s] = size
+        return s
+
+    def argument_order(self, extra=()) -> List[str]:
+        """Kernel arguments in order: buffers, `extra`, size symbols, runtime floats."""
+        sizes = sorted(self.size_syms, key=lambda s: s.name)
+        return list(self.params) + list(extra) + [s.name for s in sizes] + self.scalar_args
+
+    def store_node(self, node, index):
+        """A computed buffer's element at `index` (loop variables), in its dtype."""
+        buf = node.buf
+        value = self.to_dtype(buf.data.inner_fn(index), buf.dtype)
+        self.store(buf.name, flat_index(index, contiguous_strides(buf.data.ranges)), value)
+
+    # ------------------------------------------------------------ ops handler
+    def constant(self, value, dtype):
+        if has_scalar(value):          # a lowering used a runtime float as a literal
+            return self.scalar(scalar_name(value), dtype)
+        if isinstance(value, sympy.Basic):
+            value = float(value) if not value.is_Integer else int(value)
+        v = self.tmp(self.literal(value, dtype), dtype)
+        return KValue(v.name, v.dtype, value)
+
+    def scalar(self, name, dtype):
+        if name not in self.scalar_args:
+            self.scalar_args.append(name)
+        return self.tmp(self.scalar_expr(name, dtype), dtype)
+
+    def op(self, name, *args):
+        """A primitive: operands share one dtype (where: its last two); the result has it or
+        is bool."""
+        prim = PRIMITIVES[name]
+        out = self.op_expr(prim, args)
+        if isinstance(out, KValue):
+            return out
+        return self.tmp(out, torch.bool if prim.bool_result else args[-1].dtype)
