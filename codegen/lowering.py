@@ -193,58 +193,68 @@ def cast(x: TensorValue, dtype) -> TensorValue:
 
 
 # ------------------------------------------------------------------ elementwise primitives
-# One generic lowering per dtype rule and arity (codegen/primitives.py), registered below for
-# every TABLE primitive; the HAND ones follow, each under `lowers(name)`.
+# The generic lowering of each dtype rule (codegen/primitives.py), made per TABLE primitive and
+# registered under its names below; the HAND ones follow, each under `lowers(name)`.
 
-def _unary_float(name):
+def _unary(p):
+    """FLOAT rule: integers promote to float; SAME: the dtype is kept (no bool but sign's)."""
     def lower(x):
         if not is_tensor(x):
             raise NotLowered("scalar input")
-        dt = float_dtype_for(x.dtype)
-        return pointwise(getattr(ops, name), [x], dt)
-    return lower
-
-
-def _unary_same(name):
-    def lower(x):
-        if not is_tensor(x):
-            raise NotLowered("scalar input")
+        if p.dtype == prims.FLOAT:
+            return pointwise(getattr(ops, p.name), [x], float_dtype_for(x.dtype))
         if x.dtype == torch.bool:
-            if name == "sign":
+            if p.name == "sign":
                 return x
-            raise NotLowered(f"{name} on bool")
-        return pointwise(getattr(ops, name), [x], x.dtype)
+            raise NotLowered(f"{p.name} on bool")
+        return pointwise(getattr(ops, p.name), [x], x.dtype)
     return lower
 
 
-def _rounding(name):
+def _rounding(p):
     def lower(x, decimals=0):
         if not is_tensor(x) or decimals != 0:
             raise NotLowered("round decimals")
         if not is_float(x.dtype):
-            if name == "frac" or x.dtype == torch.bool:
-                raise NotLowered(f"{name} on int")
+            if p.name == "frac" or x.dtype == torch.bool:
+                raise NotLowered(f"{p.name} on int")
             return x
-        return pointwise(getattr(ops, name), [x], x.dtype)
+        return pointwise(getattr(ops, p.name), [x], x.dtype)
     return lower
 
 
-def _binary_arith(name):
+def _binary(p):
+    """FLOAT (promoted to float), COMPARE, LOGICAL (operands as bool) and INTEGRAL rules."""
+    def lower(input, other):
+        dt = result_dtype(input, other)
+        if p.dtype == prims.FLOAT:
+            dt = float_dtype_for(dt)
+        elif p.dtype == prims.INTEGRAL and is_float(dt):
+            raise NotLowered("bitwise on float")
+        elif p.dtype == prims.LOGICAL:
+            dt = torch.bool
+        return pointwise(getattr(ops, p.name), [input, other], dt,
+                         torch.bool if p.bool_result else None)
+    return lower
+
+
+def _binary_arith(p):
+    """SAME rule (alpha for add and sub; add and mul of bools are logical or and and)."""
     def lower(input, other, *, alpha=None, out=None):
         if out is not None:
             raise NotLowered("out=")
         dt = result_dtype(input, other)
-        if dt == torch.bool and name == "sub":
+        if dt == torch.bool and p.name == "sub":
             raise NotLowered("bool sub")
         if alpha is not None and alpha != 1:
-            if name not in ("add", "sub"):
+            if p.name not in ("add", "sub"):
                 raise NotLowered("alpha")
             other = mul(other, alpha) if is_tensor(other) else other * alpha
             dt = result_dtype(input, other)
-        if dt == torch.bool and name in ("add", "mul"):
-            fn = ops.logical_or if name == "add" else ops.logical_and
+        if dt == torch.bool and p.name in ("add", "mul"):
+            fn = ops.logical_or if p.name == "add" else ops.logical_and
             return pointwise(fn, [input, other], dt)
-        return pointwise(getattr(ops, name), [input, other], dt)
+        return pointwise(getattr(ops, p.name), [input, other], dt)
     return lower
 
 
@@ -263,7 +273,7 @@ def mul(a, b):
 @register("rsub")
 def rsub(input, other, *, alpha=1):
     # other - alpha * input
-    return _binary_arith("sub")(other, input if alpha == 1 else mul(input, alpha))
+    return sub(other, input if alpha == 1 else mul(input, alpha))
 
 
 @lowers("truediv")
@@ -325,39 +335,9 @@ def rpow(input, other):
     return pow_(other, input)
 
 
-def _float_binary(name):
-    def lower(input, other):
-        dt = float_dtype_for(result_dtype(input, other))
-        return pointwise(getattr(ops, name), [input, other], dt)
-    return lower
-
-
-def _compare(name):
-    def lower(input, other):
-        dt = result_dtype(input, other)
-        return pointwise(getattr(ops, name), [input, other], dt, torch.bool)
-    return lower
-
-
-def _logical(name):
-    def lower(input, other):
-        result_dtype(input, other)
-        return pointwise(getattr(ops, name), [input, other], torch.bool)
-    return lower
-
-
 @lowers("logical_not")
 def logical_not(input):
     return pointwise(ops.logical_not, [input], torch.bool)
-
-
-def _bitwise(name):
-    def lower(input, other):
-        dt = result_dtype(input, other)
-        if is_float(dt):
-            raise NotLowered("bitwise on float")
-        return pointwise(getattr(ops, name), [input, other], dt)
-    return lower
 
 
 @lowers("bitwise_not")
@@ -369,27 +349,26 @@ def bitwise_not(input):
     return pointwise(ops.bitwise_not, [input], input.dtype)
 
 
-def _predicate(name):
+def _predicate(p):
     def lower(input):
         if not is_float(input.dtype):
-            if name in ("isnan", "isinf", "isposinf", "isneginf", "signbit"):
-                if name == "signbit" and input.dtype != torch.bool:
+            if p.name in ("isnan", "isinf", "isposinf", "isneginf", "signbit"):
+                if p.name == "signbit" and input.dtype != torch.bool:
                     return pointwise(lambda a: ops.lt(a, ops.constant(0, input.dtype)), [input],
                                      input.dtype, torch.bool)
                 return full_like_bool(input, False)
             return full_like_bool(input, True)
-        return pointwise(getattr(ops, name), [input], input.dtype, torch.bool)
+        return pointwise(getattr(ops, p.name), [input], input.dtype, torch.bool)
     return lower
 
 
-_GENERIC = {(prims.FLOAT, 1): _unary_float, (prims.FLOAT, 2): _float_binary,
-            (prims.SAME, 1): _unary_same, (prims.SAME, 2): _binary_arith,
-            (prims.ROUND, 1): _rounding, (prims.PREDICATE, 1): _predicate,
-            (prims.COMPARE, 2): _compare, (prims.LOGICAL, 2): _logical,
-            (prims.INTEGRAL, 2): _bitwise}
+_GENERIC = {(prims.FLOAT, 1): _unary, (prims.SAME, 1): _unary, (prims.ROUND, 1): _rounding,
+            (prims.PREDICATE, 1): _predicate, (prims.SAME, 2): _binary_arith,
+            (prims.FLOAT, 2): _binary, (prims.COMPARE, 2): _binary, (prims.LOGICAL, 2): _binary,
+            (prims.INTEGRAL, 2): _binary}
 for _p in prims.ROWS:
     if _p.lowering == prims.TABLE:
-        register(*_p.names)(_GENERIC[_p.dtype, _p.arity](_p.name))
+        register(*_p.names)(_GENERIC[_p.dtype, _p.arity](_p))
 
 
 def full_like_bool(x, v):
