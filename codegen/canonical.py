@@ -195,3 +195,28 @@ def canonicalize(node, gm, args, kwargs) -> Optional[Canonical]:
             return None
         return rule(mod, args, kwargs)
     return None
+
+
+# canonical ops whose result may share storage with an argument
+VIEW_OPS = {"reshape", "view", "flatten", "unflatten", "view_as", "reshape_as", "permute",
+            "transpose", "swapaxes", "swapdims", "t", "movedim", "moveaxis", "unsqueeze",
+            "squeeze", "expand", "expand_as", "broadcast_to", "select", "narrow", "getitem",
+            "split", "split_with_sizes", "chunk", "unbind", "detach", "alias", "contiguous",
+            "to", "type_as", "float", "double", "long", "int", "bool", "short", "char", "byte",
+            "positive", "resolve_conj", "resolve_neg", "dropout", "diagonal", "conj",
+            "broadcast_tensors", "meshgrid", "unsafe_chunk", "unsafe_split", "sum_to_size"}
+
+
+def _canon_name(node):
+    """The canonical name of an FX call node (in-place spellings folded), None if no lowering."""
+    if node.op == "call_function":
+        name = function_table().get(node.target)
+    elif node.op == "call_method":
+        name = _method_name(node.target)
+    else:
+        return None
+    if name is None:
+        return None
+    if name.endswith("_") and name[:-1] in LOWERINGS:
+        name = name[:-1]
+    return name if name in LOWERINGS else None

@@ -7,18 +7,17 @@ extern calls; their bias/scale epilogues stay as pointwise work so they fuse int
 from __future__ import annotations
 
 import math
-import operator
 
 import sympy
 import torch
 
-from codegen.ir import NotLowered, current, realize
-from codegen.lowering import (LOWERINGS, amax, cast, clamp, div, float_dtype_for, is_float,
-                              is_tensor, make_reduction, mean, norm_dim, norm_dims, pointwise,
-                              register, reshape, sum_, var_mean_impl, where)
+from codegen.ir import NotLowered, TensorValue, current, realize
+from codegen.lowering import (LOWERINGS, _check_factory, amax, broadcast_sizes, cast, clamp, div,
+                              expand_to, float_dtype_for, is_float, is_tensor, make_reduction, mean,
+                              norm_dim, norm_dims, pointwise, register, reshape, sum_, var_mean_impl,
+                              where)
 from codegen.ops import ops
 from codegen.scalars import has_scalar
-from codegen.sizevars import product
 
 L = LOWERINGS
 
@@ -295,41 +294,12 @@ def dropout(input, p=0.5, training=True, inplace=False):
 
 @register("linear")
 def linear(input, weight, bias=None):
-    if bias is not None and bias.ndim == 1 and _bias_in_extern():
+    if bias is not None and bias.ndim == 1 and current.graph.bias_in_extern():
         return current.graph.call_extern(torch.nn.functional.linear, (input, weight, bias), {})
     out = current.graph.call_extern(torch.nn.functional.linear, (input, weight), {})
     if bias is not None:
         out = L["add"](out, bias)
     return out
-
-
-# lowerings that are extern calls: their arguments are materialized in memory
-EXTERN_LOWERINGS = ("linear", "addmm", "scaled_dot_product_attention")
-
-
-def _bias_in_extern() -> bool:
-    """Add a matmul's row bias inside the extern (cuBLAS's bias epilogue, free) rather than as
-    pointwise work, when the biased product has to be written to memory anyway: some consumer
-    (through views) is another extern (attention, a matmul) or a graph output. When every
-    consumer is a kernel, the add fuses into it instead (GELU, residual + LayerNorm), which
-    saves the extern's extra read. GPU graphs only (Backend.extern_epilogues)."""
-    g = current.graph
-    node = g.current_node
-    if not g.backend.extern_epilogues or node is None:
-        return False
-    from codegen.graph import VIEW_OPS, _canon_name
-    todo, seen = list(node.users), set()
-    while todo:
-        u = todo.pop()
-        if u in seen:
-            continue
-        seen.add(u)
-        name = _canon_name(u) if u.op in ("call_function", "call_method") else None
-        if u.op == "call_function" and u.target is operator.getitem or name in VIEW_OPS:
-            todo.extend(u.users)
-        elif name is None or name in EXTERN_LOWERINGS:
-            return True             # an extern, a module call or the output reads it
-    return False
 
 
 @register("tensor")
@@ -371,7 +341,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
 @register("addmm")
 def addmm(input, mat1, mat2, *, beta=1, alpha=1):
     if beta == 1 and alpha == 1 and is_tensor(input) and input.ndim == 1 and \
-            input.dtype == mat1.dtype and _bias_in_extern():
+            input.dtype == mat1.dtype and current.graph.bias_in_extern():
         return current.graph.call_extern(torch.addmm, (input, mat1, mat2), {})
     prod = current.graph.call_extern(torch.mm, (mat1, mat2), {})
     if alpha != 1:
@@ -667,7 +637,6 @@ def trace(input):
     if input.ndim != 2:
         raise NotLowered("trace rank")
     n = min(int(input.size[0]), int(input.size[1]))
-    from codegen.ir import TensorValue
     diag = TensorValue([sympy.Integer(n)], input.dtype, lambda idx: input.loader([idx[0], idx[0]]),
                        None, input.cost)
     return sum_(diag)
@@ -689,7 +658,6 @@ def flipud(input):
 
 @register("diagonal", "diagonal_copy")
 def diagonal(input, offset=0, dim1=0, dim2=1):
-    from codegen.ir import TensorValue
     d1, d2 = norm_dim(dim1, input.ndim), norm_dim(dim2, input.ndim)
     if d1 == d2 or not all(sympy.sympify(s).is_number for s in input.size):
         raise NotLowered("diagonal dims")
@@ -715,7 +683,6 @@ def diag(input, diagonal_=0, *, diagonal=None):
         return L["diagonal"](input, k)
     if input.ndim != 1:
         raise NotLowered("diag rank")
-    from codegen.ir import TensorValue
     n = int(input.size[0])
     m = n + abs(k)
     zero = lambda: _const(0, input.dtype)  # noqa: E731
@@ -754,7 +721,6 @@ def unsafe_split(input, split_size, dim=0):
 
 @register("broadcast_tensors")
 def broadcast_tensors(*tensors):
-    from codegen.lowering import broadcast_sizes, expand_to
     size = broadcast_sizes(*[t.size for t in tensors])
     return tuple(expand_to(t, size) for t in tensors)
 
@@ -830,7 +796,6 @@ def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
 @register("cosine_similarity")
 def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     _f(x1)
-    from codegen.lowering import broadcast_sizes, expand_to
     size = broadcast_sizes(x1.size, x2.size)
     a, b = expand_to(x1, size), expand_to(x2, size)
     d = norm_dim(dim, len(size))
@@ -842,7 +807,6 @@ def cosine_similarity(x1, x2, dim=1, eps=1e-8):
 
 @register("constant_pad_nd")
 def constant_pad_nd(input, pad, value=0):
-    from codegen.ir import TensorValue
     pad = list(pad)
     if len(pad) % 2 or len(pad) // 2 > input.ndim or not all(isinstance(p, int) for p in pad):
         raise NotLowered("pad spec")
@@ -886,8 +850,6 @@ def pad(input, pad, mode="constant", value=None):
 
 @register("linspace")
 def linspace(start, end, steps, *, dtype=None, **kw):
-    from codegen.ir import TensorValue
-    from codegen.lowering import _check_factory
     _check_factory(kw)
     dtype = dtype or torch.get_default_dtype()
     if not dtype.is_floating_point or not all(isinstance(v, (int, float)) for v in (start, end)) \

@@ -22,13 +22,14 @@ import torch
 import torch.fx
 from torch.fx.passes.shape_prop import TensorMetadata
 
-from codegen.canonical import Canonical, canonicalize
+from codegen.canonical import VIEW_OPS, Canonical, _canon_name, canonicalize
 from pydynamo.mutation import node_mutation
 from codegen.ir import (ArgRef, ComputedBuffer, ExternBuffer, ExternCall, InputBuffer, Layout,
                         NotLowered, TensorValue, current, realize, strided_view_of)
-from codegen.lowering import LOWERINGS
+from codegen.lowering import LOWERINGS, _decided, view_strides
 from codegen.ops import as_single_load
 from codegen.scalars import RuntimeScalars, SpecializeFloats, has_scalar, scalar_symbols
+from codegen.sizevars import product
 from pydynamo.symbols import FloorDiv, canonical_size, loop_vars, pyexpr
 from codegen.symbolic import SymbolicSizes, as_sympy, symbolic_extern_layouts
 
@@ -38,15 +39,6 @@ log = logging.getLogger("pydynamo.codegen")
 class EagerFallback(Exception):
     """The whole graph must run eagerly (reason in the message)."""
 
-
-# canonical ops whose result may share storage with an argument
-VIEW_OPS = {"reshape", "view", "flatten", "unflatten", "view_as", "reshape_as", "permute",
-            "transpose", "swapaxes", "swapdims", "t", "movedim", "moveaxis", "unsqueeze",
-            "squeeze", "expand", "expand_as", "broadcast_to", "select", "narrow", "getitem",
-            "split", "split_with_sizes", "chunk", "unbind", "detach", "alias", "contiguous",
-            "to", "type_as", "float", "double", "long", "int", "bool", "short", "char", "byte",
-            "positive", "resolve_conj", "resolve_neg", "dropout", "diagonal", "conj",
-            "broadcast_tensors", "meshgrid", "unsafe_chunk", "unsafe_split", "sum_to_size"}
 
 # what a lowering raises for an op it cannot express (a symbolic count, an unsupported
 # argument): the op then runs as an extern
@@ -150,6 +142,10 @@ def _has_real_tensor(r) -> bool:
     if isinstance(r, torch.Tensor):
         return True
     return isinstance(r, (list, tuple)) and any(_has_real_tensor(x) for x in r)
+
+
+# lowerings that are extern calls: their arguments are materialized in memory
+EXTERN_LOWERINGS = ("linear", "addmm", "scaled_dot_product_attention")
 
 
 class GraphLowering:
@@ -301,6 +297,29 @@ class GraphLowering:
         result = build(out_meta, ())
         self.buffers.append(call)
         return result
+
+    def bias_in_extern(self) -> bool:
+        """Add a matmul's row bias inside the extern (cuBLAS's bias epilogue, free) rather than as
+        pointwise work, when the biased product has to be written to memory anyway: some consumer
+        (through views) is another extern (attention, a matmul) or a graph output. When every
+        consumer is a kernel, the add fuses into it instead (GELU, residual + LayerNorm), which
+        saves the extern's extra read. GPU graphs only (Backend.extern_epilogues); asked by the
+        linear/addmm decompositions about the node being lowered."""
+        node = self.current_node
+        if not self.backend.extern_epilogues or node is None:
+            return False
+        todo, seen = list(node.users), set()
+        while todo:
+            u = todo.pop()
+            if u in seen:
+                continue
+            seen.add(u)
+            name = _canon_name(u) if u.op in ("call_function", "call_method") else None
+            if u.op == "call_function" and u.target is operator.getitem or name in VIEW_OPS:
+                todo.extend(u.users)
+            elif name is None or name in EXTERN_LOWERINGS:
+                return True             # an extern, a module call or the output reads it
+        return False
 
     def _extern_meta(self, target, args, kwargs, meta):
         try:
@@ -682,7 +701,6 @@ class GraphLowering:
         size = [sympy.sympify(d) for d in have.shape]
         if any(self.hint(d) == 0 for d in size):
             return False
-        from codegen.lowering import _decided, view_strides
         stride = have.stride() if callable(have.stride) else have.stride
         return view_strides(size, [sympy.sympify(d) for d in stride],
                             [sympy.sympify(d) for d in meta.shape], _decided) is None
@@ -1026,7 +1044,6 @@ def _static_size_query(name, args, kwargs):
             sizes[d] if d is not None else tuple(sizes))
     if name == "dim":
         return x.ndim
-    from codegen.sizevars import product
     n = product(x.size)
     return int(n) if n.is_Integer else n
 
@@ -1047,21 +1064,6 @@ def _fetch_attr(gm, target):
 def _target_name(node):
     t = node.target
     return t if isinstance(t, str) else getattr(t, "__name__", repr(t))
-
-
-def _canon_name(node):
-    from codegen.canonical import _method_name, function_table
-    if node.op == "call_function":
-        name = function_table().get(node.target)
-    elif node.op == "call_method":
-        name = _method_name(node.target)
-    else:
-        return None
-    if name is None:
-        return None
-    if name.endswith("_") and name[:-1] in LOWERINGS:
-        name = name[:-1]
-    return name if name in LOWERINGS else None
 
 
 # view ops whose result is a view of their input whatever its layout (reshape, a cast, a

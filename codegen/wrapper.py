@@ -374,7 +374,7 @@ class KernelSite:
 
 def _canonical(node):
     try:
-        from codegen.graph import _canon_name
+        from codegen.canonical import _canon_name
         return _canon_name(node)
     except Exception:       # a name for the message only: never fail building the wrapper
         return None
