@@ -198,6 +198,16 @@ ROWS = [
        aliases=("min_binary",)),
     _P("fmax", 2, SAME, "std::fmax({0}, {1})", "tl.where(({0} > {1}) | ({1} != {1}), {0}, {1})"),
     _P("fmin", 2, SAME, "std::fmin({0}, {1})", "tl.where(({0} < {1}) | ({1} != {1}), {0}, {1})"),
+    # -- division and powers (Python-style floor/remainder for floats)
+    _P("truediv", 2, FLOAT, "({0} / {1})", "({0} / {1})", lowering=HAND,
+       aliases=("div", "divide", "true_divide")),
+    _P("floordiv", 2, SAME, "pd_floordiv({0}, {1})", "tl.floor({0} / {1})", triton_int=CUSTOM,
+       lowering=HAND, aliases=("floor_divide",)),
+    _P("remainder", 2, SAME, "pd_remainder({0}, {1})", CUSTOM, lowering=HAND, aliases=("mod",)),
+    _P("fmod", 2, SAME, "std::fmod({0}, {1})", "libdevice.fmod({0}, {1})",
+       triton_int="({0} % {1})", interp=np.fmod, lowering=HAND),
+    _P("pow", 2, SAME, "std::pow({0}, {1})", "libdevice.pow({0}, {1})", triton_int=None,
+       interp=np.power, simd=True, lowering=HAND),
     # -- binary, computed in floating point
     _P("atan2", 2, FLOAT, "std::atan2({0}, {1})", "libdevice.atan2({0}, {1})",
        interp=np.arctan2, simd=True, aliases=("arctan2",)),
@@ -209,16 +219,6 @@ ROWS = [
        interp=np.nextafter),
     _P("xlogy", 2, FLOAT, "pd_xlogy({0}, {1})",
        "tl.where({1} != {1}, {1}, tl.where({0} == 0, 0.0, {0} * tl.log({1})))"),
-    # -- division and powers (Python-style floor/remainder for floats)
-    _P("truediv", 2, FLOAT, "({0} / {1})", "({0} / {1})", lowering=HAND,
-       aliases=("div", "divide", "true_divide")),
-    _P("floordiv", 2, SAME, "pd_floordiv({0}, {1})", "tl.floor({0} / {1})", triton_int=CUSTOM,
-       lowering=HAND, aliases=("floor_divide",)),
-    _P("remainder", 2, SAME, "pd_remainder({0}, {1})", CUSTOM, lowering=HAND, aliases=("mod",)),
-    _P("fmod", 2, SAME, "std::fmod({0}, {1})", "libdevice.fmod({0}, {1})",
-       triton_int="({0} % {1})", interp=np.fmod, lowering=HAND),
-    _P("pow", 2, SAME, "std::pow({0}, {1})", "libdevice.pow({0}, {1})", triton_int=None,
-       interp=np.power, simd=True, lowering=HAND),
     # -- integer division: flags ERR_ZERO_DIV on a zero divisor (eager raises)
     _P("int_floordiv", 2, INTEGRAL, "pd_int_floordiv({0}, {1}, &pd_err)", None,
        triton_int=CUSTOM, lowering=INTERNAL, raises=True),
