@@ -30,15 +30,19 @@ from typing import Any, Callable, Optional
 
 import torch
 
+from pydynamo import _C
 from pydynamo import autocast as _autocast
-
 from pydynamo import config, logs
 from pydynamo.backends import lookup_backend
+from pydynamo.bytecode import resume, user_frame_name
+from pydynamo.eval_frame import on_reset
 from pydynamo.exc import BackendCompilerFailed, FullGraphError, GraphBreak, Unsupported
-from pydynamo.bytecode import user_frame_name
+from pydynamo.executor import installed
+from pydynamo.executor.translator import InstructionTranslator
 from pydynamo.guards import compile_guards, current_global_state, Guard, GuardKind, ShapeGuards
+from pydynamo.hints import user_message
 from pydynamo.recompiles import explain_recompile
-from pydynamo.shapes import ConstraintViolation
+from pydynamo.shapes import AutomaticDynamic, ConstraintViolation
 from pydynamo.skipfiles import skip_reason
 
 
@@ -73,7 +77,6 @@ _AUTO: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def automatic_dynamic(code: types.CodeType):
-    from pydynamo.shapes import AutomaticDynamic
     auto = _AUTO.get(code)
     if auto is None:
         auto = _AUTO[code] = AutomaticDynamic()
@@ -91,7 +94,6 @@ def translate(code: types.CodeType, frame_locals: dict, frame_globals: dict, bui
     shapes.AutomaticDynamic; True: every dim symbolic; False: none).
     `callback`: the compile callback (make_callback) the entry is for; its guard then also
     requires that callback to be the thread's current one (a COMPILE_SETTINGS guard)."""
-    from pydynamo.executor.translator import InstructionTranslator
     t0 = time.perf_counter()
     if sys.version_info[:2] not in ((3, 11), (3, 12)):
         raise Unsupported("python_version", f"CPython {sys.version_info[:2]} is not supported")
@@ -117,7 +119,6 @@ def translate(code: types.CodeType, frame_locals: dict, frame_globals: dict, bui
         try:
             tx.run()
         except Unsupported as e2:  # cannot cut here: the whole frame runs eagerly, say why
-            from pydynamo.hints import user_message
             e.message = user_message(f"{e.message} (and no graph break possible there: {e2.message})")
             if e.graph_break is not None:
                 e.graph_break.message = e.message
@@ -170,21 +171,12 @@ _warned: set = set()
 TRANSIENT_REASONS = {"autocast", "functorch"}
 
 
+@on_reset
 def _on_reset() -> None:
-    from pydynamo.bytecode import resume
-    from pydynamo.executor import installed
     _warned.clear()
     resume.clear_cache()
     _AUTO.clear()
     installed.clear()   # compiled graphs and constants the output code read from user globals
-
-
-def _register_reset() -> None:
-    from pydynamo.eval_frame import on_reset
-    on_reset(_on_reset)
-
-
-_register_reset()
 
 
 def _warn_once(key, text: str) -> None:
@@ -247,7 +239,6 @@ def make_callback(backend="codegen", fullgraph=False, dynamic=None, mode=None, o
     if key is not None:
         _CALLBACKS[key] = callback
     _LIVE_CALLBACKS.add(callback)
-    from pydynamo import _C
     for code in list(_LIMITED):
         _C.set_code_state(code, "default")
     _LIMITED.clear()
@@ -255,7 +246,6 @@ def make_callback(backend="codegen", fullgraph=False, dynamic=None, mode=None, o
 
 
 def _make_callback(backend, backend_fn, fullgraph, dynamic, mode, options):
-    from pydynamo import _C
     settings = CompileSettings(backend if isinstance(backend, str) else backend_fn, fullgraph, dynamic,
                                mode, options)
     if mode is not None and backend in ("codegen", "inductor"):

@@ -47,9 +47,11 @@ class ExplainOutput:
 def explain(fn: Callable, backend="eager", dynamic=None) -> Callable[..., ExplainOutput]:
     """`dynamic` is optimize's (True: shapes symbolic from this one call, guards as relations)."""
     def run(*args, **kwargs) -> ExplainOutput:
-        from pydynamo import convert_frame  # imported here: `import pydynamo` stays torch-free
-        from pydynamo.recompiles import RecompileExplanation
+        # imported here: the package imports this module eagerly, and `import pydynamo` stays
+        # torch-free (convert_frame and recompiles need torch)
+        from pydynamo import convert_frame
         from pydynamo.eval_frame import optimize, reset
+        from pydynamo.recompiles import RecompileExplanation
         results, breaks, recompiles = [], [], []
 
         def record(item):

@@ -15,6 +15,7 @@ import dataclasses
 import types
 from typing import Any
 
+from pydynamo import _C, shapes
 from pydynamo.bytecode import user_code_name
 from pydynamo.guards import Guard, GuardKind, TensorSpec, compile_guards, current_global_state, settings_of
 
@@ -71,7 +72,6 @@ def guard_failures(guards: list, frame_locals: dict, frame_globals: dict) -> lis
             out += shape_failures(g.expected.env, frame_locals, frame_globals)
             continue
         if g.kind is GuardKind.COMPILE_SETTINGS:  # compiled by another optimize() call
-            from pydynamo import _C
             out.append(GuardFailure("compile settings", g.kind.value, _Raw(settings_of(g.expected)),
                                     _Raw(settings_of(_C.get_eval_frame())), g.origin))
             continue
@@ -88,7 +88,6 @@ def guard_failures(guards: list, frame_locals: dict, frame_globals: dict) -> lis
 def shape_failures(env, frame_locals: dict, frame_globals: dict) -> list[GuardFailure]:
     """Each shape relation that fails for this call: its text, the sizes it reads now, and the
     user line whose code made the decision."""
-    from pydynamo import shapes
     code_names = env.source_names(code=True)
     scope = {"L": frame_locals, "G": frame_globals}
     out = []

@@ -27,6 +27,7 @@ from typing import Any, Sequence
 from pydynamo.bytecode import opcodes as ops
 from pydynamo.bytecode.instruction import UNSET, Instruction
 from pydynamo.bytecode.tables import encode_exception_table, encode_linetable
+from pydynamo.bytecode.analysis import max_stack_depth
 
 CO_VARARGS = 0x04
 CO_VARKEYWORDS = 0x08
@@ -209,7 +210,6 @@ def assemble(insts: Sequence[Instruction], *, consts: Sequence[Any] = (),
              names: Sequence[str] = (), localsplus: Sequence[str] = (),
              firstlineno: int = 1) -> Assembled:
     """Low-level: encode `insts` (mutating their arg/offset/opname in place)."""
-    from pydynamo.bytecode.analysis import max_stack_depth
 
     if not insts:
         raise ValueError("cannot assemble an empty instruction list")

@@ -26,7 +26,9 @@ import math
 
 import torch
 
+from pydynamo import shapes
 from pydynamo.exc import Unsupported
+from pydynamo.executor import breaks as _breaks
 from pydynamo.executor.variables import builtins as vbuiltins
 from pydynamo.executor.variables import amp
 from pydynamo.executor.variables.base import VariableTracker
@@ -36,15 +38,15 @@ from pydynamo.executor.variables.containers import (ConstDictVariable, ListVaria
                                                     SetVariable, SizeVariable, SliceVariable, TupleVariable)
 from pydynamo.executor.variables.functions import PartialVariable, UserFunctionVariable, UserMethodVariable
 from pydynamo.executor.variables.iterators import ITERTOOLS
-from pydynamo.executor.variables.misc import GRAD_MODE_FNS, GradModeClassVariable
+from pydynamo.executor.variables.misc import GRAD_MODE_FNS, GradModeClassVariable, GradModeWrappedFunction
 from pydynamo.executor.variables.nn_module import NNModuleVariable
 from pydynamo.executor.variables.symbolic import SymNodeVariable
 from pydynamo.executor.variables.torch_fns import ALLOWED_IN_GRAPH, TorchFunctionVariable, is_torch_callable
 from pydynamo.executor.variables.user_objects import (NamedTupleVariable, UserDefinedClassVariable,
                                                       UserDefinedObjectVariable)
-from pydynamo.guards import GuardKind
-from pydynamo.sources import AttrSource, GetItemSource, LocalSource
-from pydynamo.executor import breaks as _breaks
+from pydynamo.guards import GuardKind, TensorSpec
+from pydynamo.meta import TensorMeta
+from pydynamo.sources import AttrSource, GetItemSource, LocalSource, ModuleDictSource
 
 _BUILTIN_FUNCS = set(vars(vbuiltins).get("HANDLERS", {})) | vbuiltins.PURE | vbuiltins.TENSOR_OPS
 _BUILTIN_FUNCS |= {print, id, iter, next, enumerate, zip, map, filter, reversed, super, setattr,
@@ -93,7 +95,6 @@ class VariableBuilder:
         if source is None:
             raise Unsupported("tensor_constant", "a tensor reached without a source (e.g. a closure "
                               "of a function made outside the frame's reach)")
-        from pydynamo.guards import TensorSpec
         spec = TensorSpec.of(value)
         sym_meta = _symbolic_meta(tx.root, value, source)
         if sym_meta is not None:  # symbolic sizes/strides are checked by the SHAPE_ENV guard
@@ -185,7 +186,6 @@ class VariableBuilder:
 
     def grad_decorated(self, tx, value, source):
         """A function decorated with @torch.no_grad() & co: the mode wraps the inlined call."""
-        from pydynamo.executor.variables.misc import GradModeWrappedFunction
         cells = dict(zip(value.__code__.co_freevars, (c.cell_contents for c in value.__closure__)))
         ctx = cells["ctx_factory"]()
         if source is not None:
@@ -256,8 +256,6 @@ class VariableBuilder:
 def _symbolic_meta(root, value: torch.Tensor, source):
     """The input's TensorMeta with sympy sizes for the dims the dynamic policy makes symbolic
     (automatic dynamic, dynamic=True/False, mark_dynamic/mark_static), or None (all static)."""
-    from pydynamo import shapes
-    from pydynamo.meta import TensorMeta
     if value.layout != torch.strided or value.dim() == 0:
         return None
     changed = root.auto.observe(source.name(), tuple(value.shape)) if root.auto is not None else ()
@@ -301,7 +299,6 @@ def _dynamic_float(root, value: float, source) -> bool:
 
 
 def _module_state(value, source) -> bool:
-    from pydynamo.sources import ModuleDictSource
     if isinstance(value, torch.nn.Parameter):
         return True
     while source is not None:

@@ -27,7 +27,7 @@ from pydynamo.executor.variables.constant import is_literal
 from pydynamo.executor.variables.containers import ConstDictVariable, ListVariable, SetVariable
 from pydynamo.executor.variables.tensor import TensorVariable
 from pydynamo.executor.variables.user_objects import UserDefinedObjectVariable
-from pydynamo.sources import Source, py_name
+from pydynamo.sources import GlobalSource, Source, py_name
 from pydynamo.user_errors import place_graph_error
 
 _const_ids = itertools.count()
@@ -81,7 +81,6 @@ class OutputCodegen:
     # --- leaves -----------------------------------------------------------------------------
     def load_source(self, source: Source) -> str:
         root = source.root()
-        from pydynamo.sources import GlobalSource
         if isinstance(root, GlobalSource) and root.global_name in self.frame_names:
             raise Unsupported("name_clash", f"global {root.global_name!r} is shadowed by a local")
         return source.reload()

@@ -31,18 +31,20 @@ from pydynamo.exc import GraphBreak, ReturnValue, Unsupported
 from pydynamo.executor import breaks as _breaks
 from pydynamo.executor.builder import VariableBuilder
 from pydynamo.executor.output_graph import OutputGraph
+from pydynamo.executor.reconstruct import OutputCodegen, build_code
 from pydynamo.executor.side_effects import SideEffects
 from pydynamo.executor.variables import builtins as B
-from pydynamo.executor.reconstruct import OutputCodegen, build_code
 from pydynamo.executor.variables.base import NULL, ListIteratorVariable, VariableTracker, WithExitVariable
 from pydynamo.executor.variables.constant import ConstantVariable, ObjectVariable
 from pydynamo.executor.variables.containers import (BaseListVariable, ConstDictVariable, ListVariable,
                                                     SetVariable, SliceVariable, TupleVariable)
 from pydynamo.executor.variables.functions import (BaseUserFunctionVariable, CellVariable,
-                                                   NestedUserFunctionVariable)
+                                                   NestedUserFunctionVariable, UserFunctionVariable)
 from pydynamo.executor.variables.tensor import TensorVariable
 from pydynamo.executor.variables.user_objects import SuperVariable
 from pydynamo.guards import Guard, GuardKind
+from pydynamo.hints import hint_for, opcode_message, user_message
+from pydynamo.shapes import ShapeEnv
 from pydynamo.skipfiles import is_library_file
 from pydynamo.sources import AttrSource, GlobalSource, LocalSource, ModuleSource, Source
 
@@ -107,7 +109,6 @@ def graph_break_handler(run):
             return run(tx, *args)
         except Unsupported as e:
             if e.graph_break is None:
-                from pydynamo.hints import hint_for, user_message
                 pos = tx.current.positions if tx.current is not None else None
                 col = pos.col_offset if pos is not None and pos.col_offset is not None else None
                 e.message = user_message(e.message)
@@ -271,7 +272,6 @@ class InstructionTranslatorBase:
         return sub.run_inline()
 
     def inline_method(self, obj: VariableTracker, func, args, kwargs) -> VariableTracker:
-        from pydynamo.executor.variables.functions import UserFunctionVariable
         if not isinstance(func, types.FunctionType):
             raise Unsupported("module_call", f"{type(obj).__name__}.{getattr(func, '__name__', func)} "
                               "is not a Python function")
@@ -315,7 +315,6 @@ class InstructionTranslatorBase:
         h = HANDLERS.get(inst.opname)
         if h is None or PY not in h.versions:
             reason = UNSUPPORTED.get(inst.opname, "no handler")
-            from pydynamo.hints import opcode_message
             raise Unsupported("unsupported_opcode", opcode_message(inst.opname, reason))
         h.fn(self, inst)
 
@@ -369,7 +368,6 @@ class InstructionTranslator(InstructionTranslatorBase):
     def __init__(self, code, frame_locals: dict, f_globals: dict, f_builtins: dict, backend,
                  breakpoint=None, dynamic=None, auto=None):
         super().__init__(code, f_globals, None)
-        from pydynamo.shapes import ShapeEnv
         self.dynamic = dynamic                  # optimize(dynamic=): None (automatic), True, False
         self.auto = auto                        # shapes.AutomaticDynamic of this code, or None
         self.active_tx: InstructionTranslatorBase = self   # innermost translator (inlining)

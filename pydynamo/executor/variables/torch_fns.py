@@ -13,8 +13,13 @@ import types
 import torch
 
 from pydynamo.exc import Unsupported
+from pydynamo.executor.variables import amp
 from pydynamo.executor.variables.base import VariableTracker
 from pydynamo.executor.variables.constant import ConstantVariable
+from pydynamo.executor.variables.containers import BaseListVariable, SizeVariable
+from pydynamo.executor.variables.functions import UserFunctionVariable
+from pydynamo.executor.variables.misc import GRAD_MODE_FNS
+from pydynamo.executor.variables.tensor import TensorVariable
 
 FACTORIES = {getattr(torch, n) for n in (
     "zeros", "ones", "empty", "full", "rand", "randn", "randint", "arange", "linspace", "logspace", "eye",
@@ -57,8 +62,6 @@ DATA_DEPENDENT = {torch.allclose: "bool", torch.equal: "bool", torch.is_nonzero:
 
 
 def _has_tensor_arg(args, kwargs) -> bool:
-    from pydynamo.executor.variables.containers import BaseListVariable
-    from pydynamo.executor.variables.tensor import TensorVariable
 
     def has(v):
         if isinstance(v, TensorVariable):
@@ -93,10 +96,8 @@ class TorchFunctionVariable(VariableTracker):
 
     def call_function(self, tx, args, kwargs):
         fn = self.fn
-        from pydynamo.executor.variables.misc import GRAD_MODE_FNS
         if fn in GRAD_MODE_FNS:
             return GRAD_MODE_FNS[fn](tx, args, kwargs)
-        from pydynamo.executor.variables import amp
         if amp.is_query(fn):
             res = amp.query(tx, fn, args, kwargs)
             if res is not NotImplemented:
@@ -111,12 +112,10 @@ class TorchFunctionVariable(VariableTracker):
         if fn in _NOT_IN_GRAPH:
             raise Unsupported("torch_global", f"torch.{fn.__name__} changes process state")
         if fn in CONSTANT_FOLD:
-            from pydynamo.executor.variables.tensor import TensorVariable
             real = [a.example if isinstance(a, TensorVariable) else a.as_python_constant() for a in args]
             kw = {k: v.as_python_constant() for k, v in kwargs.items()}
             return tx.wrap_constant_result(fn(*real, **kw))
         if fn is torch.Size:
-            from pydynamo.executor.variables.containers import SizeVariable
             return SizeVariable(tx.unpack(args[0]) if args else [])
         if fn in ALLOWED_IN_GRAPH or (
                 (fn in FACTORIES or _has_tensor_arg(args, kwargs)) and _spelled_by_name(fn)):
@@ -128,7 +127,6 @@ class TorchFunctionVariable(VariableTracker):
                               "that name resolves to (a torch._VF builtin): not put in a graph")
         if isinstance(fn, types.FunctionType):
             # a Python helper inside torch (argument checking, defaults): trace through it
-            from pydynamo.executor.variables.functions import UserFunctionVariable
             return UserFunctionVariable(fn).call_function(tx, args, kwargs)
         raise Unsupported("torch_fn", f"{getattr(fn, '__module__', 'torch')}.{getattr(fn, '__name__', fn)} "
                           "called without tensor arguments")

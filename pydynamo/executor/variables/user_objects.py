@@ -18,6 +18,7 @@ import dataclasses
 import inspect
 import types
 
+from pydynamo import _C
 from pydynamo.exc import Unsupported
 from pydynamo.executor.variables.base import MethodProxyVariable, VariableTracker
 from pydynamo.executor.variables.constant import ConstantVariable
@@ -466,7 +467,6 @@ class ModelOutputVariable(VariableTracker):
 
 def call_without_hook(fn, *args, **kwargs):
     """Run `fn` with the frame hook off (output code building library objects)."""
-    from pydynamo import _C
     prev = _C.set_eval_frame(None)
     try:
         return fn(*args, **kwargs)
