@@ -26,7 +26,7 @@ import torch
 
 from codegen.ir import Reduction
 from codegen.kernel_printer import KernelPrinter, KValue
-from codegen.ops import index_error_code, set_handler
+from codegen.ops import set_handler
 from codegen.options import Options
 from codegen.primitives import ROWS
 from codegen.scheduler import FusedKernel, _same
@@ -322,14 +322,10 @@ class CppKernelPrinter(KernelPrinter):
             return x
         return self.tmp(f"static_cast<{CTYPES[dtype]}>({x})", dtype)
 
-    def indirect_indexing(self, value, size, check=True):
-        name = self.new_indirect()
-        sz = self.idx(size)
+    def print_indirect(self, name, value, sz, code):
         self.line(f"int64_t {name} = static_cast<int64_t>({value});")
         self.line(f"if ({name} < 0) {name} += {sz};")
-        self.line(f"if ({name} < 0 || {name} >= {sz}) "
-                  f"{{ pd_err = {index_error_code(check)}; {name} = 0; }}")
-        return self.indirect_symbol(name, size)
+        self.line(f"if ({name} < 0 || {name} >= {sz}) {{ pd_err = {code}; {name} = 0; }}")
 
     # ------------------------------------------------------------ kernel structure
     def generate(self) -> str:

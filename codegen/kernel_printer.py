@@ -15,9 +15,9 @@ open scope. This base holds the machinery independent of the language:
     literal becomes `scalar`), `scalar` (records the kernel argument), and every pointwise
     primitive, printed from its column in codegen/primitives.py.
 A subclass supplies the language: `declare(value, expr)` (a temporary's statement),
-`print_index(expr)`, `literal(value, dtype)`, `scalar_expr(name, dtype)` and
-`op_expr(prim, args)` (an expression, or a value it computed), plus loads, stores, casts,
-indirect indexing and the kernel structure.
+`print_index(expr)`, `literal(value, dtype)`, `scalar_expr(name, dtype)`,
+`print_indirect(name, value, size, code)` and `op_expr(prim, args)` (an expression, or a value
+it computed), plus loads, stores, casts and the kernel structure.
 """
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from typing import Dict, List, Optional
 import sympy
 import torch
 
-from codegen.ops import HandlerBase
+from codegen.ops import HandlerBase, index_error_code
 from codegen.primitives import PRIMITIVES
 from codegen.scalars import SpecializeFloats, has_scalar, is_scalar_symbol, scalar_name
 from codegen.sizevars import contiguous_strides, flat_index, simplify_index
@@ -109,16 +109,6 @@ class KernelPrinter(HandlerBase):
                 self.size_syms.add(s)
         return self.print_index(e)
 
-    def new_indirect(self) -> str:
-        self.n_ind += 1
-        return f"ind{self.n_ind - 1}"
-
-    def indirect_symbol(self, name, size) -> sympy.Symbol:
-        """The index variable `name` (values in [0, size)) for later indices."""
-        s = index_symbol(name)
-        self.ranges[s] = size
-        return s
-
     def argument_order(self, extra=()) -> List[str]:
         """Kernel arguments in order: buffers, `extra`, size symbols, runtime floats."""
         sizes = sorted(self.size_syms, key=lambda s: s.name)
@@ -143,6 +133,16 @@ class KernelPrinter(HandlerBase):
         if name not in self.scalar_args:
             self.scalar_args.append(name)
         return self.tmp(self.scalar_expr(name, dtype), dtype)
+
+    def indirect_indexing(self, value, size, check=True):
+        """An index variable `indN` holding `value` wrapped into [0, size) (`print_indirect`:
+        an out-of-range value flags the op's error code and reads element 0)."""
+        name = f"ind{self.n_ind}"
+        self.n_ind += 1
+        self.print_indirect(name, value, self.idx(size), index_error_code(check))
+        s = index_symbol(name)
+        self.ranges[s] = size
+        return s
 
     def op(self, name, *args):
         """A primitive: operands share one dtype (where: its last two); the result has it or

@@ -37,7 +37,7 @@ import torch
 
 from codegen.ir import Reduction
 from codegen.kernel_printer import KernelPrinter, KValue
-from codegen.ops import index_error_code, set_handler
+from codegen.ops import set_handler
 from codegen.primitives import CUSTOM, PRIMITIVES
 from codegen.scheduler import FusedKernel
 from codegen.sizevars import contiguous_strides, flat_index, product, simplify_index, static_int
@@ -197,16 +197,13 @@ class TritonKernelPrinter(KernelPrinter):
             return KValue(x.name, dtype)
         return self.tmp(f"{x}.to({TL_DTYPES[cd]})", dtype)
 
-    def indirect_indexing(self, value, size, check=True):
-        name = self.new_indirect()
-        sz = self.idx(size)
+    def print_indirect(self, name, value, sz, code):
         self.line(f"{name} = {value}.to(tl.int64)")
         self.line(f"{name} = tl.where({name} < 0, {name} + {sz}, {name})")
         # out of range (still negative after wrapping, or past the end): flag it (the wrapper
         # raises) and read element 0, never stray memory
-        self._flag(f"(({name} < 0) | ({name} >= {sz}))", index_error_code(check), name)
+        self._flag(f"(({name} < 0) | ({name} >= {sz}))", code, name)
         self.line(f"{name} = tl.where(({name} < 0) | ({name} >= {sz}), 0, {name})")
-        return self.indirect_symbol(name, size)
 
     def _flag(self, cond, code, like):
         """Record error `code` (codegen/ops.py ERR_*) where `cond` holds in a live lane;
