@@ -31,7 +31,7 @@ from codegen.ops import as_single_load
 from codegen.scalars import RuntimeScalars, SpecializeFloats, has_scalar, scalar_symbols
 from codegen.sizevars import product
 from pydynamo.symbols import FloorDiv, canonical_size, loop_vars, pyexpr
-from codegen.symbolic import SymbolicSizes, as_sympy, symbolic_extern_layouts
+from codegen.symbolic import SymbolicSizes, as_sympy, meta_stride, symbolic_extern_layouts
 
 log = logging.getLogger("pydynamo.codegen")
 
@@ -282,11 +282,10 @@ class GraphLowering:
                 return None        # a None beside tensors in the result (not a tensor output)
             if m is None or not _is_tensor_meta(m):
                 raise NotLowered("extern returned a non-tensor")
-            stride = m.stride() if callable(getattr(m, "stride", None)) else getattr(m, "stride", ())
+            stride = meta_stride(m)
             if getattr(m, "layout", torch.strided) != torch.strided or \
-                    len(tuple(stride or ())) != len(m.shape):
+                    len(stride or ()) != len(m.shape):
                 raise EagerFallback("an op returns a non-strided (sparse/nested) tensor")
-            stride = m.stride() if callable(m.stride) else m.stride
             size, stride = symbolic.get(path, (m.shape, stride))
             lay = Layout([sympy.sympify(s) for s in size], [sympy.sympify(s) for s in stride],
                          m.dtype)
@@ -351,7 +350,7 @@ class GraphLowering:
             if isinstance(a, slice):
                 return slice(to_meta(a.start), to_meta(a.stop), to_meta(a.step))
             return a
-        return _meta_of(target(*to_meta(args), **to_meta(kwargs)))
+        return _as_meta(target(*to_meta(args), **to_meta(kwargs)))
 
     def _symbolic_extern(self, target, args, kwargs, out_meta, meta):
         """{output path: (size, stride)} in size symbols when the arguments have symbolic
@@ -665,7 +664,7 @@ class GraphLowering:
             of_input, v = w is not v, w     # lowered again over a base: no copy on its chain
             if aliasing and isinstance(v, TensorValue) and v.buffer is None and \
                     strided_view_of(v) is None:
-                if _eager_view(self._meta(n)) and self._reads_visible(n, v, node):
+                if _view_flag(self._meta(n)) is not False and self._reads_visible(n, v, node):
                     # eager returns a view of an input or of another output: a copy would
                     # not share its memory, so the index map must fold to strides
                     raise EagerFallback(f"output {n.name}: a view whose strides the "
@@ -701,7 +700,7 @@ class GraphLowering:
         size = [sympy.sympify(d) for d in have.shape]
         if any(self.hint(d) == 0 for d in size):
             return False
-        stride = have.stride() if callable(have.stride) else have.stride
+        stride = meta_stride(have)
         return view_strides(size, [sympy.sympify(d) for d in stride],
                             [sympy.sympify(d) for d in meta.shape], _decided) is None
 
@@ -766,8 +765,8 @@ class GraphLowering:
         ma, mb = self._meta(a), self._meta(b)
         if not (_is_tensor_meta(ma) and _is_tensor_meta(mb)) or len(ma.shape) != len(mb.shape):
             return False
-        sa = ma.stride() if callable(ma.stride) else ma.stride
-        sb = mb.stride() if callable(mb.stride) else mb.stride
+        sa = meta_stride(ma)
+        sb = meta_stride(mb)
         return all(self.hint(x) == self.hint(y) for x, y, d in zip(sa, sb, ma.shape)
                    if self.hint(d) != 1)
 
@@ -820,7 +819,7 @@ class GraphLowering:
             # a buffer is contiguous (ir.py's invariant): a root eager lays out in another
             # dense order (`relu` of a permuted input keeps its order) is computed permuted,
             # contiguously, and its value is the view back, at eager's strides (seed 5313)
-            stride = meta.stride() if callable(meta.stride) else meta.stride
+            stride = meta_stride(meta)
             order = _dense_order([self.hint(x) for x in meta.shape],
                                  [self.hint(x) for x in stride])
             if order is None or v.buffer is not None:
@@ -832,7 +831,7 @@ class GraphLowering:
             self._view_roots.add(r)
 
     def _meta_contiguous(self, meta) -> bool:
-        stride = meta.stride() if callable(meta.stride) else meta.stride
+        stride = meta_stride(meta)
         want = 1
         for d, st in reversed(list(zip(meta.shape, stride))):
             if self.hint(d) != 1 and self.hint(st) != want:
@@ -848,11 +847,12 @@ class GraphLowering:
                 return len(m) > 0 and all(views(n, x) for x in m)
             src = self._meta(n.args[0]) if n.args and isinstance(n.args[0], torch.fx.Node) \
                 else None
-            if isinstance(m, torch.Tensor) and (m._is_view() or isinstance(src, torch.Tensor)):
-                return m._is_view()
-            # a record without view relations (symbolic shapes; a static result of a symbolic
-            # input, made fresh: seed 5313): ops that always view, a reshape where torch's
-            # view rule on eager's layout allows
+            flag = _view_flag(m)
+            if flag or flag is not None and _view_flag(src) is not None:
+                return flag
+            # a record whose view flag holds on the example sizes only (symbolic shapes; a
+            # static result of a symbolic input), or none: ops that always view, a reshape
+            # where torch's view rule on eager's layout allows (re-checked at every call)
             name = _canon_name(n)
             if name in ("reshape", "flatten", "unflatten", "reshape_as"):
                 return not self._eager_new_tensor(n)
@@ -864,7 +864,7 @@ class GraphLowering:
             n = n.args[0]
         meta = self._meta(n)
         if n.op not in ("call_function", "call_method") or _canon_name(n) in VIEW_OPS or \
-                not _is_tensor_meta(meta) or isinstance(meta, torch.Tensor) and meta._is_view() \
+                not _is_tensor_meta(meta) or _view_flag(meta) \
                 or self.input_alias.get(n) is not None:
             return None
         return n
@@ -878,8 +878,8 @@ class GraphLowering:
             return False
         meta, src = self._meta(n), self._meta(n.args[0])
         if _is_tensor_meta(meta) and _is_tensor_meta(src):
-            want = meta.stride() if callable(meta.stride) else meta.stride
-            have = src.stride() if callable(src.stride) else src.stride
+            want = meta_stride(meta)
+            have = meta_stride(src)
             if any(self.hint(a) != self.hint(b) for a, b, d in zip(have, want, meta.shape)
                    if self.hint(d) != 1):
                 return True
@@ -889,7 +889,7 @@ class GraphLowering:
         if _is_tensor_meta(meta) and _is_tensor_meta(src):
             # eager returns its input itself: so does this lowering where the lowered input
             # has eager's strides (a view of an input at an offset: the same view, seed 5371)
-            want = meta.stride() if callable(meta.stride) else meta.stride
+            want = meta_stride(meta)
             return any(self.hint(a) != self.hint(b) for a, b, d in zip(ref.stride, want, ref.size)
                        if self.hint(d) != 1)
         lay = ref.buffer.layout
@@ -971,7 +971,7 @@ class GraphLowering:
         contiguous layout rather than pay a copy."""
         if not isinstance(v, TensorValue) or v.buffer is not None or not _is_tensor_meta(meta):
             return None
-        stride = meta.stride() if callable(meta.stride) else meta.stride
+        stride = meta_stride(meta)
         order = _dense_order([self.hint(x) for x in meta.shape], [self.hint(x) for x in stride])
         if order is None or order == sorted(order):
             return None
@@ -1098,10 +1098,16 @@ def _dense_order(size, stride) -> Optional[List[int]]:
     return out
 
 
-def _eager_view(meta) -> bool:
-    """May eager's result be a view? (A tracer's meta tensor knows: a meta run keeps view
-    relations; other records cannot tell, so yes.)"""
-    return not isinstance(meta, torch.Tensor) or meta._is_view()
+def _view_flag(m) -> Optional[bool]:
+    """Does eager's value share storage with the op's tensor argument (a view of it, or the
+    argument itself)? The tracer's static record says (pydynamo.meta.TensorMeta.is_view, from
+    the meta run), as does a meta tensor (`_is_view()`: propagate_meta's, which are never
+    views); None (unknown: may be a view) for records without the flag, or symbolic ones
+    (theirs holds on the example sizes only)."""
+    if isinstance(m, torch.Tensor):
+        return m._is_view()
+    flag = getattr(m, "is_view", None)
+    return flag if isinstance(flag, bool) and not _meta_symbols(m) else None
 
 
 def _mutates_arguments(node, mutation) -> Optional[str]:
@@ -1144,7 +1150,7 @@ def _meta_symbols(m) -> set:
         return set(e.free_symbols)
     if not _is_tensor_meta(m):
         return set()
-    st = m.stride() if callable(m.stride) else m.stride
+    st = meta_stride(m)
     out = set()
     for x in list(m.shape) + list(st or ()):
         x = as_sympy(x)
@@ -1187,15 +1193,6 @@ def _all_tensor_meta(m):
         return any(_all_tensor_meta(x) for x in m) and \
             all(x is None or _all_tensor_meta(x) for x in m)
     return False
-
-
-def _meta_of(out):
-    if isinstance(out, torch.Tensor):
-        return out
-    if isinstance(out, (list, tuple)):
-        return type(out)(_meta_of(x) for x in out) if not hasattr(out, "_fields") else \
-            tuple(_meta_of(x) for x in out)
-    return out
 
 
 def _refs(a) -> list:

@@ -217,20 +217,22 @@ class SymbolicSizes:
         return e
 
 
-def dense_strides(size, ex: torch.Tensor) -> Optional[list]:
-    """Symbolic strides of `ex` if it is dense in some dim order (contiguous, transposed,
-    channels-last), derived from the symbolic sizes in that order; else None."""
-    order = sorted(range(ex.dim()), key=lambda d: (ex.stride(d), ex.shape[d]))
-    out: List[Any] = [None] * ex.dim()
+def dense_strides(size, ex) -> Optional[list]:
+    """Symbolic strides of `ex` (a tensor or a static record) if it is dense in some dim order
+    (contiguous, transposed, channels-last), derived from the symbolic sizes in that order;
+    else None."""
+    shape, st = tuple(ex.shape), meta_stride(ex)
+    order = sorted(range(len(shape)), key=lambda d: (st[d], shape[d]))
+    out: List[Any] = [None] * len(shape)
     acc, acc_int = sympy.Integer(1), 1
     for d in order:
-        if ex.shape[d] == 1:
-            out[d] = sympy.Integer(ex.stride(d))
+        if shape[d] == 1:
+            out[d] = sympy.Integer(st[d])
             continue
-        if ex.stride(d) != acc_int:
+        if st[d] != acc_int:
             return None
         out[d] = acc
-        acc, acc_int = acc * size[d], acc_int * ex.shape[d]
+        acc, acc_int = acc * size[d], acc_int * shape[d]
     return out
 
 

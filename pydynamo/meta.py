@@ -65,15 +65,21 @@ class TensorMeta:
     is_parameter: bool = False
     is_quantized: bool = False
     memory_format: Optional[torch.memory_format] = None  # the format the tensor is dense in, if any
+    # Eager's value shares storage with a tensor argument of the op that made it: a view
+    # (torch's own op on meta tensors says so, `_is_view()`) or the argument itself (x.contiguous()
+    # of a contiguous x). Set by whoever ran the op (`_from_meta_output`, the executor's meta runs);
+    # graph inputs are False. codegen's output-aliasing rules read it (codegen/graph.py).
+    is_view: bool = False
 
     # -- construction --------------------------------------------------------------------------
     @staticmethod
     def from_tensor(t: torch.Tensor, shape: Optional[tuple] = None,
                     stride: Optional[tuple] = None, device: Optional[torch.device] = None,
-                    storage_offset: Optional[Dim] = None) -> "TensorMeta":
+                    storage_offset: Optional[Dim] = None, is_view: bool = False) -> "TensorMeta":
         """Metadata of a real (or meta) tensor. `shape`/`stride`/`storage_offset` override the
         concrete values with symbolic ones (the builder passes what the ShapeEnv gave it);
-        `device` overrides meta-device results with the device the real op would produce."""
+        `device` overrides meta-device results with the device the real op would produce;
+        `is_view` is the caller's to tell (see the field)."""
         shape = tuple(t.shape) if shape is None else tuple(_simplify_dim(d) for d in shape)
         if t.layout == torch.strided:
             stride = tuple(t.stride()) if stride is None else tuple(_simplify_dim(d) for d in stride)
@@ -92,6 +98,7 @@ class TensorMeta:
             is_parameter=isinstance(t, torch.nn.Parameter),
             is_quantized=t.is_quantized,
             memory_format=_memory_format_of(t),
+            is_view=is_view,
         )
 
     def replace(self, **changes) -> "TensorMeta":
@@ -146,14 +153,16 @@ class TensorMeta:
                             storage_offset=hint(self.storage_offset))
 
     def to_meta_tensor(self, hint: Callable[[Dim], int] = int) -> torch.Tensor:
-        """A device="meta" tensor with this record's (hinted) sizes, strides, dtype and grad flag."""
+        """A device="meta" tensor with this record's (hinted) sizes, strides, dtype and grad flag;
+        a view (of a fresh base) when the record is one or starts at an offset."""
         c = self.concrete(hint)
         if self.layout != torch.strided:
             t = torch.empty(c.shape, dtype=self.dtype, device="meta")
         else:
             t = torch.empty_strided(c.shape, c.stride, dtype=self.dtype, device="meta")
-            if c.storage_offset:
+            if c.storage_offset or self.is_view:
                 # a view into a larger storage, so ops that look at offsets (as_strided) agree
+                # and a view op's result on it is a view of the same kind as eager's
                 need = c.storage_offset + 1 + sum((s - 1) * st for s, st in zip(c.shape, c.stride) if s > 0)
                 base = torch.empty(max(need, 1), dtype=self.dtype, device="meta")
                 t = base.as_strided(c.shape, c.stride, c.storage_offset)
@@ -674,8 +683,7 @@ def _run_on_meta(target, args: tuple, kwargs: dict, env=None):
         # the user sees eager's own behaviour, never an error eager would not raise.
         raise MetaUnsupported("meta_error",
                               f"{target_name(target)} failed on metadata: {type(e).__name__}: {_first_line(e)}") from e
-    device = conv.output_device()
-    return _from_meta_output(out, device)
+    return _from_meta_output(out, conv.output_device(), conv.real_devices)
 
 
 def _call_target(target):
@@ -732,9 +740,11 @@ def _strip_device_move(name, margs, mkwargs, conv):
     return [self_t, *rest], mkwargs
 
 
-def _from_meta_output(out, device):
+def _from_meta_output(out, device, inputs=()):
+    """Records of the meta run's outputs; `inputs`: ids of the meta tensors the arguments became
+    (an output that is one of them is its argument itself: `is_view`)."""
     def leaf(t):
-        return TensorMeta.from_tensor(t, device=device)
+        return TensorMeta.from_tensor(t, device=device, is_view=t._is_view() or id(t) in inputs)
     if isinstance(out, torch.Tensor):
         return leaf(out)
     if isinstance(out, torch.Size):

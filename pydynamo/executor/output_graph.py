@@ -3,24 +3,24 @@
 Invariants:
   * Placeholders come first, in the order inputs were first used; each has a Source and the real
     value (the example input handed to the backend).
-  * Every call node carries metadata: meta["val"] is a tensor on device "meta" with the output's
-    shape/stride/dtype/requires_grad, meta["tensor_meta"] a pydynamo.meta.TensorMeta with the
-    real device (the record type shapes/codegen share).
-  * Metadata is computed by running the op on meta tensors (`_run_meta`), under the traced grad
-    mode. A failure there is Unsupported (eager will raise the real error if there is one).
+  * Every tensor node carries one metadata record: meta["val"] (mirrored in "tensor_meta" and
+    "example_value", meta.set_node_meta) is a pydynamo.meta.TensorMeta with the real device,
+    static when it has no symbols, made once with the node; `is_view` says whether eager's
+    value shares storage with the op's tensor argument (codegen's aliasing rules read it).
+  * Metadata comes from one place per call (`_metadata`): the op run on the arguments' live
+    meta examples, under the traced grad mode and autocast state; or, when a symbolic size is
+    among the arguments, meta.propagate on their records. A failure there is Unsupported (eager
+    will raise the real error if there is one). One `wrap` turns either result into trackers.
   * Nodes whose only effect is a mutation are never removed by dead-code elimination: what a
     call writes is decided by pydynamo/mutation.py (in-place methods, `inplace=True`, setitem,
     out=, running statistics), plus grad-mode and autocast switches.
   * An in-place call's node becomes the written variable's node and its result IS that
     variable (identity kept; see "in-place results" below). A positional `inplace` flag is
     recorded as the keyword (`F.hardtanh(x, 0.0, 6.0, inplace=True)`).
-  * Symbolic sizes (a frame with dynamic dims, pydynamo/shapes.py): calls with a symbolic
-    argument get their metadata from `meta.propagate` (sympy shapes; meta["val"] and
-    meta["tensor_meta"] are then the TensorMeta, meta["example_value"] too); the graph takes one
-    int placeholder per symbol it uses (meta["val"] the sympy Symbol, meta["example_value"] the
+  * Symbolic sizes (a frame with dynamic dims, pydynamo/shapes.py): the graph takes one int
+    placeholder per symbol it uses (meta["val"] the sympy Symbol, meta["example_value"] the
     hint), reloaded from the symbol's source (`L['x'].size()[0]`), and sizes used as arguments
-    are operator nodes over those placeholders (`sym_node`). Calls without any symbolic
-    argument take the concrete path above, unchanged.
+    are operator nodes over those placeholders (`sym_node`).
 """
 from __future__ import annotations
 
@@ -66,13 +66,6 @@ class CompiledGraph:
     example_inputs: list
     compiled_fn: Any
     op_count: int
-
-
-def to_meta_tensor(t: torch.Tensor) -> torch.Tensor:
-    m = torch.empty_strided(tuple(t.shape), tuple(t.stride()), dtype=t.dtype, device="meta")
-    if t.requires_grad:
-        m.requires_grad_(True)
-    return m
 
 
 def _meta_failed(target, e: Exception) -> Unsupported:
@@ -128,11 +121,10 @@ class OutputGraph:
     # --- inputs ---------------------------------------------------------------------------
     def add_input(self, value: torch.Tensor, source: Source, sym_meta: Optional[TensorMeta] = None) -> TensorVariable:
         node = self._placeholder(source)
-        example = to_meta_tensor(value)
-        if sym_meta is not None and sym_meta.is_symbolic:
-            _meta.set_node_meta(node, sym_meta)
-        else:
-            self._set_meta(node, example, value.device)
+        # (the example starts its storage at 0: where an input view starts varies per call)
+        static = TensorMeta.from_tensor(value, storage_offset=0)
+        example = static.to_meta_tensor()
+        _meta.set_node_meta(node, sym_meta if sym_meta is not None and sym_meta.is_symbolic else static)
         self.inputs.append(GraphInput(source, value, node))
         var = TensorVariable(node, example, value.device, source=source, cls=type(value),
                              meta=sym_meta, env=self.shape_env)
@@ -204,25 +196,16 @@ class OutputGraph:
         self._names.add(name)
         return name
 
-    @staticmethod
-    def _set_meta(node, example, device):
-        node.meta["val"] = example
-        node.meta["tensor_meta"] = TensorMeta.from_tensor(example, device=device)
-
     # --- calls ----------------------------------------------------------------------------
-    def to_fx(self, v: VariableTracker, meta):
-        """Argument for an FX node (meta=False), for the meta run (meta=True), or for
-        meta.propagate (meta="sym": TensorMeta records and SymInts)."""
+    def to_fx(self, v: VariableTracker, tensor=None):
+        """`v` as an FX node's argument, or, given `tensor` (what a TensorVariable stands for:
+        its live meta example, or its record), as the metadata run's (a size is its SymInt)."""
         from pydynamo.executor.variables.containers import BaseListVariable, ConstDictVariable, SliceVariable
         if isinstance(v, TensorVariable):
-            if meta == "sym":
-                return v.meta if v.meta is not None else TensorMeta.from_tensor(v.example, device=v.device)
-            return v.example if meta else v.node
+            return tensor(v) if tensor else v.node
         if isinstance(v, SymNodeVariable):
-            if meta == "sym":
+            if tensor:
                 return v.value
-            if meta:
-                return v.specialize()
             node = self.sym_node(v.expr)
             if v.python_type() is float and self.shape_env.simplify(v.expr).is_integer:
                 # `n + 2.0` is `n + 2` to sympy: computed from int placeholders it would be an
@@ -230,21 +213,16 @@ class OutputGraph:
                 return float(node) if isinstance(node, int) else self._sym_call(float, node)
             return node
         if isinstance(v, (ConstantVariable, ObjectVariable)):
-            val = v.value
-            if meta is True and isinstance(val, torch.device):
-                return torch.device("meta")
-            return val
+            return v.value
         if isinstance(v, SliceVariable):
-            return slice(*(self.to_fx(x, meta) for x in v.items))
+            return slice(*(self.to_fx(x, tensor) for x in v.items))
         if isinstance(v, BaseListVariable):
-            items = [self.to_fx(x, meta) for x in v.items]
-            if meta == "sym" and v.python_type() is torch.Size:
-                return tuple(items)  # a Size cannot hold symbolic sizes
+            items = [self.to_fx(x, tensor) for x in v.items]
             if v.python_type() is torch.Size and not all(type(x) is int for x in items):
-                return tuple(items)  # symbolic sizes are FX nodes, which a Size cannot hold
+                return tuple(items)  # symbolic sizes (FX nodes, SymInts) a Size cannot hold
             return v.python_type()(items) if v.python_type() in (list, tuple, torch.Size) else tuple(items)
         if isinstance(v, ConstDictVariable):
-            return {k: self.to_fx(x, meta) for k, x in v.items.items()}
+            return {k: self.to_fx(x, tensor) for k, x in v.items.items()}
         raise Unsupported("graph_arg", f"cannot pass {v} to a torch operation")
 
     def _is_symbolic(self, v) -> bool:
@@ -260,123 +238,69 @@ class OutputGraph:
         return False
 
     def call(self, tx, kind: str, target, args: list, kwargs: dict) -> VariableTracker:
+        """Trace one torch call: its metadata first (`_metadata`), then its node, then the tracker
+        of its result (`wrap`; an in-place op's result is the variable it wrote)."""
         if kind == "call_function":  # one spelling of the in-place flag: inplace=...
             args, kwargs = keyword_inplace(target, tuple(args), kwargs)
             args = list(args)
-        if self.shape_env is not None and self.shape_env.var_to_hint and \
-                any(self._is_symbolic(a) for a in itertools.chain(args, kwargs.values())):
-            return self.call_symbolic(tx, kind, target, args, kwargs)
-        fx_args = tuple(self.to_fx(a, False) for a in args)
-        fx_kwargs = {k: self.to_fx(v, False) for k, v in kwargs.items()}
+        out, device = self._metadata(tx, kind, target, args, kwargs)
+        # (arguments after the metadata: a call answered without a node needs no size nodes)
+        fx_args = tuple(self.to_fx(a) for a in args)
+        fx_kwargs = {k: self.to_fx(v) for k, v in kwargs.items()}
         mutation = mutation_of(kind, target, fx_args, fx_kwargs)
-        written = self._written(mutation, args, kwargs)
-        for var in written:
-            self._freeze(var)
-        m_args = [self.to_fx(a, True) for a in args]
-        m_kwargs = {k: self.to_fx(v, True) for k, v in kwargs.items()}
-        device = _device_of(fx_args, fx_kwargs, kind, target)
+        if mutation is None and out is not None and not _has_tensor(out):
+            return self.wrap_value(tx, out)
+        node = self.graph.create_node(kind, target, fx_args, fx_kwargs)
+        node.meta["stack_trace"] = f'  File "{tx.code.co_filename}", line {tx.lineno}, in {tx.code.co_name}'
+        returned = mutation.returned(args, kwargs) if mutation is not None else None
+        if isinstance(returned, TensorVariable) and isinstance(out, (torch.Tensor, TensorMeta)):
+            self._rebind(returned, node, out)
+            return returned
+        return self.wrap(tx, node, out, device, self._written(mutation, args, kwargs))
+
+    def _metadata(self, tx, kind, target, args, kwargs):
+        """(the call's result metadata, its device). With a symbolic size among the arguments,
+        meta.propagate on the arguments' records gives TensorMeta records (sympy sizes where the
+        rules keep them); otherwise the op runs on the arguments' live meta examples (an
+        in-place op updates them as it does the real tensors, see "in-place results"). Both run
+        under the traced grad/inference mode and autocast state."""
+        symbolic = self.shape_env is not None and \
+            any(self._is_symbolic(a) for a in itertools.chain(args, kwargs.values()))
+        tensor = (lambda v: v.node.meta["val"]) if symbolic else (lambda v: v.example)
+        m_args = [self.to_fx(a, tensor) for a in args]
+        m_kwargs = {k: self.to_fx(v, tensor) for k, v in kwargs.items()}
+        try:
+            with torch.inference_mode(tx.root.inference_mode_), torch.set_grad_enabled(tx.grad_enabled):
+                if symbolic:
+                    with _meta.autocast_state(tx.root.autocast_):
+                        return _meta.propagate(target, tuple(m_args), m_kwargs, self.shape_env), None
+                return self._run_meta(tx, kind, target, m_args, m_kwargs, args, kwargs)
+        except (Unsupported, ConstraintViolation):
+            raise
+        except Exception as e:
+            raise _meta_failed(target, e) from e
+
+    def _run_meta(self, tx, kind, target, m_args, m_kwargs, args, kwargs):
+        """The op on live meta examples; (result, the device the real result is on)."""
+        device = _device_of(m_args, m_kwargs, kind, target)
+        m_args, m_kwargs = _on_meta_device(m_args), _on_meta_device(m_kwargs)
         if kind == "call_method" and target == "to":
-            m_args = [torch.device("meta") if isinstance(a, (torch.device, str)) else a for a in m_args]
+            m_args = [torch.device("meta") if isinstance(a, str) else a for a in m_args]
         if kind == "call_method" and target in ("cuda", "cpu"):
-            kind_run, target_run, m_args, m_kwargs = "call_method", "to", [m_args[0], "meta"], {}
-        else:
-            kind_run, target_run = kind, target
+            kind, target, m_args, m_kwargs = "call_method", "to", [m_args[0], "meta"], {}
         if device is None:
             device = next((a.device for a in itertools.chain(args, kwargs.values())
                            if isinstance(a, TensorVariable)), None) or _default_device()
         elif "device" in m_kwargs:
             m_kwargs["device"] = torch.device("meta")
-        out = self._run_meta(tx, kind_run, target_run, m_args, m_kwargs, args, kwargs)
-        if mutation is None and out is not None and not _has_tensor(out):
-            return tx.wrap_constant_result(out)
-        node = self.graph.create_node(kind, target, fx_args, fx_kwargs)
-        node.meta["stack_trace"] = f'  File "{tx.code.co_filename}", line {tx.lineno}, in {tx.code.co_name}'
-        returned = mutation.returned(args, kwargs) if mutation is not None else None
-        if isinstance(returned, TensorVariable) and isinstance(out, torch.Tensor):
-            self._rebind(returned, node, out)
-            return returned
-        return self.wrap_node(tx, node, out, device, written)
-
-    def call_symbolic(self, tx, kind: str, target, args: list, kwargs: dict) -> VariableTracker:
-        """A call with symbolic sizes among its arguments: metadata from meta.propagate."""
-        s_args = tuple(self.to_fx(a, "sym") for a in args)
-        s_kwargs = {k: self.to_fx(v, "sym") for k, v in kwargs.items()}
-        try:
-            with torch.inference_mode(tx.root.inference_mode_), torch.set_grad_enabled(tx.grad_enabled), \
-                    _meta.autocast_state(tx.root.autocast_):
-                out = _meta.propagate(target, s_args, s_kwargs, self.shape_env)
-        except (Unsupported, ConstraintViolation):
-            raise
-        except Exception as e:
-            raise _meta_failed(target, e) from e
-        if out is not None and not _meta.leaves(out):
-            return self.wrap_sym_value(tx, out)
-        fx_args = tuple(self.to_fx(a, False) for a in args)
-        fx_kwargs = {k: self.to_fx(v, False) for k, v in kwargs.items()}
-        node = self.graph.create_node(kind, target, fx_args, fx_kwargs)
-        node.meta["stack_trace"] = f'  File "{tx.code.co_filename}", line {tx.lineno}, in {tx.code.co_name}'
-        mutation = mutation_of(kind, target, fx_args, fx_kwargs)
-        returned = mutation.returned(args, kwargs) if mutation is not None else None
-        if isinstance(returned, TensorVariable) and isinstance(out, TensorMeta):
-            # an in-place op returns its input: keep identity, with the metadata it now has
-            returned.meta = out if out.is_symbolic else None
-            returned.env = self.shape_env
-            self._rebind(returned, node, out.to_meta_tensor(self.shape_env.size_hint))
-            if out.is_symbolic:
-                _meta.set_node_meta(node, out)
-            return returned
-        return self.wrap_sym_node(tx, node, out)
-
-    def wrap_sym_value(self, tx, out) -> VariableTracker:
-        """A Python result of a symbolic call (sizes, flags): SymInts stay symbolic."""
-        from pydynamo.executor.variables.containers import ListVariable, TupleVariable
-        if isinstance(out, (tuple, list)) and any(isinstance(o, SymNodeVariable.SYM_TYPES) for o in out):
-            items = [self.wrap_sym_value(tx, o) for o in out]
-            return ListVariable(items) if isinstance(out, list) else TupleVariable(items)
-        if isinstance(out, SymNodeVariable.SYM_TYPES):
-            return SymNodeVariable(out)
-        return tx.wrap_constant_result(out)
-
-    def wrap_sym_node(self, tx, node, out) -> VariableTracker:
-        env = self.shape_env
-        if isinstance(out, TensorMeta):
-            example = out.to_meta_tensor(env.size_hint)
-            if out.is_symbolic:
-                _meta.set_node_meta(node, out)
-            else:
-                self._set_meta(node, example, out.device)
-            var = TensorVariable(node, example, out.device, meta=out, env=env)
-            self.by_example[id(example)] = var
-            return var
-        if out is None:
-            return ConstantVariable(None)
-        if isinstance(out, (tuple, list)):
-            items = []
-            for i, o in enumerate(out):
-                if _meta.leaves(o):
-                    item_node = self.graph.create_node("call_function", operator.getitem, (node, i), {})
-                    items.append(self.wrap_sym_node(tx, item_node, o))
-                else:
-                    items.append(self.wrap_sym_value(tx, o))
-            _meta.set_node_meta(node, tuple(out))
-            return _sequence_variable(out, items)
-        return self.wrap_sym_value(tx, out)
-
-    def _run_meta(self, tx, kind, target, m_args, m_kwargs, args, kwargs):
         no_tensor_in = not any(_has_tensor(a) for a in itertools.chain(m_args, m_kwargs.values()))
         if no_tensor_in and kind == "call_function" and "device" not in m_kwargs:
             m_kwargs = dict(m_kwargs, device="meta")  # a factory: build it on meta
-        try:
-            with torch.inference_mode(tx.root.inference_mode_), torch.set_grad_enabled(tx.grad_enabled):
-                if _autocast.any_enabled(tx.root.autocast_):
-                    return self._run_meta_autocast(tx, kind, target, m_args, m_kwargs)
-                if kind == "call_method":
-                    return getattr(m_args[0], target)(*m_args[1:], **m_kwargs)
-                return target(*m_args, **m_kwargs)
-        except Unsupported:
-            raise
-        except Exception as e:
-            raise _meta_failed(target, e) from e
+        if _autocast.any_enabled(tx.root.autocast_):
+            return self._run_meta_autocast(tx, kind, target, m_args, m_kwargs), device
+        if kind == "call_method":
+            return getattr(m_args[0], target)(*m_args[1:], **m_kwargs), device
+        return target(*m_args, **m_kwargs), device
 
     def _run_meta_autocast(self, tx, kind, target, m_args, m_kwargs):
         """The meta run under the region's autocast state: eager's autocast dtypes."""
@@ -389,13 +313,77 @@ class OutputGraph:
         fn = (lambda self_arg, *a, **k: getattr(self_arg, target)(*a, **k)) if kind == "call_method" else target
         return _autocast.run_meta(tx.root.autocast_, fn, m_args, m_kwargs, device_of)
 
+    # --- results ----------------------------------------------------------------------------
+    # Every tensor node's meta["val"] is its TensorMeta record (meta.set_node_meta): static
+    # when it has no symbols, made once when the node is, never changed after. A live meta
+    # result's record says `is_view` as torch's op does (`_is_view()`), or when the op returned
+    # an argument's example itself; a symbolic call's record comes from meta.propagate.
+
+    def wrap(self, tx, node, out, device, written=()) -> VariableTracker:
+        """The tracker of a call's result `out` (a live meta tensor, a TensorMeta, sequences of
+        them, or a Python value) produced by `node`."""
+        if isinstance(out, (torch.Tensor, TensorMeta)):
+            return self._wrap_tensor(node, out, device, written)
+        if out is None:
+            return ConstantVariable(None)
+        if isinstance(out, (tuple, list)):
+            _meta.set_node_meta(node, _meta.map_structure(
+                lambda t: self._record(t, device), out, (torch.Tensor, TensorMeta)))
+            items = []
+            for i, o in enumerate(out):
+                if _has_tensor(o):
+                    item_node = self.graph.create_node("call_function", operator.getitem, (node, i), {})
+                    items.append(self.wrap(tx, item_node, o, device, written))
+                else:
+                    items.append(self.wrap_value(tx, o))
+            return _sequence_variable(out, items)
+        return self.wrap_value(tx, out)
+
+    def wrap_value(self, tx, out) -> VariableTracker:
+        """A Python result (sizes, flags): SymInts stay symbolic."""
+        from pydynamo.executor.variables.containers import ListVariable, TupleVariable
+        if isinstance(out, (tuple, list)) and any(isinstance(o, SymNodeVariable.SYM_TYPES) for o in out):
+            items = [self.wrap_value(tx, o) for o in out]
+            return ListVariable(items) if isinstance(out, list) else TupleVariable(items)
+        if isinstance(out, SymNodeVariable.SYM_TYPES):
+            return SymNodeVariable(out)
+        return tx.wrap_constant_result(out)
+
+    def _record(self, out, device) -> TensorMeta:
+        """The TensorMeta of a result: a symbolic call's own, or a live meta tensor's."""
+        if isinstance(out, TensorMeta):
+            return out
+        existing = self.by_example.get(id(out))
+        return TensorMeta.from_tensor(out, device=existing.device if existing is not None else device,
+                                      is_view=out._is_view() or existing is not None)
+
+    def _wrap_tensor(self, node, out, device, written) -> TensorVariable:
+        if isinstance(out, TensorMeta):
+            example, device = out.to_meta_tensor(self.shape_env.size_hint), out.device
+        else:
+            if out.device.type != "meta":
+                raise Unsupported("meta_failed", f"{node.target} produced a real tensor while tracing")
+            existing = self.by_example.get(id(out))
+            if existing is not None and any(existing is w for w in written):
+                self._rebind(existing, node, out)  # out=(a, b): each item is a written argument
+                return existing
+            if existing is not None:
+                # an op that returns its input (x.contiguous()): keep identity
+                _meta.set_node_meta(node, self._record(out, device))
+                return existing
+            example = out
+        record = self._record(out, device)
+        _meta.set_node_meta(node, record)
+        var = TensorVariable(node, example, device, meta=record, env=self.shape_env)
+        self.by_example[id(example)] = var
+        return var
+
     # --- in-place results -------------------------------------------------------------------
     # A TensorVariable's `example` stands for the real tensor: an in-place op runs on it in the
     # meta run exactly as on the real one (sizes of t_/unsqueeze_, requires_grad of add_ with a
-    # grad-requiring operand, autograd errors). Only the variable's current node may carry the
-    # live example as its metadata; `_freeze` gives that node a snapshot before a write, and the
-    # op's node becomes the variable's node (`_rebind`): the result IS the written variable, and
-    # later reads go through the write.
+    # grad-requiring operand, autograd errors), and the op's node becomes the variable's node
+    # (`_rebind`): the result IS the written variable, and later reads go through the write.
+    # Nodes keep the record made when they were (a snapshot: later writes do not change it).
 
     @staticmethod
     def _written(mutation, args, kwargs) -> list:
@@ -404,51 +392,21 @@ class OutputGraph:
             return []
         return [v for v in mutation.written(args, kwargs) if isinstance(v, TensorVariable)]
 
-    def _freeze(self, var: TensorVariable) -> None:
-        meta = var.node.meta
-        if meta.get("val") is var.example:
-            self._set_meta(var.node, _snapshot(var.example), var.device)
-
-    def _rebind(self, var: TensorVariable, node, example: torch.Tensor) -> None:
-        """`node`'s value is `var`'s tensor after a write; `example` its metadata now."""
-        if example is not var.example:
+    def _rebind(self, var: TensorVariable, node, out) -> None:
+        """`node`'s value is `var`'s tensor after a write; `out` its metadata now (the live
+        example, or a symbolic call's record). A view stays a view, a base a base."""
+        record = self._record(out, var.device).replace(is_view=var.node.meta["val"].is_view)
+        if isinstance(out, TensorMeta):
+            var.meta = record if record.is_symbolic else None
+            var.env = self.shape_env
+            out = record.to_meta_tensor(self.shape_env.size_hint)
+        if out is not var.example:
             if self.by_example.get(id(var.example)) is var:
                 del self.by_example[id(var.example)]  # ids of dead examples get reused
-            var.example = example
-            self.by_example[id(example)] = var
-        var.node = node
-        self._set_meta(node, example, var.device)
-
-    def wrap_node(self, tx, node, out, device, written=()) -> VariableTracker:
-        if isinstance(out, torch.Tensor):
-            if out.device.type != "meta":
-                raise Unsupported("meta_failed", f"{node.target} produced a real tensor while tracing")
-            existing = self.by_example.get(id(out))
-            if existing is not None and any(existing is w for w in written):
-                self._rebind(existing, node, out)  # out=(a, b): each item is a written argument
-                return existing
-            if existing is not None:
-                # an op that returns its input (x.contiguous()): keep identity; the node gets a
-                # snapshot of the metadata (the live example belongs to the variable's node)
-                self._set_meta(node, _snapshot(out), existing.device)
-                return existing
-            var = TensorVariable(node, out, device)
-            self._set_meta(node, out, device)
+            var.example = out
             self.by_example[id(out)] = var
-            return var
-        if out is None:
-            return ConstantVariable(None)
-        if isinstance(out, (tuple, list)):
-            items = []
-            for i, o in enumerate(out):
-                if isinstance(o, torch.Tensor) or isinstance(o, (tuple, list)):
-                    item_node = self.graph.create_node("call_function", operator.getitem, (node, i), {})
-                    items.append(self.wrap_node(tx, item_node, o, device, written))
-                else:
-                    items.append(tx.wrap_constant_result(o))
-            node.meta["val"] = tuple(out)
-            return _sequence_variable(out, items)
-        return tx.wrap_constant_result(out)
+        var.node = node
+        _meta.set_node_meta(node, record)
 
     def add_node(self, kind, target, args, kwargs=None):
         """A node with no traced output (grad-mode switches)."""
@@ -615,17 +573,23 @@ _SYM_BUILDERS = {
 }
 
 
-def _snapshot(example: torch.Tensor) -> torch.Tensor:
-    """A meta tensor with `example`'s metadata now, unaffected by later in-place ops on it."""
-    return example.detach().requires_grad_(example.requires_grad)
-
-
 def _has_tensor(out) -> bool:
-    if isinstance(out, torch.Tensor):
+    if isinstance(out, (torch.Tensor, TensorMeta)):
         return True
     if isinstance(out, (tuple, list)):
         return any(_has_tensor(o) for o in out)
     return False
+
+
+def _on_meta_device(value):
+    """Explicit devices in a meta run's arguments, moved to "meta" (nothing real is made)."""
+    if isinstance(value, torch.device):
+        return torch.device("meta")
+    if isinstance(value, (list, tuple)) and type(value) in (list, tuple):
+        return type(value)(_on_meta_device(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _on_meta_device(v) for k, v in value.items()}
+    return value
 
 
 def _default_device() -> torch.device:
