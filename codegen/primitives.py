@@ -201,8 +201,8 @@ ROWS = [
     # -- division and powers (Python-style floor/remainder for floats)
     _P("truediv", 2, FLOAT, "({0} / {1})", "({0} / {1})", lowering=HAND,
        aliases=("div", "divide", "true_divide")),
-    _P("floordiv", 2, SAME, "pd_floordiv({0}, {1})", "tl.floor({0} / {1})", triton_int=CUSTOM,
-       lowering=HAND, aliases=("floor_divide",)),
+    _P("floordiv", 2, SAME, "pd_floordiv({0}, {1})", "tl.floor({0} / {1})", triton_int=None,
+       lowering=HAND, aliases=("floor_divide",)),     # integers: int_floordiv
     _P("remainder", 2, SAME, "pd_remainder({0}, {1})", CUSTOM, lowering=HAND, aliases=("mod",)),
     _P("fmod", 2, SAME, "std::fmod({0}, {1})", "libdevice.fmod({0}, {1})",
        triton_int="({0} % {1})", interp=np.fmod, lowering=HAND),

@@ -252,14 +252,10 @@ class TritonKernelPrinter(KernelPrinter):
         m = self.tmp(PRIMITIVES["fmod"].triton_form(dt).format(a, b), dt)
         return f"tl.where(({m} != 0) & (({b} < 0) != ({m} < 0)), {m} + {b}, {m})"
 
-    def _int_floordiv(self, name, dt, a, b):
-        q = self.tmp(f"({a} // {b})", dt)
-        return f"({q} - ((({a} % {b}) != 0) & (({a} < 0) != ({b} < 0))).to({TL_DTYPES[dt]}))"
-
     # the primitives whose Triton column is CUSTOM (codegen/primitives.py)
-    CUSTOM_OPS = {"remainder": _remainder, "floordiv": _int_floordiv,
-                  "int_floordiv": _int_division, "int_truncdiv": _int_division,
-                  "int_remainder": _int_division, "int_fmod": _int_division}
+    CUSTOM_OPS = {"remainder": _remainder, "int_floordiv": _int_division,
+                  "int_truncdiv": _int_division, "int_remainder": _int_division,
+                  "int_fmod": _int_division}
 
     # ------------------------------------------------------------ kernel structure
     def generate(self) -> str:
