@@ -18,8 +18,8 @@ from typing import Callable, Dict, List, Optional, Sequence
 import sympy
 import torch
 
-from codegen.ir import (NotLowered, Reduction, TensorValue, body_cost,
-                        current, realize)
+from codegen.ir import (NotLowered, Reduction, TensorValue, body_cost, current, realize,
+                        strided_view_of)
 from codegen.ops import ERR_INDEX, ERR_INDEX_IN_SELF, ops
 from codegen import primitives as prims
 from codegen.sizevars import _is_int_poly, contiguous_strides, equals, flat_index, product
@@ -774,7 +774,6 @@ def _input_view(x: TensorValue, new):
     (an unrealized value: the index map reshapes it, nothing shares its memory). Symbolic
     layouts are decided on the example sizes, each relation the decision used checked by the
     wrapper at every call."""
-    from codegen.ir import strided_view_of
     if x.buffer is not None and x.buffer.layout.is_contiguous():
         return None
     ref = strided_view_of(x)

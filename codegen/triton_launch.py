@@ -28,6 +28,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
+from codegen.codecache import store_text
 from codegen.primitives import LIBDEVICE_STAND_INS
 
 PERSISTENT_MAX = 8192
@@ -330,7 +331,6 @@ def load_module(source: str):
     """Write `source` (content-addressed) and import it; Triton's jit needs a real file, which
     codecache.store_text hands back only when its text is `source` (a damaged one is rewritten).
     The module runs the verified text itself, not a __pycache__ file nothing verifies."""
-    from codegen.codecache import store_text
     key = hashlib.sha256(source.encode()).hexdigest()
     if interpreting():
         fix_interpreter()

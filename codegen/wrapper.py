@@ -21,6 +21,7 @@ from typing import Dict, List
 import sympy
 import torch
 
+from codegen.canonical import _canon_name
 from codegen.graph import may_alias
 from codegen.ir import ArgRef, ComputedBuffer, ExternCall, InputBuffer
 from codegen.ops import ERR_INDEX_IN_SELF, ERR_ZERO_DIV
@@ -374,7 +375,6 @@ class KernelSite:
 
 def _canonical(node):
     try:
-        from codegen.canonical import _canon_name
         return _canon_name(node)
     except Exception:       # a name for the message only: never fail building the wrapper
         return None

@@ -22,6 +22,7 @@ from pydynamo.exc import Unsupported
 from pydynamo.executor.variables import base
 from pydynamo.executor.variables.base import VariableTracker
 from pydynamo.executor.variables.constant import ConstantVariable
+from pydynamo.executor.variables.containers import SizeVariable
 from pydynamo.symbols import sympy_str
 
 # Python operators a SymInt implements symbolically (the rest specialize first).
@@ -123,7 +124,6 @@ def sym_unary(fn, v):
 
 def size_variable(sizes) -> VariableTracker:
     """`x.shape` / `x.size()`: a torch.Size whose items may be symbolic."""
-    from pydynamo.executor.variables.containers import SizeVariable
     return SizeVariable([SymNodeVariable.wrap(d) for d in sizes])
 
 
