@@ -27,6 +27,7 @@ from typing import Callable
 import torch
 
 import pydynamo
+from pydynamo import convert_frame, logs
 from pydynamo.demo.model import DemoConfig, build_model, example_inputs, next_token_probs
 from pydynamo.demo.timing import per_call_us
 
@@ -131,13 +132,10 @@ def _recompile_log():
     cap = _Capture()
     old_level = log.level
     log.setLevel(logging.DEBUG)
-    try:  # let pydynamo.logs attach its stderr handler now, and detach it: the demo prints the lines
-        from pydynamo import logs
-        logs.get("recompiles")
-        for h in list(log.handlers):
-            log.removeHandler(h)
-    except ImportError:
-        pass
+    # let pydynamo.logs attach its stderr handler now, and detach it: the demo prints the lines
+    logs.get("recompiles")
+    for h in list(log.handlers):
+        log.removeHandler(h)
     log.setLevel(logging.DEBUG)  # after logs.get, which sets INFO
     log.addHandler(cap)
     try:
@@ -180,7 +178,6 @@ def step_dynamic(d: Demo) -> None:
     symbol (guarded by relations), and further lengths hit that entry."""
     if not hasattr(d, "compiled"):
         raise Unavailable("the run step did not complete")
-    from pydynamo import convert_frame
     frames: list = []
     convert_frame.RECORDERS.append(frames.append)
     try:
