@@ -35,6 +35,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import sympy
 import torch
 
+from codegen.ir import current
 from codegen.sizevars import contiguous_strides, equals, product
 from pydynamo.symbols import canonical_size, size_symbol
 
@@ -332,7 +333,6 @@ def _confirm(sizes, run_meta, path, dims, attr=lambda m: tuple(m.shape)) -> list
 
 # ---------------------------------------------------------------------- decisions in lowerings
 def _graph_sizes() -> Optional[SymbolicSizes]:
-    from codegen.ir import current
     return getattr(current.graph, "sizes", None)
 
 

@@ -34,19 +34,24 @@ import sympy
 import torch
 import torch.fx
 
+from pydynamo import _C
 from pydynamo import autocast as _autocast
 from pydynamo import meta as _meta
-from pydynamo.exc import Unsupported
-from pydynamo.meta import TensorMeta
-from pydynamo.mutation import keyword_inplace, mutation_of, node_mutation
+from pydynamo.exc import BackendCompilerFailed, Unsupported
 from pydynamo.executor.installed import install, register_graph_module
-from pydynamo.shapes import ConstraintViolation, is_truth_expr
-from pydynamo.symbols import FloorDiv
 from pydynamo.executor.variables.base import VariableTracker
 from pydynamo.executor.variables.constant import ConstantVariable, ObjectVariable
+from pydynamo.executor.variables.containers import (BaseListVariable, ConstDictVariable, ListVariable,
+                                                    SliceVariable, TupleVariable)
 from pydynamo.executor.variables.symbolic import SymNodeVariable
 from pydynamo.executor.variables.tensor import TensorVariable
+from pydynamo.executor.variables.user_objects import NamedTupleVariable
+from pydynamo.hints import meta_failure
+from pydynamo.meta import TensorMeta
+from pydynamo.mutation import keyword_inplace, mutation_of, node_mutation
+from pydynamo.shapes import ConstraintViolation, is_truth_expr
 from pydynamo.sources import Source
+from pydynamo.symbols import FloorDiv
 
 _graph_ids = itertools.count()
 
@@ -69,7 +74,6 @@ class CompiledGraph:
 
 
 def _meta_failed(target, e: Exception) -> Unsupported:
-    from pydynamo.hints import meta_failure
     name = target if isinstance(target, str) else getattr(target, "__name__", repr(target))
     return Unsupported(*meta_failure(name, e))
 
@@ -200,7 +204,6 @@ class OutputGraph:
     def to_fx(self, v: VariableTracker, tensor=None):
         """`v` as an FX node's argument, or, given `tensor` (what a TensorVariable stands for:
         its live meta example, or its record), as the metadata run's (a size is its SymInt)."""
-        from pydynamo.executor.variables.containers import BaseListVariable, ConstDictVariable, SliceVariable
         if isinstance(v, TensorVariable):
             return tensor(v) if tensor else v.node
         if isinstance(v, SymNodeVariable):
@@ -226,7 +229,6 @@ class OutputGraph:
         raise Unsupported("graph_arg", f"cannot pass {v} to a torch operation")
 
     def _is_symbolic(self, v) -> bool:
-        from pydynamo.executor.variables.containers import BaseListVariable, ConstDictVariable, SliceVariable
         if isinstance(v, SymNodeVariable):
             return True
         if isinstance(v, TensorVariable):
@@ -341,7 +343,6 @@ class OutputGraph:
 
     def wrap_value(self, tx, out) -> VariableTracker:
         """A Python result (sizes, flags): SymInts stay symbolic."""
-        from pydynamo.executor.variables.containers import ListVariable, TupleVariable
         if isinstance(out, (tuple, list)) and any(isinstance(o, SymNodeVariable.SYM_TYPES) for o in out):
             items = [self.wrap_value(tx, o) for o in out]
             return ListVariable(items) if isinstance(out, list) else TupleVariable(items)
@@ -438,7 +439,6 @@ class OutputGraph:
         try:
             compiled_fn = self.backend(gm, example_inputs)
         except Exception as e:
-            from pydynamo.exc import BackendCompilerFailed
             raise BackendCompilerFailed(f"backend {getattr(self.backend, '__name__', self.backend)!r} "
                                         f"failed: {type(e).__name__}: {e}") from e
         compiled_fn = _without_interception(gm, compiled_fn)
@@ -479,7 +479,6 @@ class OutputGraph:
 
 def _closing_autocast(fn):
     """A graph that enters autocast regions: if it raises inside one, leave it (as `with` does)."""
-    from pydynamo import _C
 
     def run_closing_autocast(*args):
         mark = _autocast.open_regions()
@@ -496,7 +495,6 @@ def _without_interception(gm, fn):
     """The compiled function must run with the frame hook off (its own Python frames are not user
     code). The plain eager backend's `gm.forward` only needs its code marked skip (no wrapper on the
     hot path); anything else runs inside a wrapper that switches the hook off."""
-    from pydynamo import _C
     if getattr(fn, "__self__", None) is gm and getattr(fn, "__func__", None) is type(gm).forward:
         _C.set_code_state(type(gm).forward.__code__, "skip")
         return fn
@@ -513,8 +511,6 @@ def _without_interception(gm, fn):
 
 def _sequence_variable(out, items) -> VariableTracker:
     """The tracker of an op's sequence result: list, tuple, or its named tuple (x.max(dim))."""
-    from pydynamo.executor.variables.containers import ListVariable, TupleVariable
-    from pydynamo.executor.variables.user_objects import NamedTupleVariable
     if isinstance(out, list):
         return ListVariable(items)
     if type(out) is tuple:
