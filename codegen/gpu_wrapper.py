@@ -30,7 +30,7 @@ from codegen.pipeline import CPP, CPU_DTYPES, Backend, counters
 from codegen.scheduler import same_index
 from codegen.sizevars import static_int
 from codegen.triton import generate_source
-from codegen.triton_launch import TritonLauncher, current_stream, load_module
+from codegen.triton_launch import TritonLauncher, current_stream, interpreting, load_module
 from codegen.wrapper import FRESH_RESULT_EXTERNS, KernelSite, WrapperPrinter, _py, ensure_layout
 
 HALF_DTYPES = (torch.float16, torch.bfloat16)
@@ -213,6 +213,10 @@ class TritonBackend(Backend):
         self.on_gpu = device.type == "cuda"
 
     def refuse(self, gm):
+        if not self.on_gpu and not interpreting():
+            # backend_kernels="triton" on CPU tensors: compiled Triton cannot read them (it
+            # raised from the launch, where eager returns: H100 host, tests/codegen_triton)
+            return "Triton kernels run on CUDA tensors (CPU tensors only under TRITON_INTERPRET=1)"
         moved = _device_move(gm, self.device)
         return moved and f"{moved} moves a tensor off the graph's device ({self.device})"
 

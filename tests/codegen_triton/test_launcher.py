@@ -121,3 +121,23 @@ def test_installed_triton_ends_its_launch_with_the_call_we_repeat():
             "*bound_args.values())") in src
     from triton.compiler.compiler import CompiledKernel
     assert isinstance(inspect.getattr_static(CompiledKernel, "run"), property)
+
+
+def test_triton_kernels_on_cpu_tensors_without_the_interpreter_run_eagerly(monkeypatch):
+    """backend_kernels="triton" on CPU tensors where Triton compiles for real (a GPU host
+    without TRITON_INTERPRET): the launch raised "Pointer argument cannot be accessed from
+    Triton" where eager returns; the graph now runs eagerly, with one warning saying why."""
+    import warnings
+    import pydynamo
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+
+    def f(x):
+        return (x.t() * 2).sum(0)
+    x = torch.randn(5, 3)
+    opt = pydynamo.optimize(f, backend="codegen", options={"backend_kernels": "triton"})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = opt(x)
+    torch.testing.assert_close(got, f(x))
+    said = [str(w.message) for w in caught if "Triton kernels run on CUDA tensors" in str(w.message)]
+    assert len(said) == 1, [str(w.message) for w in caught]
