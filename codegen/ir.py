@@ -99,13 +99,6 @@ class ComputedBuffer(Buffer):
     # welford writes mean into this buffer and m2 into `aux` (same layout)
     aux: Optional["Buffer"] = None
 
-    def body_deps(self):
-        d = self.data
-        if isinstance(d, Pointwise):
-            return collect_deps(d.inner_fn, loop_vars("x", len(d.ranges)))
-        return collect_deps(d.inner_fn, loop_vars("x", len(d.ranges)),
-                            loop_vars("r", len(d.reduction_ranges)))
-
 
 @dataclass(eq=False)
 class ExternBuffer(Buffer):

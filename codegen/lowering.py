@@ -57,10 +57,6 @@ def is_float(dt) -> bool:
     return dt.is_floating_point
 
 
-def is_int(dt) -> bool:
-    return not dt.is_floating_point and not dt.is_complex and dt != torch.bool
-
-
 # ------------------------------------------------------------------ dtype promotion
 
 

@@ -48,9 +48,6 @@ class SchedNode:
         d = self.buf.data
         return list(d.reduction_ranges) if self.is_reduction else list(d.ranges[k:])
 
-    def inner_prefix(self):
-        return "r" if self.is_reduction else "y"
-
     def vars(self, k):
         d = self.buf.data
         if self.is_reduction:

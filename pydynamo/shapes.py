@@ -337,11 +337,6 @@ class ShapeEnv:
         self._record(guard, origin)
         return value
 
-    def guard_equal(self, a, b, origin: Optional[str] = None) -> None:
-        """Assert a == b (e.g. broadcasting two symbolic dims); records the guard."""
-        if not self.evaluate(sympy.Eq(_sym(a), _sym(b)), origin):
-            raise ValueError(f"sizes {a} and {b} differ ({self.size_hint(a)} vs {self.size_hint(b)})")
-
     def specialize(self, expr, reason: str = "", origin: Optional[str] = None):
         """Pin a symbolic value to its hint (guarded); returns the int (a float for a
         non-integer rational value)."""
@@ -1044,11 +1039,6 @@ def graph_symbols(*values) -> list:
 
 def is_symbolic(x) -> bool:
     return isinstance(x, _SymValue) or (isinstance(x, sympy.Basic) and not x.is_number)
-
-
-def hint_int(x) -> int:
-    """The current value of an int or SymInt, without a guard."""
-    return x.hint if isinstance(x, _SymNumber) else operator.index(x)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -160,7 +160,3 @@ class RemainingSource(Source):
 
     def render(self, local, glob, fast):
         return f"list(__import__('copy').copy({self.src.render(local, glob, fast)}))"
-
-
-def is_from_local(source: Source | None) -> bool:
-    return source is not None and isinstance(source.root(), LocalSource)

@@ -26,7 +26,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import types
-from typing import Optional
 
 import torch
 
@@ -58,10 +57,6 @@ class BreakPoint:
 
 def _run_break(code: types.CodeType, globals_: dict, closure: tuple, *args):
     return types.FunctionType(code, globals_, code.co_name, None, closure or None)(*args)
-
-
-def _iter_of(items, py_type):
-    return iter(items)
 
 
 def _grad_ctx(mode: bool):
@@ -226,10 +221,6 @@ def _untraced_codes() -> dict:
 
 
 UNTRACED_CODES = _untraced_codes()
-
-
-def breakpoint_of(e: Unsupported) -> Optional[BreakPoint]:
-    return getattr(e, "breakpoint", None)
 
 
 # --- values that arrive in resume functions ---------------------------------------------------

@@ -117,11 +117,6 @@ class OutputGraph:
         self.shape_env = None                       # set by the translator
         self._sym_nodes: dict = {}                  # sympy expr -> FX node (or int)
 
-    @property
-    def sym_inputs(self) -> list:
-        """The int placeholders' graph inputs (one per symbol the graph uses)."""
-        return [i for i in self.inputs if not isinstance(i.value, torch.Tensor)]
-
     # --- inputs ---------------------------------------------------------------------------
     def add_input(self, value: torch.Tensor, source: Source, sym_meta: Optional[TensorMeta] = None) -> TensorVariable:
         node = self._placeholder(source)

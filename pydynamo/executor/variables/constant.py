@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import math
 import types
 
 import torch
@@ -136,10 +135,6 @@ TRUSTED_MODULES = {"torch", "torch.nn", "torch.nn.functional", "torch.linalg", "
                    "torch.special", "torch.nn.init", "math", "operator", "builtins", "itertools",
                    "functools", "collections", "typing", "dataclasses", "torch.autograd",
                    "torch.nn.modules", "cmath", "numbers", "enum"}
-
-
-def is_finite_literal(v) -> bool:
-    return not (isinstance(v, float) and not math.isfinite(v))
 
 
 class OpaqueVariable(VariableTracker):

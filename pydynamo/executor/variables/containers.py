@@ -16,13 +16,6 @@ from pydynamo.executor.variables.base import VariableTracker
 from pydynamo.executor.variables.constant import ConstantVariable
 
 
-def _index(v: VariableTracker):
-    idx = v.as_python_constant()
-    if isinstance(idx, slice) or isinstance(idx, int):
-        return idx
-    raise Unsupported("index", f"list index {idx!r}")
-
-
 class BaseListVariable(VariableTracker):
     py_type: type = list
 

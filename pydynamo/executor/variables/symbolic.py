@@ -88,10 +88,6 @@ class SymNodeVariable(VariableTracker):
         return f"SymNodeVariable({self.value!r})"
 
 
-def is_sym(v) -> bool:
-    return isinstance(v, SymNodeVariable)
-
-
 def sym_number(v):
     """The number a tracker stands for: a SymInt/SymFloat as is, a SymBool decided (guarded),
     a constant's value."""
@@ -116,10 +112,6 @@ def sym_binary(tx, fn, a, b):
         raise Unsupported("constant_raises", f"{fn.__name__} on symbolic sizes raised "
                           f"{type(e).__name__}: {e}") from None
     return SymNodeVariable.wrap(res)
-
-
-def sym_unary(fn, v):
-    return SymNodeVariable.wrap(fn(sym_number(v)))
 
 
 def size_variable(sizes) -> VariableTracker:

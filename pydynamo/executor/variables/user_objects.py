@@ -508,7 +508,3 @@ class SuperVariable(VariableTracker):
                     return MethodProxyVariable(self.obj.dict_view(tx), name)
                 raise Unsupported("super", f"super().{name} resolves to {type(raw).__name__}")
         raise Unsupported("no_attribute", f"super() has no attribute {name!r}")
-
-
-def is_dataclass_instance(value) -> bool:
-    return dataclasses.is_dataclass(value) and not isinstance(value, type)
