@@ -1,7 +1,8 @@
 #!/bin/bash
 # One device-tool call: GPU tests of the Triton path, the acceptance benchmarks, the OpInfo sweep.
-#   bash benchmarks/gpu/run_all.sh [tests] [gpt2] [opinfo] [kernels] [tiny] [launch] [budget] [hostprof] [calldepth]
-#   (default: the first five; GPT2_DTYPES="float32 bfloat16" picks the gpt2 part's dtypes)
+#   bash benchmarks/gpu/run_all.sh [tests] [gpt2] [opinfo] [kernels] [tiny] [launch] [budget] [hostprof] [calldepth] [training]
+#   (default: the first five; GPT2_DTYPES="float32 bfloat16" picks the gpt2 part's dtypes,
+#   TRAIN_DTYPES="fp32 bf16-autocast" the training part's: GPT-2 small training steps)
 # Needs pydynamo._C for the gpt2 part: carried prebuilt in .gpucarry/ or built with
 # `pip install --no-build-isolation -e .`. Results land in $OUT (or /tmp/out); the current figures
 # are kept, with their commands, in benchmarks/results/GPU.md. Each part runs under its own time
@@ -31,6 +32,9 @@ for p in $parts; do
     gpt2) for dt in ${GPT2_DTYPES:-float32}; do
              timeout "$t" python3 benchmarks/bench_gpu.py --part gpt2 --dtype $dt \
                --out "$OUT/gpu.jsonl" 2>&1 | grep -v Warning | tail -30; done ;;
+    training) for dt in ${TRAIN_DTYPES:-fp32 bf16-autocast}; do
+             timeout "$t" python3 benchmarks/bench_training.py --model gpt2-small --dtype $dt \
+               --json "$OUT/training.jsonl" 2>&1 | grep -v Warning | tail -14; done ;;
     opinfo) timeout "$t" python3 benchmarks/gpu/opinfo_gpu.py --budget "${OPINFO_BUDGET:-400}" \
              --samples 3 --out "$OUT/gpu_opinfo.json" 2>&1 | grep -v Warning | tail -20 ;;
     *) timeout "$t" python3 benchmarks/bench_gpu.py --part $p --out "$OUT/gpu.jsonl" 2>&1 \
