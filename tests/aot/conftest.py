@@ -1,0 +1,31 @@
+"""tests/aot: issue 16's user-level acceptance (mutation/aliasing corpus, training loops).
+Test modules import tests/differential.py and mutation_corpus.py by name. Without a GPU the
+Triton kernels run on CPU tensors through Triton's interpreter (TRITON_INTERPRET=1, set before
+any kernel module imports Triton)."""
+import collections
+import os
+import sys
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(HERE))
+
+if not torch.cuda.is_available():
+    os.environ["TRITON_INTERPRET"] = "1"
+
+
+def pytest_terminal_summary(terminalreporter):
+    """How many corpus runs had a graph run with eager ops or a graph break, by backend and mode:
+    not failures (values are still compared), but what a run under a backend did not compile."""
+    from mutation_corpus import NOTED
+    if not NOTED:
+        return
+    terminalreporter.section("tests/aot: eager fallbacks and graph breaks in the corpus")
+    for (backend, mode, kind), hits in sorted(NOTED.items()):
+        cases = sorted({c for c, _ in hits})
+        reasons = collections.Counter(w.split(": ", 2)[-1][:90] for _, w in hits)
+        terminalreporter.write_line(f"{backend:9} {mode:9} {kind}: {len(cases)} cases")
+        for r, n in reasons.most_common(8):
+            terminalreporter.write_line(f"    {n:3}x {r}")
