@@ -1,7 +1,10 @@
 """Backend registry: name -> `backend(gm, example_inputs) -> callable` (the torch.compile contract).
 
-Built in: "eager" (run the GraphModule as is), "codegen" (ours, imported lazily; "inductor" is an
-alias so torch.compile call sites port unchanged). The "codegen" backend hands
+Built in: "eager" (run the GraphModule as is), "aot_eager" (training graphs: the joint
+forward/backward graph recorded, partitioned and run with eager aten ops, pydynamo/aot/; for
+debugging the training path), "codegen" (ours, imported lazily; "inductor" is an alias so
+torch.compile call sites port unchanged; a graph that needs autograd takes the training path with
+codegen compiling its forward and backward graphs). The "codegen" backend hands
 `optimize(..., mode=..., options={...})` to `codegen.compile_fx` as the fields of one
 codegen.Options (codegen/options.py: fusion, dynamic dims, CUDA graphs, autotuning, kernel
 variants); codegen reads nothing else of pydynamo's but the process-wide cache dir and log
@@ -12,6 +15,8 @@ from __future__ import annotations
 
 import warnings
 from typing import Callable, Union
+
+from pydynamo import aot
 
 _REGISTRY: dict[str, Callable] = {}
 
@@ -42,6 +47,17 @@ def eager(gm, example_inputs):
     return gm.forward
 
 
+def _run_eagerly(gm, example_inputs):
+    return gm.forward
+
+
+@register_backend("aot_eager")
+def aot_eager(gm, example_inputs):
+    if not aot.needs_autograd(example_inputs):
+        return gm.forward
+    return aot.aot_compile(gm, example_inputs, _run_eagerly, _run_eagerly)
+
+
 _codegen_warned = False
 
 
@@ -56,11 +72,17 @@ def codegen_backend(gm, example_inputs, **options):
             _codegen_warned = True
             warnings.warn(f"pydynamo: codegen backend unavailable ({e}); running graphs eagerly")
         return gm.forward
-    try:
-        return compile_fx(gm, example_inputs, **options)     # options: codegen.Options fields
-    except Exception as e:  # codegen is young: a graph it cannot compile still runs (eagerly)
-        warnings.warn(f"pydynamo: codegen could not compile a graph ({type(e).__name__}: {e}); running it eagerly")
-        return gm.forward
+
+    def compile_one(g, inputs):
+        try:
+            return compile_fx(g, inputs, **options)     # options: codegen.Options fields
+        except Exception as e:  # codegen is young: a graph it cannot compile still runs (eagerly)
+            warnings.warn(f"pydynamo: codegen could not compile a graph ({type(e).__name__}: {e}); "
+                          "running it eagerly")
+            return g.forward
+    if aot.needs_autograd(example_inputs):
+        return aot.aot_compile(gm, example_inputs, compile_one, compile_one)
+    return compile_one(gm, example_inputs)
 
 
 register_backend("inductor", codegen_backend)

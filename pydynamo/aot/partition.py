@@ -1,0 +1,195 @@
+"""Splitting the joint graph into a forward and a backward graph.
+
+The forward graph takes the primals and returns the computed outputs, then the values the
+backward needs ("saved"); the backward graph takes the saved values, then the tangents, and
+returns the gradients of the inputs that receive one (runtime.py maps them back).
+
+Which nodes go where:
+  * a node that depends on a tangent is backward work;
+  * every other node the backward needs is computed in the forward and saved, unless it is
+    cheaper to recompute in the backward.
+The recompute rule: a saved node is recomputed in the backward when its op is cheap and fusible
+(pointwise, a view, a layout or dtype copy, a constant fill; never random, never a reduction,
+matmul, convolution or attention) and the tensors it would need that are not saved already
+take no more bytes than it does (strictly fewer, or none at all). Applied until nothing
+changes, from the last forward node to the first, so a chain of pointwise ops collapses onto
+the expensive result it starts from (`gelu(addmm(...))` saves the addmm result only; a
+float32 upcast of a bfloat16 tensor saves the bfloat16 one). Saved bytes therefore never grow
+over "save everything the backward reads", and recomputed ops fuse into the backward kernels.
+Random ops always stay in the forward: the backward sees the forward's random values.
+"""
+from __future__ import annotations
+
+import operator
+from typing import Dict, List, Optional, Set
+
+import torch
+import torch.fx
+
+aten = torch.ops.aten
+
+# cheap ops that are not tagged pointwise and not views
+_CHEAP = {aten.clone.default, aten._to_copy.default, aten.full.default, aten.zeros.default,
+          aten.ones.default, aten.full_like.default, aten.zeros_like.default,
+          aten.ones_like.default, aten.scalar_tensor.default, aten.copy.default,
+          aten.expand.default, aten.view.default, aten._unsafe_view.default,
+          aten.reshape.default, aten.t.default, aten.permute.default, aten.transpose.int,
+          aten.unsqueeze.default, aten.squeeze.dim, aten.detach.default, aten.alias.default,
+          aten.where.self, aten.fill.Scalar}
+
+
+def _is_random(target) -> bool:
+    return isinstance(target, torch._ops.OpOverload) and \
+        torch.Tag.nondeterministic_seeded in target.tags
+
+
+def recomputable(node: torch.fx.Node) -> bool:
+    if node.op != "call_function":
+        return False
+    t = node.target
+    if t is operator.getitem:
+        return False        # part of a multi-output op: the op itself decides
+    if not isinstance(t, torch._ops.OpOverload) or _is_random(t):
+        return False
+    if any(a.alias_info is not None and a.alias_info.is_write for a in t._schema.arguments):
+        return False
+    return t in _CHEAP or torch.Tag.pointwise in t.tags or t.is_view
+
+
+def nbytes(node: torch.fx.Node) -> int:
+    v = node.meta.get("val")
+    if v is None or not hasattr(v, "shape"):
+        return 8
+    n = 1
+    for d in v.shape:
+        n *= int(d)
+    return n * torch.empty((), dtype=v.dtype).element_size()
+
+
+def _free(node: torch.fx.Node) -> bool:
+    """Saving it costs no memory the forward does not keep anyway: an input, a constant, or a
+    view of one."""
+    if node.op in ("placeholder", "get_attr"):
+        return True
+    t = node.target
+    return isinstance(t, torch._ops.OpOverload) and t.is_view and \
+        all(_free(a) for a in node.all_input_nodes)
+
+
+def _tensor_inputs(node) -> List[torch.fx.Node]:
+    return [a for a in node.all_input_nodes]
+
+
+def partition(joint_gm: torch.fx.GraphModule, num_computed: int, num_tangents: int,
+              num_inputs: int):
+    """(forward GraphModule, backward GraphModule, saved names, grad positions).
+
+    forward: primals -> computed outputs + saved; backward: saved + tangents -> the non-None
+    gradients, in input order (`grad positions` lists the inputs they belong to)."""
+    graph = joint_gm.graph
+    nodes = list(graph.nodes)
+    placeholders = [n for n in nodes if n.op == "placeholder"]
+    primals, tangents = placeholders[:num_inputs], placeholders[num_inputs:]
+    output = next(n for n in nodes if n.op == "output")
+    outs = list(output.args[0])
+    computed, grads = outs[:num_computed], outs[num_computed:]
+
+    # backward work: whatever depends on a tangent
+    backward: Set[torch.fx.Node] = set(tangents)
+    for n in nodes:
+        if n.op == "call_function" and any(a in backward for a in n.all_input_nodes):
+            backward.add(n)
+    # what the gradients need
+    needed_by_bw: Set[torch.fx.Node] = set()
+    stack = [g for g in grads if isinstance(g, torch.fx.Node)]
+    while stack:
+        n = stack.pop()
+        if n in needed_by_bw:
+            continue
+        needed_by_bw.add(n)
+        stack.extend(n.all_input_nodes)
+    bw_nodes = needed_by_bw & backward
+    saved: Set[torch.fx.Node] = set()
+    for n in bw_nodes:
+        for a in n.all_input_nodes:
+            if a not in backward:
+                saved.add(a)
+    for g in grads:       # a gradient that needs no tangent (rare): computed forward, saved
+        if isinstance(g, torch.fx.Node) and g not in backward:
+            saved.add(g)
+
+    # recompute cheap saved values from what is saved anyway
+    order = {n: i for i, n in enumerate(nodes)}
+    recompute: Set[torch.fx.Node] = set()
+    changed = True
+    while changed:
+        changed = False
+        for n in sorted(saved, key=lambda n: -order[n]):
+            if not recomputable(n) or n in grads:
+                continue
+            missing = [a for a in _tensor_inputs(n) if a not in saved]
+            cost = sum(nbytes(a) for a in missing if not _free(a))
+            if missing and cost >= nbytes(n):
+                continue
+            saved.discard(n)
+            recompute.add(n)
+            saved.update(missing)
+            changed = True
+    saved_list = sorted(saved, key=lambda n: order[n])
+
+    # forward graph
+    fw = torch.fx.Graph()
+    env: Dict[torch.fx.Node, torch.fx.Node] = {}
+    fw_needed = _ancestors(computed + saved_list)
+    for n in nodes:
+        if n.op == "placeholder" and n in primals:
+            env[n] = fw.node_copy(n)
+        elif n in fw_needed and n.op in ("call_function", "get_attr"):
+            env[n] = fw.node_copy(n, lambda a: env[a])
+    fw.output(tuple(env[c] for c in computed) + tuple(env[s] for s in saved_list))
+    fw_gm = torch.fx.GraphModule(joint_gm, fw)
+    fw_gm.graph.eliminate_dead_code()
+    fw_gm.recompile()
+
+    # backward graph
+    bw = torch.fx.Graph()
+    benv: Dict[torch.fx.Node, torch.fx.Node] = {}
+    for i, s in enumerate(saved_list):
+        p = bw.placeholder(f"saved_{i}_{s.name}")
+        p.meta = dict(s.meta)
+        benv[s] = p
+    for t in tangents:
+        benv[t] = bw.node_copy(t)
+
+    def copy(n):
+        if n in benv:
+            return benv[n]
+        if n.op == "get_attr":
+            benv[n] = bw.node_copy(n)
+            return benv[n]
+        assert n in recompute or n in bw_nodes, n
+        for a in n.all_input_nodes:
+            copy(a)
+        benv[n] = bw.node_copy(n, lambda a: benv[a])
+        return benv[n]
+
+    positions = [i for i, g in enumerate(grads) if isinstance(g, torch.fx.Node)]
+    for i in positions:
+        copy(grads[i])
+    bw.output(tuple(benv[grads[i]] for i in positions))
+    bw_gm = torch.fx.GraphModule(joint_gm, bw)
+    bw_gm.graph.eliminate_dead_code()
+    bw_gm.recompile()
+    return fw_gm, bw_gm, saved_list, positions, recompute
+
+
+def _ancestors(roots) -> Set[torch.fx.Node]:
+    seen: Set[torch.fx.Node] = set()
+    stack = [r for r in roots if isinstance(r, torch.fx.Node)]
+    while stack:
+        n = stack.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        stack.extend(n.all_input_nodes)
+    return seen

@@ -1,0 +1,586 @@
+"""The joint graph: the executor's torch-level graph run forward and backward on stand-ins, every
+aten op recorded into one functional FX graph.
+
+Why a recorder: derivatives come from PyTorch's own autograd formulas. The torch-level graph is
+interpreted on stand-in tensors (`_Traced`: a wrapper that reports the input's real device and
+holds a meta tensor of its size and strides), with autograd on; `torch.autograd.grad` is then
+called with tangent stand-ins. A TorchDispatchMode sees every aten op below autograd, forward and
+backward, runs it on the meta tensors and appends it to one FX graph. Because the stand-ins say
+they live on the real device, torch's own autocast layer casts them (a `torch.autocast` region in
+the graph is recorded with its casts and their backward) and composite ops take their
+device's path (CPU dropout = empty_like + bernoulli_ + div_ + mul, as eager runs it).
+
+Functionalization happens here, once, for every backend: an in-place aten op is recorded as its
+functional form and the written tensor is rebound to the new value.
+  * Each stand-in storage has a root (a graph input, or the first tensor an op created on it).
+    While no view of a storage exists, a write just rebinds the written tensor (`x.add_(y)` ->
+    `add = aten.add(x, y)`; later uses of x read `add`).
+  * Once views exist, the storage's value is kept as a flat tensor in storage order (the root
+    permuted to descending strides and flattened: the root must be dense); a write through any
+    view scatters the new values into it (`aten.as_strided_scatter`) and bumps the storage's
+    generation; a tensor read after a newer generation is re-derived from the flat value
+    (`aten.as_strided` with its own size, stride and offset).
+  * Ops with no functional twin of the same overload are mapped by `_FUNCTIONAL` (batch norm's
+    running statistics, bernoulli_), else the written argument is cloned first and the op
+    writes the clone (never a graph input).
+  * Layout changes in place (t_, resize_, as_strided_, set_ ...), `out=` overloads and graph
+    inputs that share storage are refused (`Unsupported`): the graph then runs with eager
+    autograd, warned.
+The record says, per graph input, whether its data was written (its final value is a joint
+output; the runtime copies it back), and per graph output whether it is an input, a view of an
+input, or a view of another output (the runtime rebuilds those as views of the real tensors).
+
+Every node carries `meta["val"]` (a pydynamo.meta.TensorMeta on the real device, or a tuple of
+them for a multi-output op) and `meta["stack_trace"]`: the user's line of the torch-level node
+being run, and in the backward the line of the forward op whose derivative is running (found by
+the autograd node's sequence number). Sizes are the example's: the joint graph is specialized to
+them (runtime.py keys compiled joints by the inputs' sizes when the forward graph is dynamic).
+"""
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import operator
+from typing import Any, Dict, List, Optional
+
+import torch
+import torch.fx
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
+
+from pydynamo.meta import TensorMeta
+
+aten = torch.ops.aten
+
+
+class Unsupported(Exception):
+    """The graph cannot be recorded exactly; it runs with eager autograd (reason in the message)."""
+
+
+# in-place ops that change a tensor's layout or identity, never data: refused
+_LAYOUT_INPLACE = {"resize_", "resize_as_", "as_strided_", "set_", "t_", "transpose_", "squeeze_",
+                   "unsqueeze_", "swapdims_", "swapaxes_", "detach_", "unsafe_split_"}
+
+# mutating ops whose functional twin has another name or overload: (functional op, how the
+# functional op's outputs map: the op's own outputs, then {written arg position: output index})
+_FUNCTIONAL = {
+    aten.native_batch_norm.default: (aten._native_batch_norm_legit_functional.default, 3, {3: 3, 4: 4}),
+    aten.bernoulli_.float: (aten.bernoulli.p, 1, {0: 0}),
+}
+
+
+# ops that write arguments their schema does not mark as written: batch norm's running
+# statistics in training mode -> {op: positions written when the op trains}
+_UNMARKED_WRITES = {aten.native_batch_norm.default: (3, 4), aten.cudnn_batch_norm.default: (3, 4),
+                    aten.miopen_batch_norm.default: (3, 4)}
+
+
+def _written(func, args) -> list:
+    """Positions of the arguments `func` writes (schema annotations, and the unmarked ones)."""
+    writes = [i for i, a in enumerate(func._schema.arguments)
+              if a.alias_info is not None and a.alias_info.is_write]
+    hidden = _UNMARKED_WRITES.get(func)
+    if hidden and len(args) > 5 and args[5]:
+        writes += [i for i in hidden if args[i] is not None]
+    return writes
+
+
+class _Traced(torch.Tensor):
+    """A stand-in: says it lives on `device` (autocast and device-specific composites see the real
+    device), holds the meta tensor `elem` that does the work. Outside the recorder's mode (only
+    while stand-ins are prepared) an op simply runs on the meta tensors."""
+
+    @staticmethod
+    def __new__(cls, elem: torch.Tensor, device, requires_grad: bool = False):
+        r = torch.Tensor._make_wrapper_subclass(
+            cls, elem.shape, strides=elem.stride(), storage_offset=elem.storage_offset(),
+            dtype=elem.dtype, device=device, requires_grad=requires_grad)
+        r.elem = elem
+        return r
+
+    __torch_function__ = torch._C._disabled_torch_function_impl
+
+    def __repr__(self):
+        return f"_Traced({tuple(self.shape)}, {self.dtype}, {self.device})"
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        device = next(a.device for a in _leaves((args, kwargs)) if isinstance(a, _Traced))
+        out = func(*_map(_elem, args), **_map(_elem, kwargs))
+        return _map(lambda t: _Traced(t, device) if isinstance(t, torch.Tensor) else t, out)
+
+
+def _elem(v):
+    return v.elem if isinstance(v, _Traced) else v
+
+
+def _map(fn, v):
+    if isinstance(v, (list, tuple)) and not isinstance(v, torch.Size):
+        items = [_map(fn, x) for x in v]
+        return type(v)(items) if type(v) in (list, tuple) else type(v)(*items)
+    if isinstance(v, dict):
+        return {k: _map(fn, x) for k, x in v.items()}
+    return fn(v)
+
+
+def _leaves(v):
+    out: list = []
+    _map(out.append, v)
+    return out
+
+
+def _storage_key(t: torch.Tensor) -> int:
+    return t.untyped_storage()._cdata
+
+
+@dataclasses.dataclass
+class _Storage:
+    root: torch.Tensor              # the stand-in owning the storage (an input or an op's result)
+    input_index: Optional[int]      # the graph input whose storage this is
+    has_views: bool = False
+    flat: Optional[torch.fx.Node] = None   # the storage's value in storage order, once needed
+    generation: int = 0
+
+
+@dataclasses.dataclass
+class OutputAlias:
+    """A graph output that eager returns as (a view of) a graph input or of another output."""
+    kind: str                 # "input" (the input itself), "input_view", "output_view"
+    source: int               # input index, or index of the computed output it views
+    size: tuple = ()
+    stride: tuple = ()
+    offset: int = 0           # storage offset relative to the source's
+
+
+@dataclasses.dataclass
+class Joint:
+    """The recorded joint graph and what the runtime needs to replay eager around it.
+
+    gm's placeholders: one per graph input (`primal_i`, the same order; ints stay placeholders),
+    then one tangent per differentiable computed output. gm's output: the computed outputs, then
+    one gradient per graph input (None where it has none)."""
+    gm: torch.fx.GraphModule
+    num_inputs: int
+    computed: List[torch.fx.Node]          # forward results the runtime receives
+    differentiable: List[bool]             # per computed output: gets a tangent
+    mutated: List[tuple]                   # (input index, computed index) written back in place
+    user_outputs: List[Any]                # per torch-level output: ("computed", k) |
+                                           #   ("alias", OutputAlias) | ("const", value)
+    grad_inputs: List[bool]                # per input: receives a gradient
+    num_tangents: int
+
+
+class _Mode(TorchDispatchMode):
+    def __init__(self, recorder: "Recorder"):
+        super().__init__()
+        self.recorder = recorder
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        return self.recorder.dispatch(func, args, kwargs or {})
+
+
+class Recorder:
+    """Builds one Joint from a torch-level GraphModule and example inputs."""
+
+    def __init__(self, gm: torch.fx.GraphModule, example_inputs: list):
+        self.source_gm = gm
+        self.examples = list(example_inputs)
+        self.graph = torch.fx.Graph()
+        self.root = torch.nn.Module()
+        self.node_of: Dict[int, torch.fx.Node] = {}
+        self.gen_of: Dict[int, int] = {}
+        self.alive: list = []                  # every stand-in made: ids stay unique
+        self.storages: Dict[int, _Storage] = {}
+        self.constants: Dict[int, torch.fx.Node] = {}
+        self.stack_trace: Optional[str] = None
+        self.traces: List[tuple] = []          # (last autograd sequence nr of a node, its trace)
+        self.placeholders: List[torch.fx.Node] = []
+
+    # --- stand-ins ---------------------------------------------------------------------------
+    def _standins(self):
+        """(values the graph runs on, tensors gradients are taken for) per graph input."""
+        values, grad_wrt = [], []
+        seen: Dict[int, int] = {}
+        for i, x in enumerate(self.examples):
+            node = self.graph.placeholder(f"primal_{i}")
+            self.placeholders.append(node)
+            if not isinstance(x, torch.Tensor):
+                node.meta["val"] = x
+                values.append(x)
+                grad_wrt.append(None)
+                continue
+            if x.layout != torch.strided or x.is_quantized or x.is_nested or type(x) not in (
+                    torch.Tensor, torch.nn.Parameter, torch.nn.Buffer):
+                raise Unsupported(f"input {i}: {type(x).__name__} {x.layout}")
+            key = _storage_key(x)
+            if key in seen:
+                raise Unsupported(f"inputs {seen[key]} and {i} share storage")
+            seen[key] = i
+            elem = torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device="meta")
+            leaf = _Traced(elem, x.device, requires_grad=x.requires_grad)
+            # a non-leaf input may be written in place, as in eager: run on a non-leaf clone
+            # of the leaf gradients are taken for (made before recording: not in the graph)
+            value = leaf.clone() if x.requires_grad and x.grad_fn is not None else leaf
+            self._bind(value, node, new_storage=True, input_index=i)
+            node.meta["val"] = self._record(value.elem, x.device)
+            values.append(value)
+            grad_wrt.append(leaf if x.requires_grad else None)
+        return values, grad_wrt
+
+    def _record(self, meta_t, device, is_view=False):
+        return TensorMeta.from_tensor(meta_t, device=device, is_view=is_view)
+
+    def _bind(self, t: _Traced, node, *, new_storage=False, input_index=None):
+        self.alive.append(t)
+        self.node_of[id(t)] = node
+        key = _storage_key(t.elem)
+        st = self.storages.get(key)
+        if st is None or new_storage:
+            st = self.storages[key] = _Storage(t, input_index)
+        self.gen_of[id(t)] = st.generation
+
+    # --- reading a stand-in's current value ----------------------------------------------------
+    def _storage(self, t: _Traced) -> _Storage:
+        return self.storages[_storage_key(t.elem)]
+
+    def current(self, t: _Traced) -> torch.fx.Node:
+        st = self._storage(t)
+        if self.gen_of[id(t)] == st.generation:
+            return self.node_of[id(t)]
+        # written through another alias since this value was taken: re-derive it
+        offset = t.elem.storage_offset() - st.root.elem.storage_offset()
+        node = self._call(aten.as_strided.default,
+                          (st.flat, list(t.shape), list(t.stride()), offset), {},
+                          self._record(t.elem, t.device, is_view=True))
+        self.node_of[id(t)] = node
+        self.gen_of[id(t)] = st.generation
+        return node
+
+    def _flat(self, st: _Storage) -> torch.fx.Node:
+        if st.flat is not None:
+            return st.flat
+        root = st.root
+        order = sorted(range(root.dim()), key=lambda d: -root.stride(d))
+        dense = root.elem.permute(order).is_contiguous()
+        if not dense:
+            raise Unsupported("write through a view of a non-dense tensor")
+        node = self.current(root)
+        flat_meta = root.elem.permute(order).reshape(-1)
+        if order != list(range(root.dim())):
+            perm_meta = root.elem.permute(order)
+            node = self._call(aten.permute.default, (node, order), {},
+                              self._record(perm_meta, root.device, True))
+        st.flat = self._call(aten.reshape.default, (node, [-1]), {},
+                             self._record(flat_meta.contiguous(), root.device))
+        return st.flat
+
+    # --- recording --------------------------------------------------------------------------
+    def _call(self, target, args, kwargs, val):
+        node = self.graph.call_function(target, tuple(args), dict(kwargs))
+        node.meta["val"] = val
+        node.meta["stack_trace"] = self._trace()
+        return node
+
+    def _trace(self) -> Optional[str]:
+        if self.stack_trace is not None:
+            return self.stack_trace
+        ag = torch._C._current_autograd_node()
+        if ag is None or not self.traces:
+            return None
+        seq = ag._sequence_nr()
+        i = bisect.bisect_left(self.traces, (seq, ""))
+        return self.traces[min(i, len(self.traces) - 1)][1]
+
+    def _arg(self, v):
+        if isinstance(v, _Traced):
+            return self.current(v)
+        if isinstance(v, torch.Tensor):
+            node = self.constants.get(id(v))
+            if node is None:
+                name = f"_tensor_constant{len(self.constants)}"
+                setattr(self.root, name, v)
+                with self.graph.inserting_before(self._first_op()):
+                    node = self.graph.get_attr(name)
+                node.meta["val"] = self._record(v.to("meta"), v.device)
+                self.constants[id(v)] = node
+                self.alive.append(v)
+            return node
+        if isinstance(v, torch.device) and v.type == "meta":
+            raise Unsupported("an op named the meta device")
+        return v
+
+    def _first_op(self):
+        for n in self.graph.nodes:
+            if n.op not in ("placeholder", "get_attr"):
+                return n
+        return None
+
+    def dispatch(self, func, args, kwargs):
+        name = func.overloadpacket.__name__
+        schema = func._schema
+        writes = _written(func, args)
+        if name in _LAYOUT_INPLACE:
+            raise Unsupported(f"{func} changes a tensor's layout in place")
+        if any(schema.arguments[i].kwarg_only for i in writes):
+            raise Unsupported(f"{func}: out= overload")
+        tensors = [a for a in _leaves((args, kwargs)) if isinstance(a, _Traced)]
+        device = kwargs.get("device") or (tensors[0].device if tensors else torch.device("cpu"))
+        meta_kwargs = dict(kwargs)
+        if "device" in meta_kwargs:
+            meta_kwargs["device"] = torch.device("meta")
+        try:
+            out = func(*_map(_elem, args), **_map(_elem, meta_kwargs))
+        except Exception as e:
+            raise Unsupported(f"{func} on meta tensors: {type(e).__name__}: {e}") from e
+        try:
+            fargs, fkwargs = _map(self._arg, args), _map(self._arg, kwargs)
+        except Unsupported as e:
+            raise Unsupported(f"{func}: {e}") from None
+        if writes:
+            return self._mutation(func, args, kwargs, fargs, fkwargs, writes, out, device)
+        return self._result(func, fargs, fkwargs, out, tensors, device)
+
+    def _result(self, func, fargs, fkwargs, out, tensors, device):
+        """A functional op: one node, its tensor results wrapped (views share their storage)."""
+        in_storages = {_storage_key(t.elem) for t in tensors}
+        outs = _leaves(out)
+        vals = tuple(self._record(o, device, _storage_key(o) in in_storages)
+                     if isinstance(o, torch.Tensor) else o for o in outs)
+        if not isinstance(out, (tuple, list)):
+            if not isinstance(out, torch.Tensor):
+                raise Unsupported(f"{func} answers a {type(out).__name__}")
+            node = self._call(func, fargs, fkwargs, vals[0])
+            return self._wrap(out, node, device, in_storages)
+        node = self._call(func, fargs, fkwargs, vals)
+        wrapped = []
+        for i, o in enumerate(out):
+            if isinstance(o, torch.Tensor):
+                item = self._call(operator.getitem, (node, i), {}, vals[i])
+                wrapped.append(self._wrap(o, item, device, in_storages))
+            else:
+                wrapped.append(o)
+        return type(out)(wrapped)
+
+    def _wrap(self, o, node, device, in_storages):
+        t = _Traced(o, device)
+        is_view = _storage_key(o) in in_storages
+        if is_view:
+            self._storage_of_meta(o).has_views = True
+        self._bind(t, node, new_storage=not is_view)
+        return t
+
+    def _storage_of_meta(self, o):
+        return self.storages[_storage_key(o)]
+
+    def _mutation(self, func, args, kwargs, fargs, fkwargs, writes, out, device):
+        """An op that writes some of its arguments: record its functional form, rebind each
+        written stand-in to its new value."""
+        written = [args[i] for i in writes]
+        if not all(isinstance(w, _Traced) for w in written):
+            raise Unsupported(f"{func} writes a tensor the graph does not own")
+        functional = _FUNCTIONAL.get(func)
+        own_outputs = None
+        if functional is not None:
+            op, n_own, where = functional
+            res = op(*_map(_elem, args), **_map(_elem, kwargs))
+            node = self._call(op, fargs, fkwargs, tuple(self._record(r, device) for r in res)
+                              if isinstance(res, (tuple, list)) else self._record(res, device))
+            if isinstance(res, (tuple, list)):
+                items = [self._call(operator.getitem, (node, k), {}, self._record(r, device))
+                         for k, r in enumerate(res)]
+            else:
+                items = [node]
+            new_values = {i: items[where[i]] for i in writes}
+            own_outputs = items[:n_own]
+        else:
+            twin = _twin(func)
+            if twin is not None and writes == [0]:
+                res = twin(*_map(_elem, args), **_map(_elem, kwargs))
+                new_node = self._call(twin, fargs, fkwargs, self._record(res, device))
+                new_node = self._keep_layout(args[0], new_node, res, device)
+                new_values = {0: new_node}
+                own_outputs = [new_node]
+            else:
+                # no functional form: the op writes a fresh clone of each written argument
+                fargs = list(fargs)
+                for i in writes:
+                    w = args[i]
+                    fargs[i] = self._call(aten.clone.default, (fargs[i],), {},
+                                          self._record(w.elem, device))
+                node = self._call(func, fargs, fkwargs, None)
+                new_values = {i: fargs[i] for i in writes}
+                if isinstance(out, (tuple, list)):
+                    own_outputs = [self._call(operator.getitem, (node, k), {},
+                                              self._record(o, device) if isinstance(o, torch.Tensor) else o)
+                                   for k, o in enumerate(out)]
+                else:
+                    own_outputs = [node]
+        for i, new in new_values.items():
+            self._write(args[i], new)
+        # the op's result: the written argument itself where the schema says so, else new tensors
+        results = list(out) if isinstance(out, (tuple, list)) else [out]
+        wrapped = []
+        for k, (o, r) in enumerate(zip(results, func._schema.returns)):
+            if r.alias_info is not None and r.alias_info.is_write and func not in _UNMARKED_WRITES:
+                src = next(args[i] for i in writes
+                           if func._schema.arguments[i].alias_info.before_set == r.alias_info.before_set)
+                wrapped.append(src)
+            elif isinstance(o, torch.Tensor):
+                wrapped.append(self._wrap(o, own_outputs[k], device, set()))
+            else:
+                wrapped.append(o)
+        if isinstance(out, (tuple, list)):
+            return type(out)(wrapped)
+        return wrapped[0] if wrapped else None
+
+    def _keep_layout(self, w: _Traced, node, res, device):
+        """The functional result in the written tensor's layout (eager writes in place: later
+        ops see the written tensor's strides); aten.copy keeps its first argument's layout."""
+        if res.stride() == w.elem.stride() or w.numel() <= 1:
+            return node
+        return self._call(aten.copy.default, (self.current(w), node), {},
+                          self._record(w.elem, device))
+
+    def _write(self, w: _Traced, new: torch.fx.Node):
+        st = self._storage(w)
+        if not st.has_views and w is st.root:
+            self.node_of[id(w)] = new        # no alias can see the old value: rebind
+            return
+        flat = self._flat(st)
+        offset = w.elem.storage_offset() - st.root.elem.storage_offset()
+        st.flat = self._call(aten.as_strided_scatter.default,
+                             (flat, new, list(w.shape), list(w.stride()), offset), {},
+                             flat.meta["val"])
+        st.generation += 1
+        self.node_of[id(w)] = new
+        self.gen_of[id(w)] = st.generation
+
+    # --- the whole recording -----------------------------------------------------------------
+    def record(self) -> Joint:
+        values, grad_wrt = self._standins()
+        recorder = self
+
+        class Run(torch.fx.Interpreter):
+            def run_node(self, n):
+                recorder.stack_trace = n.meta.get("stack_trace")
+                try:
+                    result = super().run_node(n)
+                finally:
+                    recorder.stack_trace = None
+                for t in _leaves(result):
+                    if isinstance(t, torch.Tensor) and t.grad_fn is not None:
+                        recorder.traces.append((t.grad_fn._sequence_nr(), n.meta.get("stack_trace") or ""))
+                return result
+
+        grad_mode = torch.is_grad_enabled()
+        try:
+            with _Mode(self), torch.enable_grad():
+                outs = Run(self.source_gm).run(*values)
+                outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
+                joint = self._finish(values, grad_wrt, outs)
+        finally:
+            torch.set_grad_enabled(grad_mode)
+        return joint
+
+    def _finish(self, values, grad_wrt, outs) -> Joint:
+        self.traces.sort()
+        computed: List[torch.fx.Node] = []
+        differentiable: List[bool] = []
+        diff_values: List[torch.Tensor] = []
+        mutated = []
+        # inputs written in place: their final values are computed outputs
+        for i, v in enumerate(values):
+            if isinstance(v, _Traced):
+                node = self.current(v)
+                if node is not self.placeholders[i]:
+                    mutated.append((i, len(computed)))
+                    computed.append(node)
+                    d = v.requires_grad and v.dtype.is_floating_point
+                    differentiable.append(d)
+                    diff_values.append(v)
+        user_outputs: List[Any] = []
+        first_on_storage: Dict[int, tuple] = {}
+        for o in outs:
+            if not isinstance(o, _Traced):
+                if isinstance(o, torch.Tensor):
+                    raise Unsupported("the graph returns a tensor it did not trace")
+                user_outputs.append(("const", o))
+                continue
+            st = self._storage(o)
+            rel = o.elem.storage_offset() - st.root.elem.storage_offset()
+            if st.input_index is not None:
+                if o is values[st.input_index]:
+                    user_outputs.append(("alias", OutputAlias("input", st.input_index)))
+                else:
+                    user_outputs.append(("alias", OutputAlias("input_view", st.input_index,
+                                                              tuple(o.shape), tuple(o.stride()), rel)))
+                continue
+            key = _storage_key(o.elem)
+            if key in first_on_storage:
+                k, base_rel = first_on_storage[key]
+                user_outputs.append(("alias", OutputAlias("output_view", k, tuple(o.shape),
+                                                          tuple(o.stride()), rel - base_rel)))
+                continue
+            first_on_storage[key] = (len(computed), rel)
+            user_outputs.append(("computed", len(computed)))
+            computed.append(self.current(o))
+            d = o.requires_grad and (o.dtype.is_floating_point or o.dtype.is_complex)
+            differentiable.append(d)
+            diff_values.append(o)
+        # tangents, then the backward
+        tangents, outputs = [], []
+        first = self._first_op()
+        for k, (d, v) in enumerate(zip(differentiable, diff_values)):
+            if not d:
+                continue
+            with _disable_current_modes():     # a stand-in, not an op of the graph
+                elem = torch.empty(v.shape, dtype=v.dtype, device="meta")
+                t = _Traced(elem, v.device)
+            with self.graph.inserting_before(first):
+                node = self.graph.placeholder(f"tangent_{len(tangents)}")
+            node.meta["val"] = self._record(elem, v.device)
+            self._bind(t, node, new_storage=True)
+            tangents.append(t)
+            outputs.append(v)
+        wrt = [g for g in grad_wrt if g is not None]
+        grads: List[Optional[torch.Tensor]] = []
+        if outputs and wrt:
+            grads = list(torch.autograd.grad(outputs, wrt, tangents, allow_unused=True))
+        grad_nodes: List[Optional[torch.fx.Node]] = []
+        it = iter(grads)
+        for g in grad_wrt:
+            if g is None:
+                grad_nodes.append(None)
+                continue
+            r = next(it, None)
+            grad_nodes.append(self.current(r) if isinstance(r, _Traced) else None)
+        self.graph.output(tuple(computed) + tuple(grad_nodes))
+        gm = torch.fx.GraphModule(self.root, self.graph)
+        return Joint(gm, len(values), computed, differentiable, mutated, user_outputs,
+                     [g is not None for g in grad_nodes], len(tangents))
+
+
+def _order(t: torch.Tensor) -> list:
+    return sorted(range(t.dim()), key=lambda d: -t.stride(d))
+
+
+def _twin(func):
+    """The functional overload of an in-place op: `add_.Tensor` -> `add.Tensor` (same arguments)."""
+    name = func.overloadpacket.__name__
+    if not name.endswith("_") or name.endswith("__"):
+        return None
+    packet = getattr(aten, name[:-1], None)
+    if packet is None:
+        return None
+    twin = getattr(packet, func._overloadname, None)
+    if twin is None:
+        return None
+    a, b = func._schema.arguments, twin._schema.arguments
+    if [x.name for x in a] != [x.name for x in b]:
+        return None
+    return twin
+
+
+def record(gm: torch.fx.GraphModule, example_inputs: list) -> Joint:
+    """The joint graph of `gm` at `example_inputs` (raises Unsupported)."""
+    return Recorder(gm, example_inputs).record()

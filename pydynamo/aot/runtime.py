@@ -1,0 +1,211 @@
+"""Running a recorded, partitioned graph under autograd, and replaying eager around it.
+
+One `torch.autograd.Function` per compiled graph: its forward runs the compiled forward graph
+(grad mode off, as in any Function) and saves what the partition saved; its backward runs the
+compiled backward graph, compiled at the first `.backward()` from the real saved tensors and
+tangents (so it is specialized to the strides the forward produced; the compiled code re-checks
+them per call) and cached. Double backward through it raises torch's clear error
+(`once_differentiable`).
+
+Around the Function, the epilogue replays what eager would have done to the user's tensors:
+  * a graph input written in place gets its final value copied in (`x.copy_(new)`, under the
+    caller's grad mode: autograd records the write exactly as an in-place op, and the version
+    counter moves);
+  * an output that is an input is that input; an output that is a view of an input is rebuilt
+    as a view of the real input (after the writes), one that views another output as a view of
+    that output, so `_base`, storage and version counter are eager's.
+A call whose inputs share storage where the graph writes one of them runs with eager autograd
+(the recorded graph assumed them distinct), as does a graph the recorder refused.
+
+Dynamic graphs: the joint graph is recorded at concrete sizes; a forward graph with symbolic
+sizes keeps one compiled joint per distinct input signature (sizes and strides of tensor inputs,
+values of int inputs), recorded on the first call that needs it.
+"""
+from __future__ import annotations
+
+import collections
+import warnings
+from typing import Callable, Dict, List, Optional
+
+import torch
+import torch.fx
+
+from pydynamo import _C, logs
+from pydynamo.aot.partition import nbytes, partition
+from pydynamo.aot.recorder import Joint, Unsupported, record
+
+# tests and benchmarks read these: "joint_graphs" (graphs compiled for training),
+# "backward_compiled", "backward_calls", "eager_fallback" (graphs that run with eager autograd),
+# "joint_recompiles" (a dynamic graph recorded again for new sizes)
+counters: collections.Counter = collections.Counter()
+
+
+def needs_autograd(example_inputs) -> bool:
+    """The training path: grad mode on and a tensor input that requires grad (guards pin both)."""
+    return torch.is_grad_enabled() and any(
+        isinstance(x, torch.Tensor) and x.requires_grad for x in example_inputs)
+
+
+class CompiledJoint:
+    """One recorded joint graph, its compiled forward and (lazily) backward."""
+
+    def __init__(self, joint: Joint, example_inputs, fw_compiler, bw_compiler, name: str):
+        self.joint = joint
+        self.name = name
+        fw_gm, bw_gm, saved, positions, recompute = partition(
+            joint.gm, len(joint.computed), joint.num_tangents, joint.num_inputs)
+        self.fw_gm, self.bw_gm = fw_gm, bw_gm
+        self.num_saved = len(saved)
+        self.saved_bytes = sum(nbytes(s) for s in saved if s.op != "placeholder")
+        self.recomputed = len(recompute)
+        self.grad_positions = positions
+        self.bw_compiler = bw_compiler
+        self.bw = None
+        if logs.enabled("aot"):
+            logs.log("aot", "%s joint graph:\n%s", name, joint.gm.code)
+            logs.log("aot", "%s forward graph:\n%s", name, fw_gm.code)
+            logs.log("aot", "%s backward graph (%d saved, %d recomputed):\n%s", name,
+                     len(saved), len(recompute), bw_gm.code)
+        self.fw = fw_compiler(fw_gm, list(example_inputs))
+        self.function = self._make_function()
+
+    def _make_function(self):
+        compiled = self
+        joint = self.joint
+        n_computed = len(joint.computed)
+        diff = joint.differentiable
+        nondiff = [k for k, d in enumerate(diff) if not d]
+        n_inputs = joint.num_inputs
+
+        class CompiledFunction(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, *args):
+                outs = compiled.fw(*args)
+                computed, saved = outs[:n_computed], outs[n_computed:]
+                tensors = [s for s in saved if isinstance(s, torch.Tensor)]
+                ctx.save_for_backward(*tensors)
+                ctx.saved_layout = [isinstance(s, torch.Tensor) for s in saved]
+                ctx.saved_other = [s for s in saved if not isinstance(s, torch.Tensor)]
+                ctx.mark_non_differentiable(*[computed[k] for k in nondiff])
+                return tuple(computed)
+
+            @staticmethod
+            @torch.autograd.function.once_differentiable
+            def backward(ctx, *grads):
+                counters["backward_calls"] += 1
+                tensors, others = iter(ctx.saved_tensors), iter(ctx.saved_other)
+                saved = [next(tensors) if t else next(others) for t in ctx.saved_layout]
+                tangents = [g.contiguous() for g, d in zip(grads, diff) if d]
+                prev = _C.set_eval_frame(None)
+                try:
+                    if compiled.bw is None:
+                        compiled.bw = compiled.bw_compiler(compiled.bw_gm, saved + tangents)
+                        counters["backward_compiled"] += 1
+                    out = compiled.bw(*saved, *tangents)
+                finally:
+                    _C.set_eval_frame(prev)
+                result: List[Optional[torch.Tensor]] = [None] * n_inputs
+                for pos, g in zip(compiled.grad_positions, out):
+                    result[pos] = g
+                return tuple(result)
+
+        return CompiledFunction
+
+    def __call__(self, *args):
+        joint = self.joint
+        computed = self.function.apply(*args)
+        for i, k in joint.mutated:
+            args[i].copy_(computed[k])
+        outs = []
+        for kind, what in joint.user_outputs:
+            if kind == "computed":
+                outs.append(computed[what])
+            elif kind == "const":
+                outs.append(what)
+            else:
+                outs.append(_alias(what, args, computed))
+        return tuple(outs)
+
+
+def _alias(a, args, computed):
+    if a.kind == "input":
+        return args[a.source]
+    src = args[a.source] if a.kind == "input_view" else computed[a.source]
+    return src.as_strided(a.size, a.stride, src.storage_offset() + a.offset)
+
+
+def _signature(args) -> tuple:
+    return tuple((tuple(a.shape), a.stride()) if isinstance(a, torch.Tensor) else
+                 (a if isinstance(a, (int, float, bool)) else None) for a in args)
+
+
+def _writes_shared_input(args, mutated) -> bool:
+    """A written input shares storage with another input (the recording assumed distinct)."""
+    keys = {}
+    for i, a in enumerate(args):
+        if isinstance(a, torch.Tensor):
+            keys.setdefault(a.untyped_storage().data_ptr(), []).append(i)
+    return any(len(keys[args[i].untyped_storage().data_ptr()]) > 1 for i, _ in mutated
+               if args[i].untyped_storage().data_ptr() != 0)
+
+
+_warned: set = set()
+
+
+def _fallback(gm, reason: str):
+    counters["eager_fallback"] += 1
+    key = reason.split(":")[0]
+    if key not in _warned:
+        _warned.add(key)
+        warnings.warn(f"pydynamo: a graph runs with eager autograd ({reason})", stacklevel=2)
+    return gm.forward
+
+
+def aot_compile(gm: torch.fx.GraphModule, example_inputs, fw_compiler: Callable,
+                bw_compiler: Callable, name: str = "graph") -> Callable:
+    """The training callable for `gm`: joint graph recorded, partitioned, forward compiled now,
+    backward at first use. A graph the recorder refuses runs `gm.forward` (eager autograd)."""
+    try:
+        joint = record(gm, example_inputs)
+        first = CompiledJoint(joint, example_inputs, fw_compiler, bw_compiler, name)
+    except Unsupported as e:
+        return _fallback(gm, str(e))
+    counters["joint_graphs"] += 1
+    dynamic = _is_dynamic(gm)
+    cache: Dict[tuple, CompiledJoint] = {_signature(example_inputs): first}
+    check_alias = bool(joint.mutated)
+
+    def run(*args):
+        if check_alias and _writes_shared_input(args, cache_get(args).joint.mutated):
+            return gm.forward(*args)
+        return cache_get(args)(*args)
+
+    def cache_get(args):
+        if not dynamic:
+            return first
+        key = _signature(args)
+        c = cache.get(key)
+        if c is None:
+            counters["joint_recompiles"] += 1
+            c = cache[key] = CompiledJoint(record(gm, list(args)), list(args), fw_compiler,
+                                           bw_compiler, name)
+        return c
+
+    _C.set_code_state(run.__code__, "skip")
+    run.compiled = first
+    return run
+
+
+def _is_dynamic(gm) -> bool:
+    """Whether the forward graph has symbolic sizes (or int inputs): then calls may differ in
+    sizes the recorded joint baked in."""
+    for n in gm.graph.nodes:
+        if n.op != "placeholder":
+            continue
+        v = n.meta.get("val")
+        if isinstance(v, torch.Tensor):
+            continue
+        dims = tuple(getattr(v, "shape", ())) + tuple(getattr(v, "stride", ()))
+        if v is None or not hasattr(v, "shape") or any(not isinstance(d, int) for d in dims):
+            return True
+    return False
