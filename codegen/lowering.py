@@ -25,7 +25,7 @@ from codegen import primitives as prims
 from codegen.sizevars import _is_int_poly, contiguous_strides, equals, flat_index, product
 from codegen.symbolic import same_size, size_hint, size_is_one
 from codegen.scalars import has_scalar
-from pydynamo.symbols import FloorDiv, ModIdx
+from pydynamo.symbols import FloorDiv, ModIdx, broadcast
 
 LOWERINGS: Dict[str, Callable] = {}
 
@@ -97,23 +97,13 @@ def float_dtype_for(dt) -> torch.dtype:
 
 
 def broadcast_sizes(*sizes: Sequence) -> List[sympy.Expr]:
-    nd = max((len(s) for s in sizes), default=0)
-    out = []
-    for i in range(nd):
-        dims = [sympy.sympify(s[i - (nd - len(s))]) for s in sizes if i - (nd - len(s)) >= 0]
-        if all(d == dims[0] for d in dims):     # nothing to decide (one operand, same sizes)
-            out.append(dims[0])
-            continue
-        dim = sympy.Integer(1)
-        for d in dims:
-            if size_is_one(d):
-                continue
-            if dim == 1:
-                dim = d
-            elif not same_size(dim, d):
-                raise NotLowered("broadcast mismatch")
-        out.append(dim)
-    return out
+    """pydynamo/symbols.py's `broadcast` decided on the example sizes, the wrapper re-checking
+    each assumption; a dim all operands give the same size is that size, nothing assumed."""
+    out = broadcast([[sympy.sympify(d) for d in s] for s in sizes], size_is_one, same_size,
+                    decide_uniform=False)
+    if out is None:
+        raise NotLowered("broadcast mismatch")
+    return [sympy.sympify(d) for d in out]
 
 
 def expand_to(x: TensorValue, size: Sequence) -> TensorValue:

@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from codegen.primitives import ROWS as PRIMITIVES
 from pydynamo.meta import (Dim, NoRule, Out, TensorMeta, _prod, _simplify_dim, contiguous_strides,
                            register)
-from pydynamo.symbols import FloorDiv
+from pydynamo.symbols import FloorDiv, broadcast
 
 
 def _is_sym(d) -> bool:
@@ -67,28 +67,17 @@ def _arg(args, kwargs, i, name, default=None):
 
 
 def broadcast_shapes(ctx, *shapes) -> tuple:
-    """Right-aligned broadcasting; symbolic dims that must match are guarded equal."""
-    ndim = max((len(s) for s in shapes), default=0)
-    out: list = []
-    for i in range(ndim):
-        dims = [s[len(s) - ndim + i] for s in shapes if len(s) - ndim + i >= 0]
-        result: Any = 1
-        for d in dims:
-            if isinstance(d, int) and d == 1:
-                continue
-            if isinstance(result, int) and result == 1:
-                # whether an expression (s0 - 1) is 1 decides broadcasting: guarded, as torch's
-                # infer_size does (a bare size symbol is >= 2 by its range: no guard)
-                if _is_sym(d) and not (d.is_Symbol and ctx.env.ranges.get(d) is not None
-                                       and ctx.env.ranges[d].lo >= 2) and _eq(ctx, d, 1):
-                    continue
-                result = d
-            elif not _eq(ctx, result, d):
-                if _is_sym(d) and _eq(ctx, d, 1):
-                    continue
-                raise NoRule()
-        out.append(_dim(result))
-    return tuple(out)
+    """Right-aligned broadcasting (pydynamo/symbols.py's `broadcast`), decided on the hints and
+    guarded: whether an expression (s0 - 1) is 1 decides broadcasting, as in torch's
+    infer_size (a bare size symbol is >= 2 by its range: no guard)."""
+    def is_one(d):
+        return _is_sym(d) and not (d.is_Symbol and ctx.env.ranges.get(d) is not None
+                                   and ctx.env.ranges[d].lo >= 2) and _eq(ctx, d, 1)
+
+    out = broadcast(shapes, is_one, lambda a, b: _eq(ctx, a, b))
+    if out is None:
+        raise NoRule()
+    return tuple(_dim(d) for d in out)
 
 
 # -- pointwise ----------------------------------------------------------------------------------

@@ -14,6 +14,10 @@ and div, mod > 0 (the index maps of views). The executor's `%` stays `sympy.Mod`
 index printers and codegen's simplifier (codegen/sizevars.py) know. They print them for
 non-negative operands only (sizes and indices), where C's truncating `/` is floor division.
 
+`broadcast` is the one broadcasting algorithm: the executor's shape rules (deciding on the hints
+through the ShapeEnv, which guards) and codegen's lowerings (deciding on the example sizes and
+recording assumptions the wrapper re-checks) both call it with their way of deciding.
+
 Printers: `sympy_str` is readable Python text of any expression or relation (guards, logs;
 `/` is true division); `pyexpr` (the wrapper), `cexpr` and `TritonExprPrinter` print integer
 size/index expressions exactly, and raise their `unsupported` error on anything else.
@@ -21,6 +25,7 @@ size/index expressions exactly, and raise their `unsupported` error on anything 
 from __future__ import annotations
 
 import functools
+from typing import Optional
 
 import sympy
 from sympy.printing.str import StrPrinter
@@ -112,6 +117,44 @@ def canonical_size(e) -> sympy.Expr:
             num = num + den - 1
         return FloorDiv(sympy.expand(num), den)
     return sympy.sympify(e).replace(lambda x: isinstance(x, (sympy.Mod, sympy.floor, sympy.ceiling)), fix)
+
+
+# ---------------------------------------------------------------------------------------------
+# Broadcasting
+
+def broadcast(shapes, is_one, equal, decide_uniform: bool = True) -> Optional[list]:
+    """Right-aligned broadcasting of `shapes` (sequences of ints and sympy sizes): the result's
+    dims, or None when two dims neither match nor broadcast. A symbolic question is the
+    caller's to decide (and record): `is_one(d)`, does dim `d` broadcast; `equal(a, b)`.
+
+    The order of the questions decides which guards are recorded (so the recompile counts the
+    tests compare with torch.compile's): per dim, operands left to right; a literal 1 is
+    skipped unasked; while the result is 1 an operand is asked `is_one`, else it becomes the
+    result; after that an operand must be `equal` to the result, or else `is_one`.
+    `decide_uniform=False` (codegen): a dim every operand gives the same expression is that
+    expression, nothing asked; the executor asks anyway (`s0 - 1` is 1?), as torch guards."""
+    ndim = max((len(s) for s in shapes), default=0)
+    out = []
+    for i in range(ndim):
+        dims = [s[len(s) - ndim + i] for s in shapes if len(s) - ndim + i >= 0]
+        if not decide_uniform and all(d == dims[0] for d in dims):
+            out.append(dims[0])
+            continue
+        result = 1
+        for d in dims:
+            if _is_literal_one(d):
+                continue
+            if _is_literal_one(result):
+                if not is_one(d):
+                    result = d
+            elif not equal(result, d) and not is_one(d):
+                return None
+        out.append(result)
+    return out
+
+
+def _is_literal_one(d) -> bool:
+    return d == 1 and (isinstance(d, int) or d.is_number)
 
 
 # ---------------------------------------------------------------------------------------------
