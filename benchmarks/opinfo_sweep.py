@@ -49,9 +49,9 @@ def _work_variants(item):
                 native_nodes=r.native_nodes, error=r.error, seconds=time.time() - t0)
 
 
-def _isolated(item, limit=300):
-    """_work(item) in a forked child: a crash (signal) or hang of one op is recorded as that
-    op's exception instead of taking the whole pool down."""
+def _isolated(item, limit=300, work=None):
+    """work(item) (default _work) in a forked child: a crash (signal) or hang of one op is
+    recorded as that op's exception instead of taking the whole pool down."""
     import select
     import signal
     r, w = os.pipe()
@@ -59,7 +59,7 @@ def _isolated(item, limit=300):
     if pid == 0:
         os.close(r)
         try:
-            data = json.dumps(_work(item), default=str).encode()
+            data = json.dumps((work or _work)(item), default=str).encode()
         except BaseException as e:     # noqa: BLE001  (report anything, then leave)
             data = json.dumps(dict(op=item[0], variant=item[1], dtype=item[2], cases=0, wrong=[],
                                    exceptions=[f"harness: {type(e).__name__}: {e}"], alias=[],
@@ -106,6 +106,28 @@ def _work(item):
                 seconds=time.time() - t0)
 
 
+def run_items(items, work, jobs=1, out=""):
+    """work(item) for every item, `jobs` processes at a time (work must pickle: a module-level
+    function or a partial of one); the results as they finish, each also a JSON line of
+    out + "l" when out is given (a sweep stopped by a time limit still leaves its lines)."""
+    results = []
+    log = open(out + "l", "w") if out else None
+
+    def record(r):
+        results.append(r)
+        if log:
+            log.write(json.dumps(r, default=str) + "\n")
+            log.flush()
+    if jobs > 1:
+        with ProcessPoolExecutor(jobs) as ex:
+            for fut in as_completed([ex.submit(work, it) for it in items]):
+                record(fut.result())
+    else:
+        for it in items:
+            record(work(it))
+    return results
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ops", default="")
@@ -135,27 +157,11 @@ def main():
                 items.append((op.name, op.variant_test_name, name) if graph else
                              (op.name, op.variant_test_name, name, variants, layouts, a.samples))
     t0 = time.time()
-    results = []
-    log = open(a.out + "l", "w") if a.out else None     # one JSON line per pair, as they finish
-
-    def record(r):
-        results.append(r)
-        if log:
-            log.write(json.dumps(r, default=str) + "\n")
-            log.flush()
     isolate = not graph      # a pydynamo crash is a result of the variants sweep
     if a.shard:
         i, n = map(int, a.shard.split("/"))
         items = items[i::n]
-    if a.jobs > 1:
-        with ProcessPoolExecutor(a.jobs) as ex:
-            # as they finish: a sweep stopped by a time limit still leaves its .jsonl lines
-            for fut in as_completed([ex.submit(_isolated if isolate else _work, it)
-                                     for it in items]):
-                record(fut.result())
-    else:
-        for i in items:
-            record(_isolated(i) if isolate else _work(i))
+    results = run_items(items, _isolated if isolate else _work, a.jobs, a.out)
     if not graph:
         return _summarize_variants(results, time.time() - t0, a.out, a.table)
     wrong = [r for r in results if r["wrong"]]

@@ -679,3 +679,331 @@ def _bisect_exceptions(cases, calls, pristine_by_id):
         if exc is not None:
             found.append(f"{c.label}: {type(exc).__name__}: {str(exc)[:200]}")
     return found
+
+
+# --- gradients: forward outputs and input grads of a compiled call against eager ----------------
+#
+# run_grad(op, backend) is what a user training through pydynamo sees: each float32 sample of an
+# op that supports autograd (OpInfo's own requires_grad samples, so OpInfo decides which inputs
+# are differentiable), its tensors cloned into fresh leaves, is called from an ordinary Python
+# function compiled by pydynamo.optimize(backend=...) (the _program above: one frame per chunk of
+# samples, so one joint graph, one forward and one backward build). Its outputs, passed through
+# the sample's output_process_fn_grad, are reduced with a fixed random cotangent per output by
+# one torch.autograd.grad over every leaf; the same for eager, per sample. Compared with
+# torch.testing.assert_close's default tolerances for the dtype (float32: rtol 1.3e-6, atol
+# 1e-5), NaNs equal: outputs, which outputs require grad, and every input grad (None and zeros
+# are the same gradient). Two compiled calls: the first compiles the backward, the second reuses
+# it. A sample is dropped when its eager backward raises or no output requires grad; a sample
+# whose eager run differs from a second eager run (random ops) is counted apart, not compared.
+# A mismatch is rechecked alone (fresh pydynamo.reset(), one sample in the frame) before it is
+# counted wrong, and carries the float64 eager errors so a reader can tell a rounding difference
+# from a wrong formula (it is counted wrong either way).
+
+GRAD_COUNTERS = ("joint_graphs", "backward_compiled", "backward_calls", "eager_fallback")
+
+
+@dataclass
+class GradResult:
+    name: str
+    variant: str
+    backend: str
+    samples: int = 0                 # samples compared
+    ok: int = 0
+    wrong: List[dict] = field(default_factory=list)           # one per wrong sample
+    exceptions: List[str] = field(default_factory=list)       # compiled raised, eager did not
+    eager_backward_raises: int = 0   # samples dropped: eager's backward raises
+    no_grad_output: int = 0          # samples dropped: no output requires grad
+    nondeterministic: int = 0        # eager differs from eager: not compared
+    counters: dict = field(default_factory=dict)   # pydynamo.aot.counters, this op's increments
+    fallback_reasons: List[str] = field(default_factory=list)
+    error: str = ""
+
+
+def _aot_counters():
+    try:
+        from pydynamo.aot import counters
+    except ImportError:         # before the training path exists every graph is eager autograd
+        return {}
+    return dict(counters)
+
+
+def _fresh_leaves(tensors):
+    """Detached copies (values and strides kept) that are leaves requiring grad where the
+    originals did."""
+    out = []
+    for t in tensors:
+        c = t.detach().clone()
+        if t.requires_grad and (t.is_floating_point() or t.is_complex()):
+            c.requires_grad_(True)
+        out.append(c)
+    return out
+
+
+def _grad_case(op, i, s):
+    """The sample as a Case over fresh leaf tensors (shared tensors stay shared), plus the
+    sample's output_process_fn_grad."""
+    memo = {}
+
+    def leaf(t):
+        if id(t) not in memo:
+            memo[id(t)] = _fresh_leaves([t])[0]
+        return memo[id(t)]
+    inp = _map_tensors(s.input, leaf)
+    args = _map_tensors(tuple(s.args), leaf)
+    kwargs = _map_tensors(dict(s.kwargs), leaf)
+    return Case("grad", "contiguous", i, op.op, (inp,) + args, kwargs), s.output_process_fn_grad
+
+
+def _diff_outputs(out):
+    # a leaf among the outputs (dropout with p=0 returns its input) still has a gradient
+    return [t for t in _tensors_of(out) if t.requires_grad]
+
+
+def _cotangent(t, seed):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(t.shape, generator=g, dtype=t.dtype)
+
+
+def _backward(outs, leaves, seed):
+    """grad of sum(<out_k, cotangent_k>) for every leaf that requires grad (None where unused)."""
+    diff = _diff_outputs(outs)
+    want = [t for t in leaves if t.requires_grad]
+    if not diff or not want:
+        return []
+    cots = [_cotangent(t, seed * 1000 + k) for k, t in enumerate(diff)]
+    return list(torch.autograd.grad(diff, want, cots, allow_unused=True))
+
+
+def _close(a, b, path):
+    """None when equal under torch.testing's default tolerances (integers exactly), else
+    {what, max_abs, max_rel}. None and zeros are the same gradient."""
+    if a is None and b is None:
+        return None
+    if a is None or b is None:
+        t = b if a is None else a
+        if isinstance(t, torch.Tensor) and not torch.count_nonzero(t.detach()):
+            return None
+        return dict(what=f"{path}: {'None' if a is None else 'tensor'} vs eager "
+                         f"{'None' if b is None else 'tensor'}", max_abs=None, max_rel=None)
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        a, b = a.detach(), b.detach()
+        if a.shape != b.shape or a.dtype != b.dtype:
+            return dict(what=f"{path}: {a.dtype}{tuple(a.shape)} vs eager {b.dtype}{tuple(b.shape)}",
+                        max_abs=None, max_rel=None)
+        if not (a.dtype.is_floating_point or a.dtype.is_complex):
+            if torch.equal(a, b):
+                return None
+            return dict(what=f"{path}: integer/bool values differ", max_abs=None, max_rel=None)
+        try:
+            torch.testing.assert_close(a, b, equal_nan=True)
+            return None
+        except AssertionError as e:
+            d = (a.double() - b.double()).abs().nan_to_num(0.0)
+            rel = d / b.double().abs().clamp_min(1e-30)
+            return dict(what=f"{path}: {str(e).splitlines()[0]}",
+                        max_abs=float(d.max()) if d.numel() else 0.0,
+                        max_rel=float(rel.max()) if rel.numel() else 0.0)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        if len(a) != len(b):
+            return dict(what=f"{path}: length {len(a)} vs {len(b)}", max_abs=None, max_rel=None)
+        for k, (x, y) in enumerate(zip(a, b)):
+            r = _close(x, y, f"{path}[{k}]")
+            if r:
+                return r
+        return None
+    if a != b and not (a != a and b != b):
+        return dict(what=f"{path}: {a!r} vs {b!r}", max_abs=None, max_rel=None)
+    return None
+
+
+def _eager_grad(case, process, seed, tensors):
+    """(outputs, which outputs require grad, grads) of one eager call on fresh leaves."""
+    leaves = _fresh_leaves(tensors)
+    fn, _, _ = _program([case], "eager_grad")
+    out = process(fn(*leaves)[0])
+    return _clone(out), [t.requires_grad for t in _tensors_of(out)], _backward(out, leaves, seed)
+
+
+def _compare_grad(got, want, label):
+    """First difference of (outputs, requires-grad flags, grads), or None."""
+    (o, rg, g), (wo, wrg, wg) = got, want
+    return _close(o, wo, f"{label} output") or \
+        (dict(what=f"{label}: outputs requiring grad {rg} vs eager {wrg}", max_abs=None,
+              max_rel=None) if rg != wrg else None) or _close(g, wg, f"{label} grad")
+
+
+def _compiled_grad_run(fn, cases, processes, tensors, backend, calls):
+    """Compile `fn` with `backend` and call it `calls` times on fresh leaves, each call followed
+    by one autograd.grad over every sample's outputs: per call, per sample (outputs, requires
+    grad flags, grads of the sample's leaves); or the exception raised."""
+    import pydynamo
+    compiled = pydynamo.optimize(backend=backend)(fn)
+    owner_of = {}
+    for ci, c in enumerate(cases):
+        for t in _tensors_of(list(c.args) + list(c.kwargs.values())):
+            owner_of.setdefault(id(t), ci)
+    runs = []
+    for _ in range(calls):
+        leaves = _fresh_leaves(tensors)
+        outs = compiled(*leaves)
+        outs = [p(o) for p, o in zip(processes, outs)]
+        diff, cots, want = [], [], []
+        for ci, o in enumerate(outs):
+            for k, t in enumerate(_diff_outputs(o)):
+                diff.append(t)
+                cots.append(_cotangent(t, cases[ci].sample * 1000 + k))
+        want = [t for t in leaves if t.requires_grad]
+        grads = list(torch.autograd.grad(diff, want, cots, allow_unused=True)) if diff and want else []
+        by_leaf = dict(zip([id(t) for t in want], grads))
+        per = []
+        for ci, o in enumerate(outs):
+            mine = [leaves[j] for j, t in enumerate(tensors) if owner_of.get(id(t)) == ci]
+            per.append((_clone(o), [t.requires_grad for t in _tensors_of(o)],
+                        [by_leaf.get(id(t)) for t in mine if t.requires_grad]))
+        runs.append(per)
+    return runs
+
+
+def _f64_errors(case, process, seed, tensors, got, want):
+    """Max abs error of the compiled and the eager float32 grads against eager in float64."""
+    try:
+        t64 = [t.detach().double().requires_grad_(t.requires_grad) if t.is_floating_point()
+               else t for t in tensors]
+        ref = _eager_grad(case, process, seed, t64)[2]
+        err = []
+        for gs in (got, want):
+            m = 0.0
+            for a, r in zip(gs, ref):
+                if a is not None and r is not None:
+                    m = max(m, float((a.double() - r).abs().nan_to_num(0.0).max()) if a.numel() else 0.0)
+            err.append(m)
+        return dict(f64_err_compiled=err[0], f64_err_eager=err[1])
+    except Exception as e:     # an op without a float64 kernel on CPU: no reference
+        return dict(f64_note=f"no float64 reference: {type(e).__name__}")
+
+
+def _sample_repr(case):
+    def show(x):
+        if isinstance(x, torch.Tensor):
+            return f"T{tuple(x.shape)}{'' if x.is_contiguous() else ' strides=' + str(x.stride())}" \
+                   f"{' rg' if x.requires_grad else ''}"
+        if isinstance(x, (list, tuple)):
+            return type(x)(show(a) for a in x)
+        return x
+    return f"args={show(case.args)} kwargs={ {k: show(v) for k, v in case.kwargs.items()} }"
+
+
+def grad_cases(op, max_samples=None):
+    """(cases, output processors, dropped counts) for op's float32 autograd samples: the samples
+    eager differentiates, each checked twice in eager (nondeterministic ones flagged)."""
+    samples = list(op.sample_inputs("cpu", torch.float32, requires_grad=True))
+    if max_samples:
+        samples = samples[:max_samples]
+    kept, drop = [], dict(eager_backward_raises=0, no_grad_output=0, nondeterministic=0)
+    for i, s in enumerate(samples):
+        case, process = _grad_case(op, i, s)
+        fn, tensors, _ = _program([case], "eager_grad")
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                want = _eager_grad(case, process, i, tensors)
+                if not any(want[1]):
+                    drop["no_grad_output"] += 1
+                    continue
+                want2 = _eager_grad(case, process, i, tensors)
+        except Exception:
+            drop["eager_backward_raises"] += 1
+            continue
+        nondet = _compare_grad(want2, want, "eager twice") is not None
+        drop["nondeterministic"] += nondet
+        kept.append((case, process, want, nondet))
+    return kept, drop
+
+
+def check_grad_sample(op, case, process, backend, calls=2):
+    """One sample alone in a fresh pydynamo: the first difference from eager over `calls`
+    compiled calls (a dict), the exception's text, or None."""
+    import pydynamo
+    fn, tensors, _ = _program([case], "grad_sample")
+    want = _eager_grad(case, process, case.sample, tensors)
+    pydynamo.reset()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            runs = _compiled_grad_run(fn, [case], [process], tensors, backend, calls)
+    except Exception as e:
+        return f"{type(e).__name__}: {str(e)[:300]}"
+    for k, per in enumerate(runs):
+        r = _compare_grad(per[0], want, f"call{k}")
+        if r:
+            return dict(r, **_f64_errors(case, process, case.sample, tensors, per[0][2], want[2]))
+    return None
+
+
+def run_grad(op, backend="codegen", max_samples=None, calls=2, chunk=CHUNK) -> GradResult:
+    """Every float32 autograd sample of `op` compiled with `backend`: outputs and input grads
+    against eager (see the section comment)."""
+    import pydynamo
+    res = GradResult(op.name, op.variant_test_name, backend)
+    try:
+        kept, drop = grad_cases(op, max_samples)
+    except Exception as e:
+        res.error = f"sample_inputs: {type(e).__name__}: {e}"
+        return res
+    res.eager_backward_raises, res.no_grad_output = drop["eager_backward_raises"], drop["no_grad_output"]
+    res.nondeterministic = drop["nondeterministic"]
+    if not kept:
+        res.error = "no sample differentiates eagerly"
+        return res
+    base = "grad_" + "".join(c if c.isalnum() else "_" for c in op.name + "_" + op.variant_test_name)
+    before = _aot_counters()
+    for lo in range(0, len(kept), chunk):
+        part = kept[lo:lo + chunk]
+        cases = [c for c, _, _, _ in part]
+        fn, tensors, _ = _program(cases, f"{base}{lo // chunk}")
+        pydynamo.reset()
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            try:
+                runs = _compiled_grad_run(fn, cases, [p for _, p, _, _ in part], tensors,
+                                          backend, calls)
+            except Exception as e:
+                runs, exc = None, e
+        for w in seen:     # the training path's own warnings (why a graph took eager autograd)
+            msg = str(w.message)
+            if ("/pydynamo/aot/" in w.filename or "autograd" in msg) and \
+                    msg[:300] not in res.fallback_reasons:
+                res.fallback_reasons.append(msg[:300])
+        if runs is None:
+            # attribute: each sample alone
+            found = [(c, check_grad_sample(op, c, p, backend, calls)) for c, p, _, _ in part]
+            bad = [(c, r) for c, r in found if isinstance(r, str)]
+            res.exceptions += [f"sample{c.sample}: {r}" for c, r in bad] or \
+                [f"{base}{lo // chunk}: {type(exc).__name__}: {str(exc)[:300]}"]
+            res.samples += len(part) - sum(nd for _, _, _, nd in part)
+            res.ok += len(part) - sum(nd for _, _, _, nd in part) - len(bad)
+            continue
+        for ci, (case, process, want, nondet) in enumerate(part):
+            if nondet:
+                continue
+            res.samples += 1
+            diff = None
+            for k, per in enumerate(runs):
+                diff = _compare_grad(per[ci], want, f"call{k}")
+                if diff:
+                    break
+            if diff is None:
+                res.ok += 1
+                continue
+            # alone, in a fresh pydynamo: what a repro shows
+            alone = check_grad_sample(op, case, process, backend, calls)
+            if alone is None:
+                diff = dict(diff, alone="matches when compiled alone")
+            elif isinstance(alone, str):
+                diff = dict(diff, alone=alone)
+            else:
+                diff = dict(alone, alone="reproduces alone")
+            res.wrong.append(dict(diff, sample=case.sample, call=_sample_repr(case)))
+    after = _aot_counters()
+    res.counters = {k: after.get(k, 0) - before.get(k, 0) for k in GRAD_COUNTERS}
+    return res

@@ -1,0 +1,159 @@
+"""Gradient parity sweep over torch's OpInfo database (issue 16's acceptance).
+
+    python scripts/grad_sweep.py [--backend codegen|aot_eager|eager] [--ops add,sum,max.binary]
+                                 [--samples N] [--jobs N] [--timeout S] [--out f.json]
+                                 [--failures notes.md] [--no-table]
+
+Every OpInfo entry that supports autograd in float32 on CPU: each sample's outputs and input
+grads, compiled by pydynamo.optimize(backend=...), against eager, with torch.testing's default
+float32 tolerances (tests/codegen/opinfo_harness.py run_grad says exactly what is compared and
+what is dropped). One forked process per op (benchmarks/opinfo_sweep.py _isolated: a crash or a
+hang past --timeout is that op's exception). Prints a table (op, samples compared, ok, wrong,
+exceptions, graphs that fell back to eager autograd and backward graphs compiled, from
+pydynamo.aot.counters), the wrong samples, the fallback reasons, and a line
+`SUMMARY {...}`; --out writes the summary and per-op results as JSON (and a .jsonl line per op as
+they finish); --failures appends each wrong sample (op, sample, backend, max error, a repro
+command) to a markdown file. Exit status 1 on any wrong gradient or exception.
+"""
+import argparse
+import functools
+import json
+import os
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+import torch  # noqa: E402
+
+from benchmarks.opinfo_sweep import _isolated, run_items  # noqa: E402
+from tests.codegen import opinfo_harness as H  # noqa: E402
+
+
+def _label(name, variant):
+    return name + (f".{variant}" if variant else "")
+
+
+def grad_ops(want=()):
+    """OpInfo entries with float32 autograd on CPU; `want` filters by name or name.variant."""
+    out = []
+    for op in H.op_db():
+        if not op.supports_autograd or torch.float32 not in op.supported_backward_dtypes("cpu"):
+            continue
+        if want and op.name not in want and _label(op.name, op.variant_test_name) not in want:
+            continue
+        out.append(op)
+    return out
+
+
+def _work(item):
+    name, variant, _dtype, backend, samples = item
+    op = next(o for o in H.op_db() if o.name == name and o.variant_test_name == variant)
+    t0 = time.time()
+    torch.manual_seed(0)
+    try:
+        r = H.run_grad(op, backend, max_samples=samples or None)
+    except Exception as e:
+        return dict(op=name, variant=variant, dtype="float32", samples=0, ok=0, wrong=[],
+                    exceptions=[f"harness: {type(e).__name__}: {e}"], error="harness",
+                    seconds=time.time() - t0)
+    return dict(op=name, variant=variant, dtype="float32", backend=backend, samples=r.samples,
+                ok=r.ok, wrong=r.wrong, exceptions=r.exceptions,
+                eager_backward_raises=r.eager_backward_raises, no_grad_output=r.no_grad_output,
+                nondeterministic=r.nondeterministic, counters=r.counters,
+                fallback_reasons=r.fallback_reasons, error=r.error, seconds=time.time() - t0)
+
+
+def _failures_md(results, backend):
+    lines = []
+    for r in results:
+        for w in r["wrong"]:
+            err = f"max abs {w.get('max_abs')}, max rel {w.get('max_rel')}"
+            if "f64_err_compiled" in w:
+                err += (f"; against eager float64: compiled {w['f64_err_compiled']:.3g}, "
+                        f"eager float32 {w['f64_err_eager']:.3g}")
+            lines += [f"### grad sweep: {_label(r['op'], r['variant'])} sample {w['sample']} "
+                      f"({backend})",
+                      f"- what: {w['what']} ({w.get('alone', '')})",
+                      f"- error: {err}",
+                      f"- sample: `{w['call']}`",
+                      f"- repro: `python scripts/grad_sweep.py --backend {backend} --ops "
+                      f"{_label(r['op'], r['variant'])}` (sample {w['sample']}; "
+                      f"opinfo_harness.check_grad_sample runs it alone)", ""]
+    return lines
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--backend", default="codegen")
+    ap.add_argument("--ops", default="", help="comma list of op names or name.variant")
+    ap.add_argument("--samples", type=int, default=0, help="samples per op (0: all)")
+    ap.add_argument("--jobs", type=int, default=1)
+    ap.add_argument("--timeout", type=int, default=600, help="seconds per op")
+    ap.add_argument("--out", default="")
+    ap.add_argument("--failures", default="", help="append wrong samples to this markdown file")
+    ap.add_argument("--no-table", action="store_true")
+    a = ap.parse_args()
+    want = set(filter(None, a.ops.split(",")))
+    items = [(op.name, op.variant_test_name, "float32", a.backend, a.samples)
+             for op in grad_ops(want)]
+    t0 = time.time()
+    results = run_items(items, functools.partial(_isolated, limit=a.timeout, work=_work), a.jobs,
+                        a.out)
+    return _summarize(results, a, time.time() - t0)
+
+
+def _summarize(results, a, seconds):
+    results.sort(key=lambda r: (r["op"], r["variant"]))
+    cnt = lambda r, k: (r.get("counters") or {}).get(k, 0)  # noqa: E731
+    if not a.no_table:
+        print(f"{'op':44} {'samples':>7} {'ok':>5} {'wrong':>5} {'error':>5} "
+              f"{'eager_fallback':>14} {'bw_compiled':>11}")
+        for r in results:
+            print(f"{_label(r['op'], r['variant']):44} {r['samples']:7} {r['ok']:5} "
+                  f"{len(r['wrong']):5} {len(r['exceptions']):5} {cnt(r, 'eager_fallback'):14} "
+                  f"{cnt(r, 'backward_compiled'):11}")
+    for r in results:
+        for w in r["wrong"]:
+            print(f"WRONG {_label(r['op'], r['variant'])} sample{w['sample']}: {w['what']} "
+                  f"(max abs {w.get('max_abs')}) {w.get('alone', '')}")
+        for e in r["exceptions"][:3]:
+            print(f"ERROR {_label(r['op'], r['variant'])}: {e.splitlines()[0] if e else e}")
+    reasons = {}
+    for r in results:
+        for why in r.get("fallback_reasons") or []:
+            reasons.setdefault(why, []).append(_label(r["op"], r["variant"]))
+    for why, ops in sorted(reasons.items(), key=lambda kv: -len(kv[1])):
+        print(f"FALLBACK {len(ops)} ops ({', '.join(ops[:6])}{', ...' if len(ops) > 6 else ''}): "
+              f"{why}")
+    summary = dict(
+        backend=a.backend, torch=torch.__version__, python=sys.version.split()[0],
+        ops=len(results), ops_compared=sum(1 for r in results if r["samples"]),
+        samples=sum(r["samples"] for r in results), ok=sum(r["ok"] for r in results),
+        wrong=sum(len(r["wrong"]) for r in results),
+        ops_wrong=sum(1 for r in results if r["wrong"]),
+        errors=sum(len(r["exceptions"]) for r in results),
+        ops_error=sum(1 for r in results if r["exceptions"]),
+        crashed_or_timed_out=sum(1 for r in results if r.get("error") in ("crash", "harness")),
+        dropped_eager_backward_raises=sum(r.get("eager_backward_raises", 0) for r in results),
+        dropped_no_grad_output=sum(r.get("no_grad_output", 0) for r in results),
+        nondeterministic_not_compared=sum(r.get("nondeterministic", 0) for r in results),
+        ops_no_sample=sum(1 for r in results if not r["samples"] and not r["exceptions"]),
+        **{k: sum(cnt(r, k) for r in results) for k in H.GRAD_COUNTERS},
+        ops_eager_fallback=sum(1 for r in results if cnt(r, "eager_fallback")),
+        ops_backward_compiled=sum(1 for r in results if cnt(r, "backward_compiled")),
+        seconds=round(seconds, 1))
+    print("SUMMARY", json.dumps(summary))
+    if a.out:
+        with open(a.out, "w") as f:
+            json.dump(dict(summary=summary, fallback_reasons=reasons, results=results), f,
+                      indent=1, default=str)
+    if a.failures and summary["wrong"]:
+        with open(a.failures, "a") as f:
+            f.write("\n".join(_failures_md(results, a.backend)) + "\n")
+    return 1 if summary["wrong"] or summary["errors"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
