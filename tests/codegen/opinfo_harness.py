@@ -1,6 +1,7 @@
-"""OpInfo correctness harness shared by the CI subset and benchmarks/opinfo_sweep.py.
+"""OpInfo correctness harness shared by the CI subsets, benchmarks/opinfo_sweep.py and
+scripts/grad_sweep.py.
 
-Two entry points:
+Three entry points:
 - run_variants(op, dtype): what a user sees. The op's function, in-place (op.inplace_variant)
   and out= variants (a preallocated out of the right shape, and an empty one eager resizes), on
   contiguous, noncontiguous (strided, offset 1), transposed and storage-offset copies of every
@@ -14,6 +15,10 @@ Two entry points:
   runs a graph with an out= call or an in-place op on an input eagerly as a whole.
 - run_op(op, dtype): every sample as one node of a single FX graph through codegen.compile_fx
   directly (counts what lowers natively; the GPU sweep reuses it).
+- run_grad(op, backend): training. Each float32 autograd sample (fresh leaf inputs), compiled
+  by pydynamo.optimize(backend=...) in the same kind of user program as run_variants, called
+  twice, each call followed by torch.autograd.grad with fixed random cotangents: outputs and
+  input grads against eager under torch.testing's default tolerances (section at the end).
 Integers and bools always compare exactly (a relative tolerance calls 20001 equal to 20000);
 floats with rtol=atol=1e-4.
 """
