@@ -24,6 +24,7 @@ values of int inputs), recorded on the first call that needs it.
 from __future__ import annotations
 
 import collections
+import contextlib
 import warnings
 from typing import Callable, Dict, List, Optional
 
@@ -38,6 +39,20 @@ from pydynamo.aot.recorder import Joint, Unsupported, record
 # "backward_compiled", "backward_calls", "eager_fallback" (graphs that run with eager autograd),
 # "joint_recompiles" (a dynamic graph recorded again for new sizes)
 counters: collections.Counter = collections.Counter()
+
+
+@contextlib.contextmanager
+def autocast_off():
+    """The recorded graphs hold autocast's casts as ops: they run (and compile) with autocast off,
+    so an ambient region does not cast them again."""
+    if not torch._C._is_any_autocast_enabled():
+        yield
+        return
+    with contextlib.ExitStack() as stack:
+        for device in ("cpu", "cuda"):
+            if torch.is_autocast_enabled(device):
+                stack.enter_context(torch.autocast(device, enabled=False))
+        yield
 
 
 def needs_autograd(example_inputs) -> bool:
@@ -66,7 +81,8 @@ class CompiledJoint:
             logs.log("aot", "%s forward graph:\n%s", name, fw_gm.code)
             logs.log("aot", "%s backward graph (%d saved, %d recomputed):\n%s", name,
                      len(saved), len(recompute), bw_gm.code)
-        self.fw = fw_compiler(fw_gm, list(example_inputs))
+        with autocast_off():
+            self.fw = fw_compiler(fw_gm, list(example_inputs))
         self.function = self._make_function()
 
     def _make_function(self):
@@ -80,7 +96,8 @@ class CompiledJoint:
         class CompiledFunction(torch.autograd.Function):
             @staticmethod
             def forward(ctx, *args):
-                outs = compiled.fw(*args)
+                with autocast_off():
+                    outs = compiled.fw(*args)
                 computed, saved = outs[:n_computed], outs[n_computed:]
                 tensors = [s for s in saved if isinstance(s, torch.Tensor)]
                 ctx.save_for_backward(*tensors)
@@ -98,10 +115,11 @@ class CompiledJoint:
                 tangents = [g.contiguous() for g, d in zip(grads, diff) if d]
                 prev = _C.set_eval_frame(None)
                 try:
-                    if compiled.bw is None:
-                        compiled.bw = compiled.bw_compiler(compiled.bw_gm, saved + tangents)
-                        counters["backward_compiled"] += 1
-                    out = compiled.bw(*saved, *tangents)
+                    with autocast_off():
+                        if compiled.bw is None:
+                            compiled.bw = compiled.bw_compiler(compiled.bw_gm, saved + tangents)
+                            counters["backward_compiled"] += 1
+                        out = compiled.bw(*saved, *tangents)
                 finally:
                     _C.set_eval_frame(prev)
                 result: List[Optional[torch.Tensor]] = [None] * n_inputs
