@@ -24,6 +24,7 @@ floats with rtol=atol=1e-4.
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import warnings
 from dataclasses import dataclass, field
@@ -512,11 +513,13 @@ def _strides(x):
 
 class _Recorder:
     """Counts what pydynamo did with the frames it saw (a pydynamo.convert_frame recorder) and
-    what the codegen backend did with each graph (the backend below reports here)."""
+    what the backend named `inner` (default codegen) did with each graph (the backend below
+    reports here)."""
 
-    def __init__(self):
+    def __init__(self, inner="codegen"):
         self.graphs, self.breaks, self.frames_eager, self.native, self.fallback = 0, 0, 0, 0, 0
         self.reasons: List[str] = []
+        self.inner = inner
 
     def __call__(self, r):
         from pydynamo.convert_frame import FrameResult
@@ -527,9 +530,9 @@ class _Recorder:
             self.frames_eager += 1
 
     def backend(self, gm, example_inputs):
-        """pydynamo's "codegen" backend, unchanged, with each graph's CompileStats counted."""
-        from pydynamo.backends import codegen_backend
-        fn = codegen_backend(gm, example_inputs)
+        """pydynamo's `inner` backend, unchanged, with each graph's CompileStats counted."""
+        from pydynamo.backends import lookup_backend
+        fn = lookup_backend(self.inner)(gm, example_inputs)
         st = getattr(fn, "stats", None)
         self.graphs += 1
         if st is not None:
@@ -537,7 +540,7 @@ class _Recorder:
             self.fallback += bool(st.fallback)
             if st.fallback:
                 self.reasons.append(st.fallback)
-        else:           # codegen could not compile the graph: its backend runs it eagerly
+        elif self.inner == "codegen":   # codegen could not compile the graph: it runs eagerly
             self.fallback += 1
         return fn
 
@@ -566,15 +569,24 @@ def _calls(fn, tensors, calls, before=None):
 def _compiled_run(fn, tensors, calls, before=None):
     """Compile `fn` with the codegen backend and call it on `tensors` themselves:
     (records as _calls gives them, exception or None, recorder)."""
+    with _recording("codegen") as rec:
+        recs, exc = _calls(rec.compiled(fn), tensors, calls, before)
+    return recs, exc, rec
+
+
+@contextlib.contextmanager
+def _recording(backend):
+    """A _Recorder of pydynamo's frames and of `backend`'s graphs for the block;
+    rec.compiled(fn) is fn under pydynamo.optimize through it."""
     import pydynamo
     from pydynamo import convert_frame
-    rec = _Recorder()
+    rec = _Recorder(backend)
+    rec.compiled = lambda fn: pydynamo.optimize(backend=rec.backend)(fn)
     convert_frame.RECORDERS.append(rec)
     try:
-        recs, exc = _calls(pydynamo.optimize(backend=rec.backend)(fn), tensors, calls, before)
+        yield rec
     finally:
         convert_frame.RECORDERS.remove(rec)
-    return recs, exc, rec
 
 
 # one program (one compiled frame) per group: codegen runs a graph holding an out= call or an
@@ -720,6 +732,9 @@ class GradResult:
     no_grad_output: int = 0          # samples dropped: no output requires grad
     nondeterministic: int = 0        # eager differs from eager: not compared
     counters: dict = field(default_factory=dict)   # pydynamo.aot.counters, this op's increments
+    graphs: int = 0                  # graphs the backend received
+    graph_breaks: int = 0
+    frames_eager: int = 0            # frames pydynamo ran eagerly (no graph at all)
     fallback_reasons: List[str] = field(default_factory=list)
     error: str = ""
 
@@ -837,12 +852,11 @@ def _compare_grad(got, want, label):
               max_rel=None) if rg != wrg else None) or _close(g, wg, f"{label} grad")
 
 
-def _compiled_grad_run(fn, cases, processes, tensors, backend, calls):
-    """Compile `fn` with `backend` and call it `calls` times on fresh leaves, each call followed
-    by one autograd.grad over every sample's outputs: per call, per sample (outputs, requires
-    grad flags, grads of the sample's leaves); or the exception raised."""
-    import pydynamo
-    compiled = pydynamo.optimize(backend=backend)(fn)
+def _compiled_grad_run(fn, cases, processes, tensors, rec, calls):
+    """Compile `fn` through recorder `rec` and call it `calls` times on fresh leaves, each call
+    followed by one autograd.grad over every sample's outputs: per call, per sample (outputs,
+    requires grad flags, grads of the sample's leaves); or the exception raised."""
+    compiled = rec.compiled(fn)
     owner_of = {}
     for ci, c in enumerate(cases):
         for t in _tensors_of(list(c.args) + list(c.kwargs.values())):
@@ -869,22 +883,27 @@ def _compiled_grad_run(fn, cases, processes, tensors, backend, calls):
     return runs
 
 
-def _f64_errors(case, process, seed, tensors, got, want):
-    """Max abs error of the compiled and the eager float32 grads against eager in float64."""
+def _f64_errors(case, process, seed, tensors, got, want, part):
+    """Max abs error of the compiled and of the eager float32 results against eager in float64,
+    for the part ("output" or "grad") that differed. A rounding difference leaves the compiled
+    result as close to float64 as eager's (rounding=True); a wrong formula does not."""
+    k = 0 if part == "output" else 2
+    flat = _tensors_of if k == 0 else list      # grads: one entry (maybe None) per leaf
     try:
         t64 = [t.detach().double().requires_grad_(t.requires_grad) if t.is_floating_point()
                else t for t in tensors]
-        ref = _eager_grad(case, process, seed, t64)[2]
+        ref = flat(_eager_grad(case, process, seed, t64)[k])
         err = []
-        for gs in (got, want):
+        for res in (got[k], want[k]):
             m = 0.0
-            for a, r in zip(gs, ref):
-                if a is not None and r is not None:
-                    m = max(m, float((a.double() - r).abs().nan_to_num(0.0).max()) if a.numel() else 0.0)
+            for a, r in zip(flat(res), ref):
+                if a is not None and r is not None and a.numel() and a.is_floating_point():
+                    m = max(m, float((a.double() - r).abs().nan_to_num(0.0).max()))
             err.append(m)
-        return dict(f64_err_compiled=err[0], f64_err_eager=err[1])
+        return dict(f64_err_compiled=err[0], f64_err_eager=err[1],
+                    rounding=err[0] <= 2 * err[1])
     except Exception as e:     # an op without a float64 kernel on CPU: no reference
-        return dict(f64_note=f"no float64 reference: {type(e).__name__}")
+        return dict(f64_note=f"no float64 reference: {type(e).__name__}", rounding=False)
 
 
 def _sample_repr(case):
@@ -898,14 +917,17 @@ def _sample_repr(case):
     return f"args={show(case.args)} kwargs={ {k: show(v) for k, v in case.kwargs.items()} }"
 
 
-def grad_cases(op, max_samples=None):
-    """(cases, output processors, dropped counts) for op's float32 autograd samples: the samples
-    eager differentiates, each checked twice in eager (nondeterministic ones flagged)."""
+def grad_cases(op, max_samples=None, only=None):
+    """(cases, output processors, dropped counts) for op's float32 autograd samples (the first
+    max_samples, or the indices in `only`): the samples eager differentiates, each checked twice
+    in eager (nondeterministic ones flagged)."""
     samples = list(op.sample_inputs("cpu", torch.float32, requires_grad=True))
     if max_samples:
         samples = samples[:max_samples]
     kept, drop = [], dict(eager_backward_raises=0, no_grad_output=0, nondeterministic=0)
     for i, s in enumerate(samples):
+        if only is not None and i not in only:
+            continue
         case, process = _grad_case(op, i, s)
         fn, tensors, _ = _program([case], "eager_grad")
         try:
@@ -933,25 +955,29 @@ def check_grad_sample(op, case, process, backend, calls=2):
     want = _eager_grad(case, process, case.sample, tensors)
     pydynamo.reset()
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), _recording(backend) as rec:
             warnings.simplefilter("ignore")
-            runs = _compiled_grad_run(fn, [case], [process], tensors, backend, calls)
+            runs = _compiled_grad_run(fn, [case], [process], tensors, rec, calls)
     except Exception as e:
         return f"{type(e).__name__}: {str(e)[:300]}"
     for k, per in enumerate(runs):
         r = _compare_grad(per[0], want, f"call{k}")
         if r:
-            return dict(r, **_f64_errors(case, process, case.sample, tensors, per[0][2], want[2]))
+            part = "output" if " output" in r["what"] else "grad"
+            f64 = _f64_errors(case, process, case.sample, tensors, per[0], want, part) \
+                if r["max_abs"] is not None else dict(rounding=False)
+            return dict(r, **f64)
     return None
 
 
-def run_grad(op, backend="codegen", max_samples=None, calls=2, chunk=CHUNK) -> GradResult:
-    """Every float32 autograd sample of `op` compiled with `backend`: outputs and input grads
-    against eager (see the section comment)."""
+def run_grad(op, backend="codegen", max_samples=None, calls=2, chunk=CHUNK,
+             only=None) -> GradResult:
+    """Every float32 autograd sample of `op` (or those numbered in `only`) compiled with
+    `backend`: outputs and input grads against eager (see the section comment)."""
     import pydynamo
     res = GradResult(op.name, op.variant_test_name, backend)
     try:
-        kept, drop = grad_cases(op, max_samples)
+        kept, drop = grad_cases(op, max_samples, only)
     except Exception as e:
         res.error = f"sample_inputs: {type(e).__name__}: {e}"
         return res
@@ -967,13 +993,16 @@ def run_grad(op, backend="codegen", max_samples=None, calls=2, chunk=CHUNK) -> G
         cases = [c for c, _, _, _ in part]
         fn, tensors, _ = _program(cases, f"{base}{lo // chunk}")
         pydynamo.reset()
-        with warnings.catch_warnings(record=True) as seen:
+        with warnings.catch_warnings(record=True) as seen, _recording(backend) as rec:
             warnings.simplefilter("always")
             try:
                 runs = _compiled_grad_run(fn, cases, [p for _, p, _, _ in part], tensors,
-                                          backend, calls)
+                                          rec, calls)
             except Exception as e:
                 runs, exc = None, e
+        res.graphs += rec.graphs
+        res.graph_breaks += rec.breaks
+        res.frames_eager += rec.frames_eager
         for w in seen:     # the training path's own warnings (why a graph took eager autograd)
             msg = str(w.message)
             if ("/pydynamo/aot/" in w.filename or "autograd" in msg) and \
