@@ -25,6 +25,7 @@ from torch.fx.passes.shape_prop import TensorMetadata
 from codegen.canonical import VIEW_OPS, Canonical, _canon_name, canonicalize
 from pydynamo.mutation import node_mutation
 from codegen.ir import (ArgRef, ComputedBuffer, ExternBuffer, ExternCall, InputBuffer, Layout,
+                        NewViewRef,
                         NotLowered, TensorValue, current, realize, strided_view_of)
 from codegen.lowering import LOWERINGS, _decided, view_strides
 from codegen.ops import as_single_load
@@ -645,8 +646,13 @@ class GraphLowering:
         def finalize(n):
             if n in done:          # the same node twice: the same tensor twice, as in eager
                 return done[n]
-            done[n] = _finalize(n)
-            return done[n]
+            r = _finalize(n)
+            if isinstance(r, ArgRef) and isinstance(r.buffer, InputBuffer) and \
+                    n.op != "placeholder" and r.buffer.position not in self.mutations:
+                r = NewViewRef(r.buffer, r.size, r.stride, r.offset,   # a view op's new tensor
+                               _canon_name(n) == "detach")
+            done[n] = r
+            return r
 
         def _finalize(n):
             pos = self.input_alias.get(n)

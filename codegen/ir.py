@@ -126,6 +126,15 @@ class ArgRef:
     offset: Any
 
 
+@dataclass(frozen=True)
+class NewViewRef(ArgRef):
+    """A graph output eager returns as a new tensor object viewing a graph input (`x.detach()`,
+    `x.view(x.shape)`, `x[:]`): the wrapper always builds the view, never hands back the input
+    object itself, even where the view's geometry is the input's. `detached`: eager's is a
+    detach() result (no `_base`, no autograd history)."""
+    detached: bool = False
+
+
 # --------------------------------------------------------------------------------------------
 # TensorValue: the lowering currency
 

@@ -23,7 +23,7 @@ import torch
 
 from codegen.canonical import _canon_name
 from codegen.graph import may_alias
-from codegen.ir import ArgRef, ComputedBuffer, ExternCall, InputBuffer
+from codegen.ir import ArgRef, ComputedBuffer, ExternCall, InputBuffer, NewViewRef
 from codegen.ops import ERR_INDEX_IN_SELF, ERR_ZERO_DIV
 from codegen.scalars import is_scalar_symbol
 from codegen.scheduler import FusedKernel, _argrefs, lifetimes
@@ -333,6 +333,11 @@ class WrapperPrinter:
                 self.emit(f"{b.name} = {ensure}")
 
     def _out(self, outs) -> str:
+        if isinstance(outs, NewViewRef):
+            name = self.alias.get(outs.buffer.name, outs.buffer.name)
+            offset = f"{name}.storage_offset()" + ("" if outs.offset == 0 else f" + {_py(outs.offset)}")
+            view = f"torch.as_strided({name}, {_tuple(outs.size)}, {_tuple(outs.stride)}, {offset})"
+            return view + ".detach()" if outs.detached else view
         if isinstance(outs, ArgRef):
             return self.ref(outs)
         if is_scalar_symbol(outs):

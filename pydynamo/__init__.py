@@ -14,6 +14,7 @@ from pydynamo.explain import explain
 # name -> (module, attribute); attribute None: the module itself
 _EXPORTS = {
     "config": ("pydynamo.config", None),
+    "aot": ("pydynamo.aot", None),          # training: counters, aot_compile
     "optimize": ("pydynamo.eval_frame", "optimize"),
     "disable": ("pydynamo.eval_frame", "disable"),
     "reset": ("pydynamo.eval_frame", "reset"),

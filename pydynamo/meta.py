@@ -156,8 +156,15 @@ class TensorMeta:
         """A device="meta" tensor with this record's (hinted) sizes, strides, dtype and grad flag;
         a view (of a fresh base) when the record is one or starts at an offset."""
         c = self.concrete(hint)
+        grad = self.requires_grad and (self.dtype.is_floating_point or self.dtype.is_complex)
         if self.layout != torch.strided:
             t = torch.empty(c.shape, dtype=self.dtype, device="meta")
+        elif grad and not self.is_leaf:
+            # a non-leaf input (e.g. `base * 1` of a parameter) may be written in place, as in
+            # eager: a view of a non-leaf base keeps its geometry and its autograd rules
+            need = c.storage_offset + 1 + sum((s - 1) * st for s, st in zip(c.shape, c.stride) if s > 0)
+            base = torch.empty(max(need, 1), dtype=self.dtype, device="meta").requires_grad_(True)
+            return base.clone().as_strided(c.shape, c.stride, c.storage_offset)
         else:
             t = torch.empty_strided(c.shape, c.stride, dtype=self.dtype, device="meta")
             if c.storage_offset or self.is_view:
@@ -166,7 +173,7 @@ class TensorMeta:
                 need = c.storage_offset + 1 + sum((s - 1) * st for s, st in zip(c.shape, c.stride) if s > 0)
                 base = torch.empty(max(need, 1), dtype=self.dtype, device="meta")
                 t = base.as_strided(c.shape, c.stride, c.storage_offset)
-        if self.requires_grad and (self.dtype.is_floating_point or self.dtype.is_complex):
+        if grad:
             t.requires_grad_(True)
         return t
 

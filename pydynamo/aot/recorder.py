@@ -506,6 +506,10 @@ class Recorder:
                     raise Unsupported("the graph returns a tensor it did not trace")
                 user_outputs.append(("const", o))
                 continue
+            if o.requires_grad and o.grad_fn is None and not any(o is g for g in grad_wrt):
+                # `t.requires_grad_()` in the graph: eager returns a new leaf, whose .grad the
+                # backward fills; a Function's output never is one
+                raise Unsupported("the graph returns a leaf it made (requires_grad_)")
             st = self._storage(o)
             rel = o.elem.storage_offset() - st.root.elem.storage_offset()
             if st.input_index is not None:

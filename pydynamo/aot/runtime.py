@@ -4,8 +4,9 @@ One `torch.autograd.Function` per compiled graph: its forward runs the compiled 
 (grad mode off, as in any Function) and saves what the partition saved; its backward runs the
 compiled backward graph, compiled at the first `.backward()` from the real saved tensors and
 tangents (so it is specialized to the strides the forward produced; the compiled code re-checks
-them per call) and cached. Double backward through it raises torch's clear error
-(`once_differentiable`).
+them per call) and cached. A backward with create_graph=True (double backward) raises a clear
+error: the compiled backward is not differentiable, and gradients without history would make
+a second derivative silently zero.
 
 Around the Function, the epilogue replays what eager would have done to the user's tensors:
   * a graph input written in place gets its final value copied in (`x.copy_(new)`, under the
@@ -107,8 +108,15 @@ class CompiledJoint:
                 return tuple(computed)
 
             @staticmethod
-            @torch.autograd.function.once_differentiable
             def backward(ctx, *grads):
+                if torch.is_grad_enabled():
+                    # create_graph=True: the compiled backward is not itself differentiable;
+                    # grads without history would make a second derivative silently zero
+                    raise RuntimeError(
+                        "pydynamo: backward with create_graph=True (double backward) through a "
+                        "compiled graph is not supported; run this function without "
+                        "pydynamo.optimize (or under pydynamo.disable) when it needs higher-order "
+                        "gradients")
                 counters["backward_calls"] += 1
                 tensors, others = iter(ctx.saved_tensors), iter(ctx.saved_other)
                 saved = [next(tensors) if t else next(others) for t in ctx.saved_layout]

@@ -65,6 +65,12 @@ class NNModuleVariable(VariableTracker):
         return class_attribute(tx, self, type(m), name)
 
     def setattr(self, tx, name, value):
+        d = self.value.__dict__
+        for registry in ("_parameters", "_buffers"):
+            reg = d.get(registry)
+            if reg is not None and reg.get(name) is not None and \
+                    tx.wrap(reg[name], self._src(registry, name)) is value:
+                return None     # `self.count += 1`: the in-place op wrote the tensor already
         raise Unsupported("module_setattr", f"setting attribute {name!r} of an nn.Module inside the graph")
 
     def call_function(self, tx, args, kwargs):
