@@ -18,7 +18,8 @@ if not torch.cuda.is_available():
 
 def pytest_terminal_summary(terminalreporter):
     """How many corpus runs had a graph run with eager ops or a graph break, by backend and mode:
-    not failures (values are still compared), but what a run under a backend did not compile."""
+    not failures (values are still compared), but what a run under a backend did not compile;
+    and how many took the training path (a joint graph recorded)."""
     from mutation_corpus import NOTED
     if not NOTED:
         return
@@ -28,4 +29,5 @@ def pytest_terminal_summary(terminalreporter):
         reasons = collections.Counter(w.split(": ", 2)[-1][:90] for _, w in hits)
         terminalreporter.write_line(f"{backend:9} {mode:9} {kind}: {len(cases)} cases")
         for r, n in reasons.most_common(8):
-            terminalreporter.write_line(f"    {n:3}x {r}")
+            if r:
+                terminalreporter.write_line(f"    {n:3}x {r}")

@@ -33,6 +33,7 @@ import pytest
 import torch
 
 import pydynamo
+from pydynamo.aot import counters as aot_counters
 from differential import value_diff
 from mutation_corpus import CASES, NOTED, Inputs
 
@@ -43,10 +44,24 @@ CALLS = 2
 # (both sides still compute the program); conftest prints them per backend and mode in the summary.
 FALLBACK = re.compile(r"running (this graph|the graph|it|graphs) eagerly")
 
-# (case, backend, mode) -> reason; mode or backend None: every one.
+# (case, backend, mode) -> reason; mode None: both modes; backend None: every backend but "eager".
+# Each entry is written down in /work/notes/aot_failures.md with a repro.
 XFAIL: dict[tuple, str] = {
-    ("return_detach", "codegen", "inference"):
-        "codegen returns the input object itself for x.detach() (eager: a new tensor on x's storage)",
+    ("two_outputs_share_storage", "aot_eager", "grad"): "wrong grad: the second view output's gradient is lost",
+    ("two_outputs_share_storage", "codegen", "grad"): "setStorage out of bounds rebuilding the second view output",
+    ("two_outputs_share_storage", "triton", "grad"): "setStorage out of bounds rebuilding the second view output",
+    ("return_detach", "aot_eager", "grad"): "x.detach() output requires grad, has a _base, and passes gradient",
+    ("return_detach", "codegen", "grad"): "x.detach() output requires grad, has a _base, and passes gradient",
+    ("intermediate_view_zero", "aot_eager", "grad"): "a fresh output mutated through a view comes back with a _base",
+    ("intermediate_view_zero", "codegen", "grad"): "a fresh output mutated through a view comes back with a _base",
+    ("mutate_two_inputs", None, "grad"): "backward: a saved tensor modified by the epilogue's copy_ (CopyBackwards version)",
+    ("broadcast_inplace", None, "grad"): "backward: a saved tensor modified by the epilogue's copy_ (CopyBackwards version)",
+    ("Counter", None, "grad"): "backward: the 0-d buffer saved for backward, then written back (version mismatch)",
+    ("FloatCounter", None, "grad"): "backward: the 0-d buffer saved for backward, then written back (version mismatch)",
+    ("BN1d", None, "grad"): "running_mean/var _version bumped; eager's native_batch_norm does not bump them",
+    ("BN2d", None, "grad"): "running_mean/var _version bumped; eager's native_batch_norm does not bump them",
+    ("self_aliasing_mul", None, "grad"): "compile raises BackendCompilerFailed where eager's forward runs "
+                                         "(eager raises at backward)",
 }
 
 
@@ -201,8 +216,10 @@ def _params():
             for mode in MODES:
                 if mode == "grad" and not c.grad:
                     continue
-                reason = next((XFAIL[k] for k in [(c.name, backend, mode), (c.name, backend, None),
-                                                   (c.name, None, mode)] if k in XFAIL), None)
+                keys = [(c.name, backend, mode), (c.name, backend, None)]
+                if backend != "eager":      # (case, None, mode): every compiling backend
+                    keys.append((c.name, None, mode))
+                reason = next((XFAIL[k] for k in keys if k in XFAIL), None)
                 marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
                 out.append(pytest.param(c, backend, mode, marks=marks, id=f"{c.name}-{backend}-{mode}"))
     return out
@@ -219,11 +236,15 @@ def test_mutation_case(case, backend, mode):
         pytest.skip("backend aot_eager not registered yet")
     pydynamo.reset()
     ref = Side(case, mode, None)
+    before = dict(aot_counters)
     got = Side(case, mode, backend)
     pydynamo.reset()
-    for w in got.warnings:     # not failures: counted, printed at the end of the session
-        kind = "eager fallback" if FALLBACK.search(w) else "graph break" if "graph break" in w else None
-        if kind and backend != "eager":
-            NOTED[(backend, mode, kind)].append((case.name, w))
+    if backend != "eager":     # not failures: counted, printed at the end of the session
+        for w in got.warnings:
+            kind = "eager fallback" if FALLBACK.search(w) else "graph break" if "graph break" in w else None
+            if kind:
+                NOTED[(backend, mode, kind)].append((case.name, w))
+        if aot_counters["joint_graphs"] > before.get("joint_graphs", 0):
+            NOTED[(backend, mode, "training path (joint graph)")].append((case.name, ""))
     problems = _compare(case, ref, got)
     assert not problems, "\n".join(problems)
