@@ -149,7 +149,8 @@ class SymbolicSizes:
     def _always(self, rel) -> bool:
         """`rel` (<, <=, >, >=) holds for every size the wrapper admits: with each symbol at
         its lower bound plus a non-negative t (2 for tensor dims, which the wrapper checks, 1
-        for others), the difference is a polynomial with non-negative coefficients."""
+        for others), the difference is a polynomial with non-negative coefficients. (The
+        ShapeEnv's `_static_eval` is another prover on purpose: docs/INTERNALS.md section 0.)"""
         if isinstance(rel, (sympy.Lt, sympy.Le)):
             d = rel.rhs - rel.lhs - (1 if isinstance(rel, sympy.Lt) else 0)
         elif isinstance(rel, (sympy.Gt, sympy.Ge)):

@@ -39,7 +39,7 @@ import torch
 
 from pydynamo import autocast as _autocast
 from pydynamo.exc import Unsupported
-from pydynamo.shapes import is_truth_expr
+from pydynamo.shapes import is_truth_expr, symbols_of
 
 Dim = Any  # int or sympy.Expr
 
@@ -815,26 +815,7 @@ def _wrap_python_value(value, env):
 def _specialize_fallback(target, args, kwargs, env, meta_out):
     """No symbolic rule: pin every symbol the op touches to its hint (guarded); the meta run's
     concrete result is then exact."""
-    symbols: set = set()
-
-    def visit(v):
-        if isinstance(v, TensorMeta):
-            symbols.update(v.free_symbols())
-        elif hasattr(v, "__pydynamo_symint__"):
-            symbols.update(sympy.sympify(v.expr).free_symbols)
-        elif isinstance(v, sympy.Basic):
-            symbols.update(v.free_symbols)
-        elif isinstance(v, (list, tuple)):
-            for x in v:
-                visit(x)
-        elif isinstance(v, dict):
-            for x in v.values():
-                visit(x)
-        elif isinstance(v, slice):
-            visit((v.start, v.stop, v.step))
-    visit(args)
-    visit(kwargs)
-    for s in sorted(symbols, key=str):
+    for s in symbols_of(args, kwargs):
         env.specialize(s, reason=f"no symbolic shape rule for {target_name(target)}")
     env.count_specialized_op(target_name(target))
     return meta_out

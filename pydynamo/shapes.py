@@ -28,8 +28,8 @@ Wiring (what the executor does with this module):
   torch calls: meta.propagate(target, args, kwargs, env); sizes come back as SymInt.
   builtins: min/max -> sym_min/sym_max, int() -> sym_int (no guard, as torch.compile does);
       comparisons, bool(), range() and indexing just work (guarded / specialized).
-  graph: one int placeholder per symbol of `graph_symbols(values)`, reloaded from
-      env.var_to_source[sym]; node metadata holds sympy shapes.
+  graph: one int placeholder per symbol, made on first use (OutputGraph.sym_input), reloaded
+      from env.var_to_source[sym]; node metadata holds sympy shapes.
   guards: env.make_check_fn() is one SHAPE_ENV guard; env.guard_texts() / produce_guards() for
       logs and explain; env.explain_failure(L, G) lists what failed. Tensor guards must skip
       symbolic sizes/strides (entries that are not ints): these guards cover them.
@@ -1015,9 +1015,9 @@ def _env_of(*values):
     return None
 
 
-def graph_symbols(*values) -> list:
-    """Free symbols of sizes/TensorMetas/SymInts (nested in lists, tuples, dicts), in creation
-    order: the int placeholders a graph over these values needs."""
+def symbols_of(*values) -> list:
+    """Free symbols of sizes/TensorMetas/SymInts (nested in lists, tuples, dicts, slices), in
+    creation order: those an op over these values touches."""
     found: set = set()
 
     def visit(v):
@@ -1031,6 +1031,8 @@ def graph_symbols(*values) -> list:
         elif isinstance(v, dict):
             for x in v.values():
                 visit(x)
+        elif isinstance(v, slice):
+            visit((v.start, v.stop, v.step))
         elif callable(getattr(v, "free_symbols", None)):  # a meta.TensorMeta
             found.update(v.free_symbols())
     visit(values)

@@ -300,15 +300,15 @@ def test_automatic_dynamic_tracks_changed_dims():
     assert auto.changed_dims("L['x']") == {0, 1}
 
 
-def test_graph_symbols_in_creation_order():
+def test_symbols_of_in_creation_order():
     from pydynamo.meta import TensorMeta
     env = ShapeEnv()
     t = torch.randn(5, 7)
     shape, stride, _ = env.create_tensor_sizes(t, TextSource("L['t']"), [0, 1])
     m = TensorMeta.from_tensor(t, shape=shape, stride=stride)
     n = env.create_symint(9, TextSource("L['n']"))
-    assert [str(s) for s in shapes.graph_symbols([n, {"k": m}], 3)] == ["s0", "s1", "s2"]
-    assert shapes.graph_symbols(m.shape[1]) == [shape[1]]
+    assert [str(s) for s in shapes.symbols_of([n, {"k": m}], 3)] == ["s0", "s1", "s2"]
+    assert shapes.symbols_of(m.shape[1]) == [shape[1]]
 
 
 def test_marked_dynamic_dims_are_not_duck_shaped():
