@@ -14,9 +14,8 @@ and div, mod > 0 (the index maps of views). The executor's `%` stays `sympy.Mod`
 index printers and codegen's simplifier (codegen/sizevars.py) know. They print them for
 non-negative operands only (sizes and indices), where C's truncating `/` is floor division.
 
-`broadcast` is the one broadcasting algorithm: the executor's shape rules (deciding on the hints
-through the ShapeEnv, which guards) and codegen's lowerings (deciding on the example sizes and
-recording assumptions the wrapper re-checks) both call it with their way of deciding.
+`broadcast` is the broadcasting algorithm of both the executor's shape rules (which decide on the
+hints and guard) and codegen's lowerings (which decide on the example sizes and assume).
 
 Printers: `sympy_str` is readable Python text of any expression or relation (guards, logs;
 `/` is true division); `pyexpr` (the wrapper), `cexpr` and `TritonExprPrinter` print integer
@@ -124,15 +123,13 @@ def canonical_size(e) -> sympy.Expr:
 
 def broadcast(shapes, is_one, equal, decide_uniform: bool = True) -> Optional[list]:
     """Right-aligned broadcasting of `shapes` (sequences of ints and sympy sizes): the result's
-    dims, or None when two dims neither match nor broadcast. A symbolic question is the
-    caller's to decide (and record): `is_one(d)`, does dim `d` broadcast; `equal(a, b)`.
-
-    The order of the questions decides which guards are recorded (so the recompile counts the
-    tests compare with torch.compile's): per dim, operands left to right; a literal 1 is
-    skipped unasked; while the result is 1 an operand is asked `is_one`, else it becomes the
-    result; after that an operand must be `equal` to the result, or else `is_one`.
-    `decide_uniform=False` (codegen): a dim every operand gives the same expression is that
-    expression, nothing asked; the executor asks anyway (`s0 - 1` is 1?), as torch guards."""
+    dims, or None when two dims neither match nor broadcast. The caller decides (and records)
+    each symbolic question: `is_one(d)`, does dim `d` broadcast; `equal(a, b)`. Their order
+    decides which guards are recorded (so recompile counts): per dim, operands left to right;
+    a literal 1 is skipped; while the result is 1 an operand is asked `is_one`, else it becomes
+    the result; then an operand must be `equal` to the result, or else `is_one`.
+    `decide_uniform=False` (codegen): a dim all operands give the same size is that size,
+    nothing asked; the executor asks anyway (is `s0 - 1` 1?), as torch's infer_size guards."""
     ndim = max((len(s) for s in shapes), default=0)
     out = []
     for i in range(ndim):
@@ -142,19 +139,15 @@ def broadcast(shapes, is_one, equal, decide_uniform: bool = True) -> Optional[li
             continue
         result = 1
         for d in dims:
-            if _is_literal_one(d):
+            if d == 1:              # a literal 1 (sympy's == compares structurally)
                 continue
-            if _is_literal_one(result):
+            if result == 1:
                 if not is_one(d):
                     result = d
             elif not equal(result, d) and not is_one(d):
                 return None
         out.append(result)
     return out
-
-
-def _is_literal_one(d) -> bool:
-    return d == 1 and (isinstance(d, int) or d.is_number)
 
 
 # ---------------------------------------------------------------------------------------------
