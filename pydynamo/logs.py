@@ -24,7 +24,8 @@ def get(channel: str) -> logging.Logger:
         handler = logging.StreamHandler()
         handler.setFormatter(logging.Formatter(f"[pydynamo.{channel}] %(message)s"))
         log.addHandler(handler)
-        log.setLevel(logging.INFO)
+        if log.level == logging.NOTSET or log.level > logging.INFO:
+            log.setLevel(logging.INFO)   # never raise a level someone set lower (DEBUG)
     return log
 
 

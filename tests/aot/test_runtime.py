@@ -1,0 +1,209 @@
+"""The training runtime's contract (pydynamo/aot/): what eager does around a compiled backward.
+
+Double backward raises a clear error (never a silently zero second derivative), retain_graph
+works, a graph that makes a leaf runs with eager autograd, no_grad takes the inference path,
+graph breaks chain one Function per graph, dynamic sizes record a joint per size, the partition
+recomputes a cheap chain instead of saving it, and PYDYNAMO_LOGS=aot shows the three graphs with
+the user's line on backward nodes.
+"""
+import copy
+import logging
+
+import pytest
+import torch
+
+import pydynamo
+from pydynamo import aot
+from pydynamo.aot.partition import nbytes, partition
+from pydynamo.aot.recorder import record
+
+BACKENDS = ["aot_eager", "codegen"]
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    pydynamo.reset()
+    aot.counters.clear()
+    yield
+    pydynamo.reset()
+
+
+def _mlp(x, w):
+    return ((x @ w).tanh() * 3).sum(-1)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_grads_equal_eager_and_backward_is_compiled(backend):
+    torch.manual_seed(0)
+    x, w = torch.randn(4, 5, requires_grad=True), torch.randn(5, 3, requires_grad=True)
+    x2, w2 = x.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
+    out = pydynamo.optimize(_mlp, backend=backend)(x, w)
+    out.sum().backward()
+    _mlp(x2, w2).sum().backward()
+    torch.testing.assert_close(x.grad, x2.grad)
+    torch.testing.assert_close(w.grad, w2.grad)
+    assert aot.counters["joint_graphs"] == 1 and aot.counters["backward_compiled"] == 1
+    assert aot.counters["eager_fallback"] == 0
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_double_backward_is_a_clear_error(backend):
+    x, w = torch.randn(4, 5, requires_grad=True), torch.randn(5, 3, requires_grad=True)
+    out = pydynamo.optimize(_mlp, backend=backend)(x, w)
+    with pytest.raises(RuntimeError, match="create_graph=True"):
+        torch.autograd.grad(out.sum(), x, create_graph=True)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_retain_graph_runs_the_backward_twice(backend):
+    x, w = torch.randn(4, 5, requires_grad=True), torch.randn(5, 3, requires_grad=True)
+    out = pydynamo.optimize(_mlp, backend=backend)(x, w)
+    out.sum().backward(retain_graph=True)
+    once = x.grad.clone()
+    out.sum().backward()
+    torch.testing.assert_close(x.grad, 2 * once)
+    assert aot.counters["backward_calls"] == 2 and aot.counters["backward_compiled"] == 1
+
+
+def test_a_leaf_made_in_the_graph_runs_with_eager_autograd():
+    def f(a):
+        b = a.detach() * 2
+        b.requires_grad_()
+        return (b * a).sum(), b
+    x = torch.randn(3, requires_grad=True)
+    with pytest.warns(UserWarning, match="requires_grad_"):
+        r, b = pydynamo.optimize(f, backend="aot_eager")(x)
+    r.backward()
+    assert b.is_leaf and b.grad is not None
+    torch.testing.assert_close(b.grad, x.detach())
+    torch.testing.assert_close(x.grad, 2 * x.detach())
+    assert aot.counters["eager_fallback"] == 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_no_grad_takes_the_inference_path(backend):
+    x, w = torch.randn(4, 5, requires_grad=True), torch.randn(5, 3, requires_grad=True)
+    with torch.no_grad():
+        out = pydynamo.optimize(_mlp, backend=backend)(x, w)
+    assert not out.requires_grad
+    torch.testing.assert_close(out, _mlp(x, w).detach())
+    assert aot.counters["joint_graphs"] == 0
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_graph_breaks_chain_one_function_per_graph(backend):
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    m2 = copy.deepcopy(m)
+
+    def f(mod, x):
+        y = mod(x)
+        pydynamo.graph_break()
+        return (y * y).sum(-1)
+    out = pydynamo.optimize(f, backend=backend)(m, torch.ones(3, 8) * 0.5)
+    out.sum().backward()
+    f(m2, torch.ones(3, 8) * 0.5).sum().backward()
+    for p, q in zip(m.parameters(), m2.parameters()):
+        torch.testing.assert_close(p.grad, q.grad)
+    assert aot.counters["joint_graphs"] == 2 and aot.counters["backward_compiled"] == 2
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_dynamic_sizes_record_one_joint_per_size(backend):
+    torch.manual_seed(0)
+    w = torch.randn(8, 4, requires_grad=True)
+    f = pydynamo.optimize(lambda x, w: (x @ w).sigmoid().sum(0), backend=backend, dynamic=True)
+    for n in (3, 5, 3, 7):
+        x = torch.randn(n, 8)
+        w.grad = None
+        f(x, w).sum().backward()
+        want = torch.autograd.grad((x @ w).sigmoid().sum(), w)[0]
+        torch.testing.assert_close(w.grad, want)
+    assert aot.counters["joint_graphs"] == 1
+    assert aot.counters["joint_recompiles"] == 2      # sizes 5 and 7; 3 is the first joint
+
+
+def test_partition_recomputes_a_cheap_chain_instead_of_saving_it():
+    """sin(gelu(y) * 3) with y = x @ w: the backward needs gelu(y) * 3 (for sin') and y (for
+    gelu'); y is saved anyway, so the pointwise chain is recomputed from it."""
+    def f(x, w):
+        return ((torch.nn.functional.gelu(x @ w) * 3).sin(),)
+    x, w = torch.randn(16, 32, requires_grad=True), torch.randn(32, 64, requires_grad=True)
+    gm = torch.fx.symbolic_trace(f)
+    joint = record(gm, [x, w])
+    fw, bw, saved, positions, recompute = partition(joint.gm, len(joint.computed),
+                                                    joint.num_tangents, joint.num_inputs)
+    names = {str(n.target) for n in saved}
+    assert "aten.mm.default" in names                        # the expensive result is saved
+    assert not names & {"aten.gelu.default", "aten.mul.Tensor"}   # the cheap chain is not
+    assert recompute
+    # against saving every forward value the backward reads
+    saved_all = {a for n in joint.gm.graph.nodes if n.op == "call_function"
+                 and any(str(t.name).startswith("tangent") for t in _ancestors(n))
+                 for a in n.all_input_nodes if a.op != "placeholder" and not any(
+                     str(t.name).startswith("tangent") for t in _ancestors(a) | {a})}
+    kept = sum(nbytes(n) for n in saved if n.op != "placeholder")
+    assert kept < sum(nbytes(n) for n in saved_all)
+    # and the split graphs still give eager's gradients: aot_eager bit for bit (the same aten
+    # ops, recomputed); codegen's own gelu/sin round differently in the last bit, so it is held
+    # to eager's own error against float64 (a 64-term matmul in the chain cancels)
+    x64, w64 = x.detach().double().requires_grad_(), w.detach().double().requires_grad_()
+    exact = torch.autograd.grad(f(x64, w64)[0].sum(), (x64, w64))
+    eager = torch.autograd.grad(f(x, w)[0].sum(), (x, w))
+    for backend in BACKENDS:
+        pydynamo.reset()
+        xg, wg = x.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
+        pydynamo.optimize(f, backend=backend)(xg, wg)[0].sum().backward()
+        for got, want, ref in zip((xg.grad, wg.grad), eager, exact):
+            if backend == "aot_eager":
+                assert torch.equal(got, want)
+            else:
+                assert (got.double() - ref).abs().max() <= 2 * (want.double() - ref).abs().max() + 1e-6
+
+
+def _ancestors(node):
+    seen, stack = set(), [node]
+    while stack:
+        n = stack.pop()
+        if n not in seen:
+            seen.add(n)
+            stack.extend(n.all_input_nodes)
+    return seen
+
+
+def test_aot_log_prints_the_three_graphs_with_user_lines(caplog):
+    x, w = torch.randn(4, 5, requires_grad=True), torch.randn(5, 3, requires_grad=True)
+    with caplog.at_level(logging.DEBUG, logger="pydynamo.aot"):
+        out = pydynamo.optimize(_mlp, backend="aot_eager")(x, w)
+    text = "\n".join(r.getMessage() for r in caplog.records)
+    assert "joint graph" in text and "forward graph" in text and "backward graph" in text
+    assert "tanh_backward" in text
+    bw = out.grad_fn   # the Function's backward graph nodes carry the forward op's user line
+    compiled = [c for c in _compiled_joints()]
+    assert compiled, "no compiled joint found"
+    lines = [n.meta.get("stack_trace") or "" for n in compiled[0].bw_gm.graph.nodes
+             if n.op == "call_function" and "tanh_backward" in str(n.target)]
+    assert lines and "test_runtime.py" in lines[0] and "_mlp" in lines[0], lines
+    assert bw is not None
+
+
+def _compiled_joints():
+    import gc
+    return [o for o in gc.get_objects() if isinstance(o, aot.runtime.CompiledJoint)]
+
+
+def test_inputs_sharing_storage_with_a_written_input_run_eagerly():
+    def f(a, b):
+        a.mul_(2)
+        return a + b
+    base = torch.randn(6, requires_grad=True)
+    g = pydynamo.optimize(f, backend="aot_eager")
+    x, y = base * 1, torch.randn(6)
+    out = g(x, y)                       # compiled with distinct inputs
+    z = base * 1
+    got = g(z, z)                       # the same tensor twice: the recorded graph assumed not
+    z2 = base * 1
+    want = f(z2, z2)
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(z, z2)
+    assert out.requires_grad
