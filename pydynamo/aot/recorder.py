@@ -380,6 +380,8 @@ class Recorder:
             raise Unsupported(f"{func} writes a tensor the graph does not own")
         functional = _FUNCTIONAL.get(func)
         own_outputs = None
+        if functional is not None:      # the twin takes as positional what the op defaulted
+            args, fargs = _with_defaults(func, args), _with_defaults(func, fargs)
         if functional is not None:
             op, n_own, where = functional
             res = op(*_map(_elem, args), **_map(_elem, kwargs))
@@ -562,6 +564,16 @@ class Recorder:
         gm = torch.fx.GraphModule(self.root, self.graph)
         return Joint(gm, len(values), computed, differentiable, mutated, user_outputs,
                      [g is not None for g in grad_nodes], len(tangents))
+
+
+def _with_defaults(func, args) -> tuple:
+    """`args` extended with the schema's defaults of the positional arguments not given."""
+    out = list(args)
+    for a in func._schema.arguments[len(out):]:
+        if a.kwarg_only:
+            break
+        out.append(a.default_value)
+    return tuple(out)
 
 
 def _order(t: torch.Tensor) -> list:

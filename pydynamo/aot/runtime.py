@@ -196,6 +196,8 @@ def aot_compile(gm: torch.fx.GraphModule, example_inputs, fw_compiler: Callable,
         first = CompiledJoint(joint, example_inputs, fw_compiler, bw_compiler, name)
     except Unsupported as e:
         return _fallback(gm, str(e))
+    except Exception as e:     # the recorder is young: a graph it fails on still runs
+        return _fallback(gm, f"recording failed: {type(e).__name__}: {e}")
     counters["joint_graphs"] += 1
     dynamic = _is_dynamic(gm)
     cache: Dict[tuple, CompiledJoint] = {_signature(example_inputs): first}
