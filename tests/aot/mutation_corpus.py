@@ -186,6 +186,14 @@ def scatter_inplace(x, i, y):
     return x.scatter_(1, i, y)
 
 
+@case(lambda T: (T.leaf(3, 4),))
+def mutate_leaf_input(x):
+    """Grad mode: eager raises (a leaf that requires grad used in an in-place op); so must the
+    compiled call, with the same exception type."""
+    x.mul_(2)
+    return x + 1
+
+
 @case(lambda T: (T.rand(3, 4), T.mask(3, 4)), triton=True)
 def masked_fill_inplace(x, m):
     x.masked_fill_(m, 0.25)
