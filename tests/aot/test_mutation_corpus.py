@@ -31,6 +31,7 @@ import warnings
 
 import pytest
 import torch
+from torch.utils._pytree import tree_map_only
 
 import pydynamo
 from pydynamo.aot import counters as aot_counters
@@ -251,11 +252,7 @@ def test_mutation_case(case, backend, mode):
 # ---- the harness is not blind: backends that are wrong in one known way are caught -------------
 
 def _map_tensors(v, fn):
-    if isinstance(v, torch.Tensor):
-        return fn(v)
-    if isinstance(v, (tuple, list)):
-        return type(v)(_map_tensors(x, fn) for x in v)
-    return v
+    return tree_map_only(torch.Tensor, fn, v)
 
 
 def _inputs_cloned(gm, example_inputs):
