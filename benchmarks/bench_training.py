@@ -10,7 +10,8 @@ Models (transformers GPT2LMHeadModel, random weights, loss = the model's own LM 
 labels=input_ids): gpt2-tiny is n_layer=2, n_embd=128, n_head=2, vocab 1000, batch 2, seq 64 (CPU
 by default); gpt2-small is GPT2Config() (124M), batch 8, seq 256 (CUDA by default). Dropout is 0
 unless --dropout says otherwise, so every engine computes the same losses (checked: the first and
-last step's loss against eager's). Each engine gets its own copy of the same initial weights and
+last step's loss against eager's). use_cache stays the config's default (True: the forward builds
+a key/value cache, as a training loop that does not turn it off does) unless --no-cache. Each engine gets its own copy of the same initial weights and
 its own AdamW; the model is compiled, the optimizer step runs eagerly in every column. Under
 --dtype bf16-autocast the forward and the loss run in `torch.autocast(device, torch.bfloat16)`.
 
@@ -31,6 +32,7 @@ import statistics
 import sys
 import tempfile
 import time
+import warnings
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -60,13 +62,14 @@ MODELS = {
 ENGINES = ("eager", "codegen", "aot_eager", "torch.compile")
 
 
-def build(name, device, dropout):
+def build(name, device, dropout, use_cache=True):
     try:
         from transformers import GPT2Config, GPT2LMHeadModel
     except ImportError:
         sys.exit("bench_training needs transformers (GPT2Config, GPT2LMHeadModel)")
     over, batch, seq, _ = MODELS[name]
-    cfg = GPT2Config(**over, resid_pdrop=dropout, embd_pdrop=dropout, attn_pdrop=dropout)
+    cfg = GPT2Config(**over, resid_pdrop=dropout, embd_pdrop=dropout, attn_pdrop=dropout,
+                     use_cache=use_cache)
     torch.manual_seed(0)
     model = GPT2LMHeadModel(cfg).to(device).train()
     ids = torch.randint(0, cfg.vocab_size, (batch, seq), device=device)
@@ -159,28 +162,33 @@ class Engine:
 
 def run(a):
     device = a.device or MODELS[a.model][3]
-    base, ids, cfg = build(a.model, device, a.dropout)
+    base, ids, cfg = build(a.model, device, a.dropout, not a.no_cache)
     autocast = a.dtype == "bf16-autocast"
     nparams = sum(p.numel() for p in base.parameters())
     print(f"torch {torch.__version__}, python {sys.version.split()[0]}, device "
           f"{torch.cuda.get_device_name() if device == 'cuda' else 'cpu'}, threads "
           f"{torch.get_num_threads()}; {a.model} ({nparams / 1e6:.1f}M params, n_layer "
           f"{cfg.n_layer}, n_embd {cfg.n_embd}), batch {ids.shape[0]}, seq {ids.shape[1]}, "
-          f"{a.dtype}, dropout {a.dropout}, AdamW (eager); caches "
+          f"{a.dtype}, dropout {a.dropout}, use_cache {cfg.use_cache}, AdamW (eager); caches "
           f"{'warm' if a.warm_cache else 'empty at start'}", flush=True)
     engines, rows = [], {}
     for name in a.engines:
         before = (aot_counters(), codegen_counters())
         try:
-            e = Engine(name, base, ids, device, autocast)
-            e.first()
-            for _ in range(a.warmup):
-                e.step()
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                e = Engine(name, base, ids, device, autocast)
+                e.first()
+                for _ in range(a.warmup):
+                    e.step()
             engines.append(e)
         except Exception as ex:     # report, keep going
             rows[name] = dict(error=f"{type(ex).__name__}: {str(ex)[:300]}")
             print(f"{name}: {rows[name]['error']}", flush=True)
             continue
+        # graph breaks and eager fallbacks, once each, first line: what the engine did not compile
+        e.warned = sorted({str(w.message).split("\n")[0][:300] for w in caught
+                           if "pydynamo" in str(w.message) or "inductor" in str(w.message)})
         if name in ("codegen", "aot_eager"):
             e.counters = (aot_counters(), codegen_counters(), before)
     for r in range(a.rounds):
@@ -200,6 +208,7 @@ def run(a):
             aot_after, cg_after, (aot_before, cg_before) = e.counters
             row["aot_counters"] = delta(aot_after, aot_before)
             row["codegen_counters"] = delta(cg_after, cg_before)
+            row["warnings"] = e.warned
     report(rows, engines)
     return dict(model=a.model, device=device, dtype=a.dtype, batch=ids.shape[0], seq=ids.shape[1],
                 torch=torch.__version__, rows=rows)
@@ -222,6 +231,8 @@ def report(rows, engines):
         if "aot_counters" in rows[e.name]:
             print(f"{e.name}: pydynamo.aot.counters {rows[e.name]['aot_counters']}; codegen "
                   f"{rows[e.name]['codegen_counters']}")
+            for w in rows[e.name]["warnings"]:
+                print(f"    {w}")
     for name, r in rows.items():
         if "error" in r:
             print(f"{name}: FAILED {r['error']}")
@@ -239,6 +250,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=2, help="untimed steps after the first")
     ap.add_argument("--engines", nargs="*", default=list(ENGINES), choices=ENGINES)
     ap.add_argument("--dropout", type=float, default=0.0)
+    ap.add_argument("--no-cache", action="store_true",
+                    help="GPT2Config(use_cache=False): no key/value cache built in the forward")
     ap.add_argument("--warm-cache", action="store_true", help="keep the usual compile caches")
     ap.add_argument("--json", default="", help="append the run as one JSON line")
     a = ap.parse_args()
