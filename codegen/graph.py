@@ -279,8 +279,8 @@ class GraphLowering:
         def build(m, path):
             if isinstance(m, (list, tuple)) and not _is_tensor_meta(m):
                 return type(m)(build(x, path + (i,)) for i, x in enumerate(m))
-            if m is None and path:
-                return None        # a None beside tensors in the result (not a tensor output)
+            if path and (m is None or isinstance(m, (int, float, bool))):
+                return m   # None or a scalar beside tensors (attention's max_q): not a tensor output
             if m is None or not _is_tensor_meta(m):
                 raise NotLowered("extern returned a non-tensor")
             stride = meta_stride(m)
@@ -594,7 +594,8 @@ class GraphLowering:
                 if p.requires_grad:
                     self.needs_grad_params = True
         meta = self._meta(node)
-        if meta is not None and not _all_tensor_meta(meta):
+        if meta is not None and not _all_tensor_meta(meta) and not (
+                isinstance(target, torch._ops.OpOverload) and _tensors_beside_scalars(meta)):
             # non-tensor results (sizes, python scalars) are computed now, at compile time
             return self._eval_static(target, args, kwargs, node)
         if meta is None and not _has_tensor(args) and not _has_tensor(kwargs):
@@ -1189,6 +1190,14 @@ SIZE_FUNCTIONS = {operator.floordiv: FloorDiv, operator.mod: _size_mod,
 _AUTOCAST_NODES = {"enter_autocast", "exit_autocast", "_enter_autocast", "_exit_autocast"}
 
 _SIZE_COMPARISONS = {operator.eq, operator.ne, operator.lt, operator.le, operator.gt, operator.ge}
+
+
+def _tensors_beside_scalars(m) -> bool:
+    """An aten op's tuple result of tensors with Python scalars among them (the fused attention
+    ops' max_q/max_k): the recorded training graphs are specialized to their sizes, so the
+    scalars are the recorded constants."""
+    return isinstance(m, (list, tuple)) and any(_is_tensor_meta(x) for x in m) and \
+        all(x is None or isinstance(x, (int, float, bool)) or _is_tensor_meta(x) for x in m)
 
 
 def _all_tensor_meta(m):

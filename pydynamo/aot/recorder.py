@@ -111,7 +111,13 @@ class _Traced(torch.Tensor):
 
 
 def _elem(v):
-    return v.elem if isinstance(v, _Traced) else v
+    """What an op runs on: a stand-in's meta tensor; a real tensor (a constant the graph made,
+    `torch.tensor(...)`: recorded as a constant) as a meta tensor of its size."""
+    if isinstance(v, _Traced):
+        return v.elem
+    if isinstance(v, torch.Tensor) and v.device.type != "meta":
+        return v.to("meta")
+    return v
 
 
 def _map(fn, v):
