@@ -649,7 +649,8 @@ class GraphLowering:
                 return done[n]
             r = _finalize(n)
             if isinstance(r, ArgRef) and isinstance(r.buffer, InputBuffer) and \
-                    n.op != "placeholder" and r.buffer.position not in self.mutations:
+                    n.op != "placeholder" and r.buffer.position not in self.mutations and \
+                    not self._returns_the_input(n):
                 r = NewViewRef(r.buffer, r.size, r.stride, r.offset,   # a view op's new tensor
                                _canon_name(n) == "detach")
             done[n] = r
@@ -691,6 +692,41 @@ class GraphLowering:
         for m in self.mutations.values():
             m.value = self.to_arg(m.value)
         return None
+
+    def _returns_the_input(self, n) -> bool:
+        """Is eager's value of `n` the graph input object itself (`x.contiguous()` of a contiguous
+        x, `x.to(x.dtype)`, `x.type_as(x)`), rather than a new tensor viewing it (`x.detach()`,
+        `x[:]`, `x.view_as(x)`)? The chain of calls from the input is run on stand-ins of the
+        example inputs (other arguments: constants or graph inputs); where that cannot be
+        decided the answer is yes (the input object, as before)."""
+        inputs = [p for p in self.gm.graph.nodes if p.op == "placeholder"]
+        chain = []
+        while n.op in ("call_function", "call_method"):
+            if not n.args or not isinstance(n.args[0], torch.fx.Node):
+                return True
+            chain.append(n)
+            n = n.args[0]
+        if n.op != "placeholder":
+            return True
+        try:
+            stand_ins = {p: _stand_in(x, on_meta=True) for p, x in zip(inputs, self.example_inputs)}
+
+            def value(a):
+                if a.op != "placeholder":
+                    raise NotLowered("an argument computed in the graph")
+                return stand_ins[a]
+            t = stand_ins[n]
+            with torch.no_grad():
+                for c in reversed(chain):
+                    rest, kwargs = torch.fx.node.map_arg((c.args[1:], c.kwargs), value)
+                    fn = c.target if c.op == "call_function" else getattr(type(t), c.target)
+                    r = fn(t, *rest, **kwargs)
+                    if r is not t:
+                        return False
+                    t = r
+        except Exception:
+            return True
+        return True
 
     def _eager_new_tensor(self, n) -> bool:
         """Does eager's reshape `n` copy? torch's reshape copies where its input's eager layout
