@@ -27,7 +27,8 @@ def pytest_terminal_summary(terminalreporter):
     for (backend, mode, kind), hits in sorted(NOTED.items()):
         cases = sorted({c for c, _ in hits})
         reasons = collections.Counter(w.split(": ", 2)[-1][:90] for _, w in hits)
-        terminalreporter.write_line(f"{backend:9} {mode:9} {kind}: {len(cases)} cases")
+        names = "" if kind.startswith("training") else ": " + ", ".join(cases[:6]) + (" ..." if len(cases) > 6 else "")
+        terminalreporter.write_line(f"{backend:9} {mode:9} {kind}: {len(cases)} cases{names}")
         for r, n in reasons.most_common(8):
             if r:
                 terminalreporter.write_line(f"    {n:3}x {r}")
