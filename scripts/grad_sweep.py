@@ -3,6 +3,7 @@
     python scripts/grad_sweep.py [--backend codegen|aot_eager|eager] [--ops add,sum,max.binary]
                                  [--samples N | --sample 2,5] [--jobs N] [--timeout S] [--out f.json]
                                  [--failures notes.md] [--no-table]
+    python scripts/grad_sweep.py --summarize f.jsonl [--backend B]   (a run cut short)
 
 Every OpInfo entry that supports autograd in float32 on CPU: each sample's outputs and input
 grads, compiled by pydynamo.optimize(backend=...), against eager, with torch.testing's default
@@ -108,7 +109,13 @@ def main():
     ap.add_argument("--out", default="")
     ap.add_argument("--failures", default="", help="append wrong samples to this markdown file")
     ap.add_argument("--no-table", action="store_true")
+    ap.add_argument("--summarize", default="",
+                    help="print the table and summary of a sweep's .jsonl (a run cut short)")
     a = ap.parse_args()
+    if a.summarize:
+        with open(a.summarize) as f:
+            results = [json.loads(line) for line in f]
+        return _summarize(results, a, sum(r.get("seconds", 0) for r in results))
     want = set(filter(None, a.ops.split(",")))
     only = {int(i) for i in a.sample.split(",")} if a.sample else None
     items = [(op.name, op.variant_test_name, "float32", a.backend, a.samples, only)
@@ -138,7 +145,11 @@ def _summarize(results, a, seconds):
     reasons = {}
     for r in results:
         for why in r.get("fallback_reasons") or []:
-            reasons.setdefault(why, []).append(_label(r["op"], r["variant"]))
+            # the first line says why; the rest names the op's node and line
+            why = why.splitlines()[0] if why else why
+            ops = reasons.setdefault(why, [])
+            if _label(r["op"], r["variant"]) not in ops:
+                ops.append(_label(r["op"], r["variant"]))
     for why, ops in sorted(reasons.items(), key=lambda kv: -len(kv[1])):
         print(f"FALLBACK {len(ops)} ops ({', '.join(ops[:6])}{', ...' if len(ops) > 6 else ''}): "
               f"{why}")
