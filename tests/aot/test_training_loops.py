@@ -1,5 +1,11 @@
 """Issue 16's training acceptance: 5 optimizer steps under pydynamo equal 5 steps in eager.
 
+Models (MODELS): tiny GPT-2 (transformers config; with and without dropout), tiny BERT for
+sequence classification (dropout 0.1), an MLP with BatchNorm1d (train mode) and Dropout, a small
+CNN (Conv2d, BatchNorm2d, ReLU, MaxPool2d, Linear); SGD with momentum or AdamW. Backends:
+"aot_eager", "codegen" (C++ kernels) and, for the MLP and the CNN, "triton" (codegen's Triton
+kernels).
+
 Per model, one module is built from a seed and deep-copied for each side; the batches are made
 up front by their own generator, and the global RNG is re-seeded before each side's loop, so
 dropout draws from the same RNG stream in both (the compiled forward must advance it as eager
