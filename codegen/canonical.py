@@ -4,7 +4,9 @@ FX graphs spell the same op many ways: `operator.add`, `torch.add`, `Tensor.add`
 "add", `x.add_` (in place), `nn.ReLU` modules. `canonicalize(node, gm)` returns a `Canonical`
 (name, args, kwargs, inplace) or None when it does not know the op (the node then runs extern).
 The canonical names are the keys of lowering.LOWERINGS; arguments keep torch's calling
-convention so lowerings bind them like the eager op would.
+convention so lowerings bind them like the eager op would. Aten OpOverloads (training graphs,
+recorded at the dispatcher) are not matched by name: codegen/aten.py's explicit table maps each
+known overload to a canonical name and adapts its arguments; any other overload runs extern.
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from codegen.aten import aten_canonical, aten_name
 from codegen.lowering import LOWERINGS
 
 
@@ -175,6 +178,9 @@ def _strip_inplace(name: str, kwargs: dict):
 def canonicalize(node, gm, args, kwargs) -> Optional[Canonical]:
     """Map an FX call node (with already-evaluated args) to its canonical op, or None."""
     kwargs = dict(kwargs)
+    if node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload):
+        found = aten_canonical(node.target, args, kwargs)
+        return None if found is None else Canonical(*found)
     if node.op == "call_function":
         name = function_table().get(node.target)
         if name is None:
@@ -204,11 +210,14 @@ VIEW_OPS = {"reshape", "view", "flatten", "unflatten", "view_as", "reshape_as", 
             "split", "split_with_sizes", "chunk", "unbind", "detach", "alias", "contiguous",
             "to", "type_as", "float", "double", "long", "int", "bool", "short", "char", "byte",
             "positive", "resolve_conj", "resolve_neg", "dropout", "diagonal", "conj",
-            "broadcast_tensors", "meshgrid", "unsafe_chunk", "unsafe_split", "sum_to_size"}
+            "broadcast_tensors", "meshgrid", "unsafe_chunk", "unsafe_split", "sum_to_size",
+            "aten.slice"}
 
 
 def _canon_name(node):
     """The canonical name of an FX call node (in-place spellings folded), None if no lowering."""
+    if node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload):
+        return aten_name(node.target)
     if node.op == "call_function":
         name = function_table().get(node.target)
     elif node.op == "call_method":

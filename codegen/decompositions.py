@@ -14,8 +14,8 @@ import torch
 from codegen.ir import NotLowered, TensorValue, current, realize
 from codegen.lowering import (LOWERINGS, _check_factory, amax, broadcast_sizes, cast, clamp, div,
                               expand_to, float_dtype_for, is_float, is_tensor, make_reduction, mean,
-                              norm_dim, norm_dims, pointwise, register, reshape, sum_, var_mean_impl,
-                              where)
+                              norm_dim, norm_dims, pointwise, register, reshape, result_dtype,
+                              slice_, sum_, var_mean_impl, where)
 from codegen.ops import ops
 from codegen.scalars import has_scalar
 
@@ -534,6 +534,18 @@ def _reduce_loss(loss, reduction, size_average=None, reduce=None):
     raise NotLowered(f"reduction {reduction}")
 
 
+def _nll_weights(input, target, weight, ignore_index):
+    """(target with ignored entries as class 0, each row's weight: 0 where ignored) of a 2-d
+    nll_loss input."""
+    valid = L["ne"](target, ignore_index)
+    safe_t = where(valid, target, 0)
+    w = cast(valid, input.dtype)
+    if weight is not None:
+        w = L["mul"](w, L["squeeze"](L["embedding"](L["unsqueeze"](safe_t, 1),
+                                                    L["unsqueeze"](weight, 1)), [1, 2]))
+    return safe_t, w
+
+
 @register("nll_loss")
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
              reduction="mean"):
@@ -544,13 +556,8 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
         raise NotLowered("nll_loss shapes")
     if input.ndim == 1:
         input, target = L["unsqueeze"](input, 0), L["unsqueeze"](target, 0)
-    valid = L["ne"](target, ignore_index)
-    safe_t = where(valid, target, 0)
+    safe_t, w = _nll_weights(input, target, weight, ignore_index)
     picked = L["squeeze"](L["gather"](input, 1, L["unsqueeze"](safe_t, 1)), 1)
-    w = cast(valid, input.dtype)
-    if weight is not None:
-        w = L["mul"](w, L["squeeze"](L["embedding"](L["unsqueeze"](safe_t, 1),
-                                                    L["unsqueeze"](weight, 1)), [1, 2]))
     loss = L["neg"](L["mul"](picked, w))
     if reduction == "none":
         return loss
@@ -916,3 +923,314 @@ def adaptive_avg_pool1d(input, output_size):
 @register("adaptive_avg_pool2d")
 def adaptive_avg_pool2d(input, output_size):
     return _adaptive_avg(input, output_size, 2)
+
+
+# ------------------------------------------------------------------ aten-only forms
+# Lowerings of aten overloads with no torch-level spelling of the same convention (backward
+# ops, the three-output layer norm, copy/_to_copy). Registered under "aten.<op>": a dotted
+# name no torch attribute has, so canonical.py's torch-level name table never matches them;
+# codegen/aten.py's table maps the overloads to them. Formulas follow eager's CPU kernels.
+
+
+@register("aten._to_copy")
+def aten_to_copy(input, dtype=None, *, layout=None, device=None, pin_memory=None,
+                 non_blocking=False, memory_format=None):
+    _check_factory({"layout": layout, "device": device})
+    if memory_format not in (None, torch.preserve_format, torch.contiguous_format):
+        raise NotLowered("_to_copy memory_format")      # the layout is the wrapper's; values only
+    return input if dtype is None else cast(input, dtype)
+
+
+@register("aten.copy")
+def aten_copy(input, src):
+    """copy(self, src): src's values broadcast to self's size, in self's dtype."""
+    return cast(expand_to(src, list(input.size)), input.dtype)
+
+
+@register("aten.slice")
+def aten_slice(input, dim=0, start=None, end=None, step=1):
+    return slice_(input, dim, start, end, step)
+
+
+@register("aten.threshold_backward")
+def threshold_backward(grad_output, input, threshold):
+    dt = result_dtype(grad_output, input)
+    return pointwise(lambda g, x: ops.where(ops.le(x, _const(threshold, dt)), _const(0, dt), g),
+                     [grad_output, input], dt)
+
+
+@register("aten.gelu_backward")
+def gelu_backward(grad_output, input, approximate="none"):
+    dt = _f(input)
+    c = lambda v: _const(v, dt)  # noqa: E731
+    if approximate == "tanh":
+        beta, kappa = math.sqrt(2) * (2 / math.sqrt(math.pi)) * 0.5, 0.044715
+
+        def fn(g, x):
+            x_sq = ops.mul(x, x)
+            inner = ops.mul(c(beta), ops.add(x, ops.mul(c(kappa), ops.mul(x_sq, x))))
+            t = ops.tanh(inner)
+            left, right = ops.mul(c(0.5), x), ops.add(c(1.0), t)
+            d_left = ops.mul(c(0.5), right)
+            d_right = ops.mul(ops.mul(ops.mul(left, ops.sub(c(1.0), ops.mul(t, t))), c(beta)),
+                              ops.add(c(1.0), ops.mul(c(3 * kappa), x_sq)))
+            return ops.mul(g, ops.add(d_left, d_right))
+    elif approximate == "none":
+        beta = (2 / math.sqrt(math.pi)) * math.sqrt(0.5) * 0.5
+
+        def fn(g, x):
+            cdf = ops.mul(c(0.5), ops.add(c(1.0), ops.erf(ops.mul(x, c(math.sqrt(0.5))))))
+            pdf = ops.mul(ops.exp(ops.mul(c(-0.5), ops.mul(x, x))), c(beta))
+            return ops.mul(g, ops.add(cdf, ops.mul(x, pdf)))
+    else:
+        raise NotLowered(f"gelu approximate={approximate!r}")
+    return pointwise(fn, [grad_output, input], result_dtype(grad_output, input))
+
+
+@register("aten.tanh_backward")
+def tanh_backward(grad_output, output):
+    dt = _f(output)
+    return pointwise(lambda g, y: ops.mul(g, ops.sub(_const(1.0, dt), ops.mul(y, y))),
+                     [grad_output, output], result_dtype(grad_output, output))
+
+
+@register("aten.sigmoid_backward")
+def sigmoid_backward(grad_output, output):
+    dt = _f(output)
+    return pointwise(lambda g, y: ops.mul(ops.mul(g, ops.sub(_const(1.0, dt), y)), y),
+                     [grad_output, output], result_dtype(grad_output, output))
+
+
+@register("aten.silu_backward")
+def silu_backward(grad_output, input):
+    dt = _f(input)
+
+    def fn(g, x):
+        s = ops.sigmoid(x)
+        return ops.mul(ops.mul(g, s),
+                       ops.add(_const(1.0, dt), ops.mul(x, ops.sub(_const(1.0, dt), s))))
+    return pointwise(fn, [grad_output, input], result_dtype(grad_output, input))
+
+
+@register("aten._softmax_backward_data")
+def softmax_backward_data(grad_output, output, dim, input_dtype):
+    _f(output)
+    d = norm_dim(dim, output.ndim)
+    gy = L["mul"](grad_output, output)
+    out = L["mul"](output, L["sub"](grad_output, sum_(gy, [d], True)))
+    return cast(out, input_dtype)
+
+
+@register("aten._log_softmax_backward_data")
+def log_softmax_backward_data(grad_output, output, dim, input_dtype):
+    _f(output)
+    d = norm_dim(dim, output.ndim)
+    out = L["sub"](grad_output, L["mul"](L["exp"](output), sum_(grad_output, [d], True)))
+    return cast(out, input_dtype)
+
+
+@register("aten.native_dropout_backward")
+def native_dropout_backward(grad_output, mask, scale):
+    dt = _f(grad_output)
+    return L["mul"](grad_output, L["mul"](cast(mask, dt), scale))
+
+
+def _norm_dims(input, normalized_shape):
+    k = len(tuple(normalized_shape))
+    if k == 0 or k > input.ndim:
+        raise NotLowered("normalized_shape")
+    return list(range(input.ndim - k, input.ndim))
+
+
+def _stats_dtype(dt):
+    """Layer norm's statistics are kept in float32 for reduced-precision inputs (eager's
+    accumulate type, opmath)."""
+    return torch.float32 if dt in (torch.float16, torch.bfloat16) else dt
+
+
+@register("aten.native_layer_norm")
+def native_layer_norm(input, normalized_shape, weight, bias, eps):
+    """(out, mean, rstd); mean and rstd keep the normalized dims as size 1."""
+    dt = _f(input)
+    dims = _norm_dims(input, normalized_shape)
+    x = cast(input, _stats_dtype(dt))
+    var, mu = var_mean_impl(x, dims, correction=0, keepdim=True)
+    rstd = unary(lambda v: ops.rsqrt(ops.add(v, _const(eps, x.dtype))), var)
+    y = cast(_affine(L["mul"](L["sub"](x, mu), rstd), weight, bias), dt)
+    return y, mu, rstd
+
+
+@register("aten.native_layer_norm_backward")
+def native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, bias,
+                               output_mask):
+    """(grad_input, grad_weight, grad_bias), None where output_mask is False:
+    x̂ = (x - mean) rstd, ĝ = grad_out * weight,
+    grad_input = rstd / N (N ĝ - Σ ĝ - x̂ Σ ĝ x̂) over the normalized dims,
+    grad_weight = Σ grad_out x̂, grad_bias = Σ grad_out over the outer dims."""
+    dt = _f(input)
+    dims = _norm_dims(input, normalized_shape)
+    outer = list(range(input.ndim - len(dims)))
+    sdt = _stats_dtype(dt)
+    g, x = cast(grad_out, sdt), cast(input, sdt)
+    x_hat = L["mul"](L["sub"](x, mean), rstd)
+    grad_input = grad_weight = grad_bias = None
+    if output_mask[0]:
+        n = 1
+        for d in dims:
+            n = n * input.size[d]
+        gw = L["mul"](g, cast(weight, sdt)) if weight is not None else g
+        s1 = sum_(gw, dims, True)
+        s2 = sum_(L["mul"](gw, x_hat), dims, True)
+        inner = L["sub"](L["sub"](L["mul"](gw, n), s1), L["mul"](x_hat, s2))
+        grad_input = cast(L["mul"](L["div"](rstd, n), inner), dt)
+    def outer_sum(v):      # sum_ reads an empty dim list as all dims
+        return sum_(v, outer, False) if outer else v
+    if output_mask[1] and weight is not None:
+        grad_weight = cast(outer_sum(L["mul"](g, x_hat)), weight.dtype)
+    if output_mask[2] and bias is not None:
+        grad_bias = cast(outer_sum(g), bias.dtype)
+    return grad_input, grad_weight, grad_bias
+
+
+ATEN_REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}     # aten's int reduction codes
+
+
+@register("aten.nll_loss_forward")
+def nll_loss_forward(input, target, weight, reduction, ignore_index):
+    """(output, total_weight): total_weight is the summed row weight (0 for reduction none)."""
+    if reduction not in ATEN_REDUCTIONS:
+        raise NotLowered(f"reduction {reduction}")
+    out = nll_loss(input, target, weight, ignore_index=ignore_index,
+                   reduction=ATEN_REDUCTIONS[reduction])
+    if reduction == 0:
+        return out, L["full"]([], 0, dtype=input.dtype)
+    if input.ndim == 1:
+        input, target = L["unsqueeze"](input, 0), L["unsqueeze"](target, 0)
+    return out, sum_(_nll_weights(input, target, weight, ignore_index)[1])
+
+
+@register("aten.nll_loss_backward")
+def nll_loss_backward(grad_output, input, target, weight, reduction, ignore_index,
+                      total_weight):
+    """-w[i] * grad (divided by total_weight for mean) at each row's target class, else 0."""
+    _f(input)
+    if reduction not in ATEN_REDUCTIONS or target.dtype != torch.int64 or \
+            input.ndim not in (1, 2) or input.ndim != target.ndim + 1:
+        raise NotLowered("nll_loss_backward args")
+    flat = input.ndim == 1
+    x, t = (L["unsqueeze"](input, 0), L["unsqueeze"](target, 0)) if flat else (input, target)
+    n_classes = x.size[1]
+    if not n_classes.is_number:
+        raise NotLowered("symbolic class count")
+    safe_t, w = _nll_weights(x, t, weight, ignore_index)
+    g = grad_output
+    if reduction == 1:
+        g = L["div"](g, total_weight)
+    if reduction == 0 and flat:
+        g = L["unsqueeze"](g, 0)
+    scale = L["unsqueeze"](L["neg"](L["mul"](w, g)), 1)
+    # ignored rows get 0 even where total_weight is 0 (eager skips them)
+    hit = L["logical_and"](L["eq"](L["unsqueeze"](safe_t, 1), L["arange"](int(n_classes))),
+                           L["unsqueeze"](L["ne"](t, ignore_index), 1))
+    grad = cast(where(hit, scale, 0.0), input.dtype)
+    return L["squeeze"](grad, 0) if flat else grad
+
+
+def _bn_layout(input):
+    """(the dims batch norm reduces, the shape that broadcasts a per-channel vector)."""
+    if input.ndim < 2:
+        raise NotLowered("batch_norm rank")
+    return [0] + list(range(2, input.ndim)), [input.size[1]] + [1] * (input.ndim - 2)
+
+
+def _batch_norm_train(input, weight, bias, running_mean, running_var, momentum, eps):
+    """(out, save_mean, save_invstd, new running_mean, new running_var): batch statistics
+    (biased variance normalizes, the unbiased one updates the running variance)."""
+    dt = _f(input)
+    dims, shape = _bn_layout(input)
+    x = cast(input, _stats_dtype(dt))
+    var, mu = var_mean_impl(x, dims, correction=0, keepdim=False)
+    invstd = unary(lambda v: ops.rsqrt(ops.add(v, _const(eps, x.dtype))), var)
+    y = L["mul"](L["sub"](x, reshape(mu, shape)), reshape(invstd, shape))
+    y = cast(_affine(y, reshape(weight, shape) if weight is not None else None,
+                     reshape(bias, shape) if bias is not None else None), dt)
+    new_rm = new_rv = None
+    if running_mean is not None:
+        new_rm = cast(L["add"](L["mul"](running_mean, 1 - momentum), L["mul"](mu, momentum)),
+                      running_mean.dtype)
+    if running_var is not None:
+        n = 1
+        for d in dims:
+            n = n * input.size[d]
+        unbiased = L["mul"](var, n / (n - 1)) if n != 1 else var
+        new_rv = cast(L["add"](L["mul"](running_var, 1 - momentum),
+                               L["mul"](unbiased, momentum)), running_var.dtype)
+    return y, mu, invstd, new_rm, new_rv
+
+
+@register("aten._native_batch_norm_legit_functional")
+def native_batch_norm_functional(input, weight, bias, running_mean, running_var, training,
+                                 momentum, eps):
+    """The functional training batch norm: the updated running statistics are outputs. In
+    evaluation eager's CPU kernel returns empty saved statistics where the meta kernel (the
+    graph's metadata) says (C,): the op runs extern rather than pick one."""
+    if not training:
+        raise NotLowered("batch norm in evaluation: saved statistics' shape")
+    return _batch_norm_train(input, weight, bias, running_mean, running_var, momentum, eps)
+
+
+@register("aten.native_batch_norm_backward")
+def native_batch_norm_backward(grad_out, input, weight, running_mean, running_var, save_mean,
+                               save_invstd, train, eps, output_mask):
+    """(grad_input, grad_weight, grad_bias), eager's formula: with x̂μ = x - mean,
+    train: grad_input = (g - Σg/n - x̂μ invstd² Σ(g x̂μ)/n) invstd w; eval: g invstd w;
+    grad_weight = Σ(g x̂μ) invstd, grad_bias = Σg (sums over all dims but the channel)."""
+    dt = _f(input)
+    dims, shape = _bn_layout(input)
+    sdt = _stats_dtype(dt)
+    if train:
+        mean, invstd = save_mean, save_invstd
+    else:
+        if running_mean is None or running_var is None:
+            raise NotLowered("batch_norm backward without running statistics")
+        mean = running_mean
+        invstd = unary(lambda v: ops.rsqrt(ops.add(v, _const(eps, running_var.dtype))),
+                       running_var)
+    g, x = cast(grad_out, sdt), cast(input, sdt)
+    xmu = L["sub"](x, reshape(cast(mean, sdt), shape))
+    invstd = cast(invstd, sdt)
+    sum_g = sum_(g, dims)
+    dot = sum_(L["mul"](g, xmu), dims)
+    scale = L["mul"](invstd, cast(weight, sdt)) if weight is not None else invstd
+    grad_input = grad_weight = grad_bias = None
+    if output_mask[0]:
+        if train:
+            n = 1
+            for d in dims:
+                n = n * input.size[d]
+            proj = L["div"](L["mul"](dot, L["mul"](invstd, invstd)), n)
+            centered = L["sub"](L["sub"](g, reshape(L["div"](sum_g, n), shape)),
+                                L["mul"](xmu, reshape(proj, shape)))
+            grad_input = L["mul"](centered, reshape(scale, shape))
+        else:
+            grad_input = L["mul"](g, reshape(scale, shape))
+        grad_input = cast(grad_input, dt)
+    if output_mask[1] and weight is not None:
+        grad_weight = cast(L["mul"](dot, invstd), weight.dtype)
+    if output_mask[2] and weight is not None:
+        grad_bias = cast(sum_g, weight.dtype)
+    return grad_input, grad_weight, grad_bias
+
+
+@register("aten.mse_loss_backward")
+def mse_loss_backward(grad_output, input, target, reduction):
+    """2 (x - t) grad, divided by the element count for mean (eager's norm)."""
+    _f(input)
+    if reduction not in ATEN_REDUCTIONS:
+        raise NotLowered(f"reduction {reduction}")
+    n = 1
+    for s in input.size:
+        n = n * s
+    norm = sympy.sympify(2.0 / n if reduction == 1 else 2.0)
+    norm = float(norm) if norm.is_number else norm
+    return L["mul"](L["mul"](L["sub"](input, target), norm), grad_output)

@@ -18,7 +18,13 @@ Python values). A call mutates when
     gives: `F.relu(x, True)`, `F.dropout(x, p, training, True)`), or is a module whose
     `inplace` attribute is true (`nn.ReLU(inplace=True)`), unless the flag is the constant False;
   * it has an `out=` argument that is not None (writes it, returns it);
-  * it updates running statistics (batch norm / instance norm in training mode).
+  * it updates running statistics (batch norm / instance norm in training mode);
+  * it is an aten OpOverload (graphs recorded at the dispatcher) whose schema marks an argument
+    written (`Tensor(a!)`: `aten.add_.Tensor`, `aten.bernoulli_.float`, out= overloads,
+    `_native_batch_norm_legit`'s running stats); it returns that argument when its one result
+    aliases it (`-> Tensor(a!)`). An overload is read only from its schema, never its name;
+    `aten.native_batch_norm` (whose schema does not annotate the running statistics it
+    updates in training) goes through the running-statistics table.
 `Mutation.mutated` names the written arguments (positions and keyword names; a written argument
 is "written if it is a tensor": `operator.iadd(n, t)` with an int `n` writes nothing);
 `Mutation.returns` names the argument the call returns (the same tensor object), or None;
@@ -105,6 +111,10 @@ for _n in ("native_batch_norm", "_native_batch_norm_legit"):
         _STATS[getattr(torch, _n)] = ((3, 4), 5, "training", None)
 if hasattr(torch, "_batch_norm_with_update"):
     _STATS[torch._batch_norm_with_update] = ((3, 4), None, None, True)
+# aten overloads (input, weight, bias, running_mean, running_var, training, ...)
+for _n in ("native_batch_norm", "cudnn_batch_norm", "miopen_batch_norm"):
+    if hasattr(torch.ops.aten, _n):
+        _STATS[getattr(torch.ops.aten, _n).default] = ((3, 4), 5, "training", None)
 
 
 def _name(target) -> str:
@@ -178,6 +188,8 @@ def mutation_of(kind: str, target, args=(), kwargs=None, module=None) -> Optiona
         return None
     if kind not in ("call_function", "call_method"):
         return None
+    if kind == "call_function" and isinstance(target, torch._ops.OpOverload):
+        return _overload_mutation(target, args, kwargs)
     out = kwargs.get("out")
     if out is not None:
         return Mutation(("out",), "out", metadata=True)
@@ -203,6 +215,32 @@ def mutation_of(kind: str, target, args=(), kwargs=None, module=None) -> Optiona
     if kind == "call_function" and not _is_false(_inplace_flag(target, args, kwargs)):
         return Mutation((0,), 0)
     return None
+
+
+def _overload_mutation(op, args, kwargs) -> Optional[Mutation]:
+    """An aten overload's writes, from its schema's alias annotations (module docstring)."""
+    stats = _STATS.get(op)
+    if stats is not None:
+        return _stats_mutation(stats, args, kwargs)
+    schema = op._schema
+    written, alias_sets, metadata = [], {}, op._schema.name.split("::")[-1] in _METADATA_OPS
+    for i, a in enumerate(schema.arguments):
+        if a.alias_info is None or not a.alias_info.is_write:
+            continue
+        if a.kwarg_only or i >= len(args):
+            if a.name not in kwargs:
+                continue            # an optional written argument not passed
+            key, metadata = a.name, metadata or a.kwarg_only     # out= may resize
+        else:
+            key = i
+        written.append(key)
+        alias_sets[frozenset(a.alias_info.before_set)] = key
+    if not written:
+        return None
+    returns = None
+    if len(schema.returns) == 1 and schema.returns[0].alias_info is not None:
+        returns = alias_sets.get(frozenset(schema.returns[0].alias_info.before_set))
+    return Mutation(tuple(written), returns, metadata)
 
 
 def _stats_mutation(stats, args, kwargs) -> Optional[Mutation]:

@@ -412,7 +412,9 @@ def test_training_backward_through_inplace_activations(backend):
     out.square().sum().backward()
     ref.square().sum().backward()
     for (name, p), q in zip(model.named_parameters(), ref_model.parameters()):
-        torch.testing.assert_close(p.grad, q.grad, msg=name)
+        # a compiled backward sums in another order: float32 rounding of the conv weights'
+        # gradients (|g| ~ 100) is ~3e-5 from the float64 truth, in eager as compiled
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-5, atol=1e-4, msg=name)
     for b, c in zip(model.buffers(), ref_model.buffers()):
         torch.testing.assert_close(b, c)
 
