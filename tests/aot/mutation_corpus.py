@@ -75,6 +75,7 @@ class Case:
     module: bool = False
     grad: bool = True            # also run in grad mode
     triton: bool = False         # also run with codegen's Triton kernels
+    make_later: Callable | None = None   # the arguments of the calls after the first (None: make)
 
 
 CASES: list[Case] = []
@@ -84,9 +85,9 @@ CASES: list[Case] = []
 NOTED: dict = collections.defaultdict(list)
 
 
-def case(make, name=None, module=False, grad=True, triton=False):
+def case(make, name=None, module=False, grad=True, triton=False, make_later=None):
     def deco(fn):
-        CASES.append(Case(name or fn.__name__, fn, make, module, grad, triton))
+        CASES.append(Case(name or fn.__name__, fn, make, module, grad, triton, make_later))
         return fn
     return deco
 
@@ -551,6 +552,46 @@ def overlapping_slices_mul(a, b):
 def input_and_transpose(x, t):
     t.mul_(2)
     return x + 0
+
+
+# the aliasing of the inputs changes between calls: the first call's compiled code must not be
+# reused for the second with a wrong answer (a guard and a correct path)
+
+def distinct(T):
+    return T.rand(3, 4), T.rand(3, 4)
+
+
+def tensor_and_other_view(T):
+    return T.rand(3, 4), T.rand(3, 4).view(-1)
+
+
+@case(same_tensor, make_later=distinct, triton=True)
+def aliased_then_distinct(x, y):
+    x.add_(y)
+    return x * 2
+
+
+@case(distinct, make_later=same_tensor)
+def distinct_then_aliased(x, y):
+    x.mul_(y)
+    return y + 1
+
+
+@case(tensor_and_view, make_later=tensor_and_other_view)
+def view_then_unrelated(x, v):
+    x.add_(1)
+    return v * 2
+
+
+def halves(T):
+    x = T.rand(4, 4)
+    return x[0:2], x[2:4]
+
+
+@case(halves, make_later=rows_overlap)
+def disjoint_then_overlapping(a, b):
+    a.add_(b)
+    return a, b
 
 
 # ---- in-place ops on intermediates -------------------------------------------------------------
