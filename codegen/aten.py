@@ -95,6 +95,13 @@ def _mse_loss(b):
     return (b["self"], b["target"]), {"reduction": ATEN_REDUCTIONS[b["reduction"]]}
 
 
+def _elu(b):
+    # F.elu(x, alpha) is aten's elu with scale = input_scale = 1 (selu and celu set them)
+    if b["scale"] != 1 or b["input_scale"] != 1:
+        raise NotLowered("elu scale")
+    return (b["self"], b["alpha"]), {}
+
+
 def _roll(b):
     return (b["self"], b["shifts"], list(b["dims"]) or None), {}
 
@@ -145,6 +152,7 @@ def _rows() -> Dict[str, Row]:
         "hardtanh.default": same("hardtanh", "self", "min_val", "max_val"),
         "threshold.default": same("threshold", "self", "threshold", "value"),
         "softplus.default": same("softplus", "self", "beta", "threshold"),
+        "elu.default": custom("elu", "self alpha scale input_scale", _elu),
         "round.default": same("round", "self"),
         "logit.default": same("logit", "self", "eps"),
         "where.self": same("where", "condition", "self", "other"),
@@ -288,6 +296,16 @@ def _rows() -> Dict[str, Row]:
         "nll_loss_backward.default": same(
             "aten.nll_loss_backward", "grad_output", "self", "target", "weight", "reduction",
             "ignore_index", "total_weight"),
+        "hardtanh_backward.default": same("aten.hardtanh_backward", "grad_output", "self",
+                                          "min_val", "max_val"),
+        "hardsigmoid_backward.default": same("aten.hardsigmoid_backward", "grad_output", "self"),
+        "hardswish_backward.default": same("aten.hardswish_backward", "grad_output", "self"),
+        "leaky_relu_backward.default": same("aten.leaky_relu_backward", "grad_output", "self",
+                                            "negative_slope", "self_is_result"),
+        "elu_backward.default": same("aten.elu_backward", "grad_output", "alpha", "scale",
+                                     "input_scale", "is_result", "self_or_result"),
+        "softplus_backward.default": same("aten.softplus_backward", "grad_output", "self",
+                                          "beta", "threshold"),
         "native_dropout_backward.default": same("aten.native_dropout_backward", "grad_output",
                                                 "mask", "scale"),
     })

@@ -1234,3 +1234,66 @@ def mse_loss_backward(grad_output, input, target, reduction):
     norm = sympy.sympify(2.0 / n if reduction == 1 else 2.0)
     norm = float(norm) if norm.is_number else norm
     return L["mul"](L["mul"](L["sub"](input, target), norm), grad_output)
+
+
+def _grad_pointwise(fn, grad_output, input):
+    """fn(g, x, constant) elementwise over (grad_output, input) in their promoted float dtype."""
+    _f(input)
+    dt = result_dtype(grad_output, input)
+    return pointwise(lambda g, x: fn(g, x, lambda v: _const(v, dt)), [grad_output, input], dt)
+
+
+@register("aten.hardtanh_backward")
+def hardtanh_backward(grad_output, input, min_val, max_val):
+    return _grad_pointwise(lambda g, x, c: ops.where(
+        ops.logical_or(ops.le(x, c(min_val)), ops.ge(x, c(max_val))), c(0), g),
+        grad_output, input)
+
+
+_ONE_SIXTH_F32 = float(torch.tensor(1 / 6, dtype=torch.float32))   # eager's 1.0f / 6.0f
+
+
+@register("aten.hardsigmoid_backward")
+def hardsigmoid_backward(grad_output, input):
+    """g / 6 inside (-3, 3), as eager computes it: g times the float32 constant 1/6 (in
+    float64 too)."""
+    return _grad_pointwise(lambda g, x, c: ops.where(
+        ops.logical_and(ops.gt(x, c(-3.0)), ops.lt(x, c(3.0))), ops.mul(g, c(_ONE_SIXTH_F32)),
+        c(0)), grad_output, input)
+
+
+@register("aten.hardswish_backward")
+def hardswish_backward(grad_output, input):
+    return _grad_pointwise(lambda g, x, c: ops.where(
+        ops.lt(x, c(-3.0)), c(0), ops.where(
+            ops.le(x, c(3.0)), ops.mul(g, ops.add(ops.truediv(x, c(3.0)), c(0.5))), g)),
+        grad_output, input)
+
+
+@register("aten.leaky_relu_backward")
+def leaky_relu_backward(grad_output, input, negative_slope, self_is_result):
+    return _grad_pointwise(lambda g, x, c: ops.where(
+        ops.gt(x, c(0)), g, ops.mul(g, c(negative_slope))), grad_output, input)
+
+
+@register("aten.elu_backward")
+def elu_backward(grad_output, alpha, scale, input_scale, is_result, self_or_result):
+    """eager's: on the result y, g * input_scale * (y + alpha * scale) where y <= 0; on the
+    input x, g * input_scale * alpha * scale * exp(x * input_scale); else g * scale."""
+    def fn(g, x, c):
+        if is_result:
+            neg = ops.mul(ops.mul(g, c(input_scale)), ops.add(x, c(alpha * scale)))
+        else:
+            neg = ops.mul(ops.mul(ops.mul(g, c(input_scale)), c(alpha * scale)),
+                          ops.exp(ops.mul(x, c(input_scale))))
+        return ops.where(ops.le(x, c(0)), neg, ops.mul(g, c(scale)))
+    return _grad_pointwise(fn, grad_output, self_or_result)
+
+
+@register("aten.softplus_backward")
+def softplus_backward(grad_output, input, beta, threshold):
+    def fn(g, x, c):
+        z = ops.exp(ops.mul(x, c(beta)))
+        return ops.where(ops.gt(ops.mul(x, c(beta)), c(threshold)), g,
+                         ops.truediv(ops.mul(g, z), ops.add(z, c(1.0))))
+    return _grad_pointwise(fn, grad_output, input)
