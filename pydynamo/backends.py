@@ -4,7 +4,8 @@ Built in: "eager" (run the GraphModule as is), "aot_eager" (training graphs: the
 forward/backward graph recorded, partitioned and run with eager aten ops, pydynamo/aot/; for
 debugging the training path), "codegen" (ours, imported lazily; "inductor" is an alias so
 torch.compile call sites port unchanged; a graph that needs autograd takes the training path with
-codegen compiling its forward and backward graphs). The "codegen" backend hands
+codegen compiling its forward and backward graphs; an inference graph that writes tensors in
+place is functionalized by the same recorder and codegen compiles the functional graph). The "codegen" backend hands
 `optimize(..., mode=..., options={...})` to `codegen.compile_fx` as the fields of one
 codegen.Options (codegen/options.py: fusion, dynamic dims, CUDA graphs, autotuning, kernel
 variants); codegen reads nothing else of pydynamo's but the process-wide cache dir and log
@@ -17,6 +18,7 @@ import warnings
 from typing import Callable, Union
 
 from pydynamo import aot
+from pydynamo.mutation import node_mutation
 
 _REGISTRY: dict[str, Callable] = {}
 
@@ -82,7 +84,18 @@ def codegen_backend(gm, example_inputs, **options):
             return g.forward
     if aot.needs_autograd(example_inputs):
         return aot.aot_compile(gm, example_inputs, compile_one, compile_one)
+    if _writes_in_place(gm) and not aot.runtime.is_dynamic(gm):
+        # in-place writes are functionalized once, by the recorder, for every backend path;
+        # a graph it refuses compiles as is (codegen then runs what it cannot prove eagerly)
+        compiled = aot.functional_compile(gm, example_inputs, compile_one)
+        if compiled is not None:
+            return compiled
     return compile_one(gm, example_inputs)
+
+
+def _writes_in_place(gm) -> bool:
+    return any(node_mutation(n, gm) is not None for n in gm.graph.nodes
+               if n.op in ("call_function", "call_method", "call_module"))
 
 
 register_backend("inductor", codegen_backend)

@@ -7,6 +7,7 @@ The backends ("aot_eager", "codegen") call `aot_compile` with their compilers fo
 graphs; the executor and custom backends never see the joint graph.
 """
 from pydynamo.aot.recorder import Joint, Unsupported, record
-from pydynamo.aot.runtime import aot_compile, counters, needs_autograd
+from pydynamo.aot.runtime import aot_compile, counters, functional_compile, needs_autograd
 
-__all__ = ["Joint", "Unsupported", "aot_compile", "counters", "needs_autograd", "record"]
+__all__ = ["Joint", "Unsupported", "aot_compile", "counters", "functional_compile", "needs_autograd",
+           "record"]

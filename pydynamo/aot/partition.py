@@ -81,11 +81,13 @@ def _tensor_inputs(node) -> List[torch.fx.Node]:
 
 
 def partition(joint_gm: torch.fx.GraphModule, num_computed: int, num_tangents: int,
-              num_inputs: int):
+              num_inputs: int, written_inputs=frozenset()):
     """(forward GraphModule, backward GraphModule, saved names, grad positions).
 
     forward: primals -> computed outputs + saved; backward: saved + tangents -> the non-None
-    gradients, in input order (`grad positions` lists the inputs they belong to)."""
+    gradients, in input order (`grad positions` lists the inputs they belong to). A graph input
+    the runtime writes back after the forward (`written_inputs`, by position) is saved as a
+    copy: the backward needs its value before the write."""
     graph = joint_gm.graph
     nodes = list(graph.nodes)
     placeholders = [n for n in nodes if n.op == "placeholder"]
@@ -146,7 +148,13 @@ def partition(joint_gm: torch.fx.GraphModule, num_computed: int, num_tangents: i
             env[n] = fw.node_copy(n)
         elif n in fw_needed and n.op in ("call_function", "get_attr"):
             env[n] = fw.node_copy(n, lambda a: env[a])
-    fw.output(tuple(env[c] for c in computed) + tuple(env[s] for s in saved_list))
+    def saved_value(s):
+        if s in primals and primals.index(s) in written_inputs:
+            copy = fw.call_function(aten.clone.default, (env[s],))
+            copy.meta = dict(s.meta)
+            return copy
+        return env[s]
+    fw.output(tuple(env[c] for c in computed) + tuple(saved_value(s) for s in saved_list))
     fw_gm = torch.fx.GraphModule(joint_gm, fw)
     fw_gm.graph.eliminate_dead_code()
     fw_gm.recompile()

@@ -156,6 +156,7 @@ class OutputAlias:
     size: tuple = ()
     stride: tuple = ()
     offset: int = 0           # storage offset relative to the source's
+    detached: bool = False    # eager's output does not require grad where its source does
 
 
 @dataclasses.dataclass
@@ -169,11 +170,13 @@ class Joint:
     num_inputs: int
     computed: List[torch.fx.Node]          # forward results the runtime receives
     differentiable: List[bool]             # per computed output: gets a tangent
-    mutated: List[tuple]                   # (input index, computed index) written back in place
+    mutated: List[tuple]                   # (input index, computed index, bumps the version)
+                                           #   written back in place
     user_outputs: List[Any]                # per torch-level output: ("computed", k) |
                                            #   ("alias", OutputAlias) | ("const", value)
     grad_inputs: List[bool]                # per input: receives a gradient
     num_tangents: int
+    view_bases: Dict[int, tuple]           # computed index -> (size, stride) its views assume
 
 
 class _Mode(TorchDispatchMode):
@@ -188,8 +191,9 @@ class _Mode(TorchDispatchMode):
 class Recorder:
     """Builds one Joint from a torch-level GraphModule and example inputs."""
 
-    def __init__(self, gm: torch.fx.GraphModule, example_inputs: list):
+    def __init__(self, gm: torch.fx.GraphModule, example_inputs: list, with_grad: bool = True):
         self.source_gm = gm
+        self.with_grad = with_grad
         self.examples = list(example_inputs)
         self.graph = torch.fx.Graph()
         self.root = torch.nn.Module()
@@ -201,6 +205,7 @@ class Recorder:
         self.stack_trace: Optional[str] = None
         self.traces: List[tuple] = []          # (last autograd sequence nr of a node, its trace)
         self.placeholders: List[torch.fx.Node] = []
+        self.bumped: set = set()               # storages an in-place op wrote visibly
 
     # --- stand-ins ---------------------------------------------------------------------------
     def _standins(self):
@@ -223,14 +228,15 @@ class Recorder:
                 raise Unsupported(f"inputs {seen[key]} and {i} share storage")
             seen[key] = i
             elem = torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device="meta")
-            leaf = _Traced(elem, x.device, requires_grad=x.requires_grad)
+            grad = x.requires_grad and self.with_grad
+            leaf = _Traced(elem, x.device, requires_grad=grad)
             # a non-leaf input may be written in place, as in eager: run on a non-leaf clone
             # of the leaf gradients are taken for (made before recording: not in the graph)
-            value = leaf.clone() if x.requires_grad and x.grad_fn is not None else leaf
+            value = leaf.clone() if grad and x.grad_fn is not None else leaf
             self._bind(value, node, new_storage=True, input_index=i)
             node.meta["val"] = self._record(value.elem, x.device)
             values.append(value)
-            grad_wrt.append(leaf if x.requires_grad else None)
+            grad_wrt.append(leaf if grad else None)
         return values, grad_wrt
 
     def _record(self, meta_t, device, is_view=False):
@@ -260,6 +266,14 @@ class Recorder:
                           self._record(t.elem, t.device, is_view=True))
         self.node_of[id(t)] = node
         self.gen_of[id(t)] = st.generation
+        return node
+
+    def _fresh(self, t: _Traced) -> torch.fx.Node:
+        """t's current value as a tensor of its own: a value re-derived from its storage after a
+        write through a view is a view of that storage; eager's is not."""
+        node = self.current(t)
+        if node.target is aten.as_strided.default and not t.elem._is_view():
+            node = self._call(aten.clone.default, (node,), {}, self._record(t.elem, t.device))
         return node
 
     def _flat(self, st: _Storage) -> torch.fx.Node:
@@ -423,8 +437,11 @@ class Recorder:
                                    for k, o in enumerate(out)]
                 else:
                     own_outputs = [node]
+        hidden = _UNMARKED_WRITES.get(func, ())
         for i, new in new_values.items():
             self._write(args[i], new)
+            if i not in hidden:   # eager's in-place op bumps the version; batch norm's stats not
+                self.bumped.add(_storage_key(args[i].elem))
         # the op's result: the written argument itself where the schema says so, else new tensors
         results = list(out) if isinstance(out, (tuple, list)) else [out]
         wrapped = []
@@ -482,7 +499,7 @@ class Recorder:
 
         grad_mode = torch.is_grad_enabled()
         try:
-            with _Mode(self), torch.enable_grad():
+            with _Mode(self), torch.set_grad_enabled(self.with_grad):
                 outs = Run(self.source_gm).run(*values)
                 outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
                 joint = self._finish(values, grad_wrt, outs)
@@ -501,13 +518,14 @@ class Recorder:
             if isinstance(v, _Traced):
                 node = self.current(v)
                 if node is not self.placeholders[i]:
-                    mutated.append((i, len(computed)))
+                    mutated.append((i, len(computed), _storage_key(v.elem) in self.bumped))
                     computed.append(node)
                     d = v.requires_grad and v.dtype.is_floating_point
                     differentiable.append(d)
                     diff_values.append(v)
         user_outputs: List[Any] = []
-        first_on_storage: Dict[int, tuple] = {}
+        base_of: Dict[int, int] = {}            # storage -> computed index of its root
+        view_bases: Dict[int, tuple] = {}       # computed index -> (size, stride) views assume
         for o in outs:
             if not isinstance(o, _Traced):
                 if isinstance(o, torch.Tensor):
@@ -521,24 +539,37 @@ class Recorder:
             st = self._storage(o)
             rel = o.elem.storage_offset() - st.root.elem.storage_offset()
             if st.input_index is not None:
-                if o is values[st.input_index]:
+                src = values[st.input_index]
+                if o is src:
                     user_outputs.append(("alias", OutputAlias("input", st.input_index)))
                 else:
-                    user_outputs.append(("alias", OutputAlias("input_view", st.input_index,
-                                                              tuple(o.shape), tuple(o.stride()), rel)))
+                    user_outputs.append(("alias", OutputAlias(
+                        "input_view", st.input_index, tuple(o.shape), tuple(o.stride()), rel,
+                        detached=src.requires_grad and not o.requires_grad)))
                 continue
+            if o is st.root and not st.has_views:
+                user_outputs.append(("computed", len(computed)))
+                computed.append(self._fresh(o))
+                differentiable.append(_differentiable(o))
+                diff_values.append(o)
+                continue
+            # a tensor whose storage other tensors share: eager's value is its storage's root or
+            # a view of it; the root is computed (returned or not) and each output on it is
+            # rebuilt as its view, so outputs alias each other as in eager, `_base` included
             key = _storage_key(o.elem)
-            if key in first_on_storage:
-                k, base_rel = first_on_storage[key]
-                user_outputs.append(("alias", OutputAlias("output_view", k, tuple(o.shape),
-                                                          tuple(o.stride()), rel - base_rel)))
-                continue
-            first_on_storage[key] = (len(computed), rel)
-            user_outputs.append(("computed", len(computed)))
-            computed.append(self.current(o))
-            d = o.requires_grad and (o.dtype.is_floating_point or o.dtype.is_complex)
-            differentiable.append(d)
-            diff_values.append(o)
+            if key not in base_of:
+                base_of[key] = len(computed)
+                computed.append(self._fresh(st.root))
+                differentiable.append(_differentiable(st.root))
+                diff_values.append(st.root)
+                view_bases[base_of[key]] = (tuple(st.root.shape), tuple(st.root.stride()))
+            k = base_of[key]
+            if o is st.root:
+                user_outputs.append(("computed", k))
+            else:
+                user_outputs.append(("alias", OutputAlias(
+                    "output_view", k, tuple(o.shape), tuple(o.stride()), rel,
+                    detached=st.root.requires_grad and not o.requires_grad)))
         # tangents, then the backward
         tangents, outputs = [], []
         first = self._first_op()
@@ -569,7 +600,11 @@ class Recorder:
         self.graph.output(tuple(computed) + tuple(grad_nodes))
         gm = torch.fx.GraphModule(self.root, self.graph)
         return Joint(gm, len(values), computed, differentiable, mutated, user_outputs,
-                     [g is not None for g in grad_nodes], len(tangents))
+                     [g is not None for g in grad_nodes], len(tangents), view_bases)
+
+
+def _differentiable(t: torch.Tensor) -> bool:
+    return t.requires_grad and (t.dtype.is_floating_point or t.dtype.is_complex)
 
 
 def _with_defaults(func, args) -> tuple:
@@ -603,6 +638,7 @@ def _twin(func):
     return twin
 
 
-def record(gm: torch.fx.GraphModule, example_inputs: list) -> Joint:
-    """The joint graph of `gm` at `example_inputs` (raises Unsupported)."""
-    return Recorder(gm, example_inputs).record()
+def record(gm: torch.fx.GraphModule, example_inputs: list, with_grad: bool = True) -> Joint:
+    """The joint graph of `gm` at `example_inputs` (raises Unsupported). `with_grad=False`: the
+    forward alone, functionalized, for inference (no tangents, no gradients)."""
+    return Recorder(gm, example_inputs, with_grad).record()

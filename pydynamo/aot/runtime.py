@@ -66,10 +66,14 @@ class CompiledJoint:
     """One recorded joint graph, its compiled forward and (lazily) backward."""
 
     def __init__(self, joint: Joint, example_inputs, fw_compiler, bw_compiler, name: str):
+        """bw_compiler None: an inference graph (recorded without autograd): the forward runs
+        bare, no Function."""
         self.joint = joint
         self.name = name
+        self.signature = _signature(example_inputs)
         fw_gm, bw_gm, saved, positions, recompute = partition(
-            joint.gm, len(joint.computed), joint.num_tangents, joint.num_inputs)
+            joint.gm, len(joint.computed), joint.num_tangents, joint.num_inputs,
+            {i for i, *_ in joint.mutated})
         self.fw_gm, self.bw_gm = fw_gm, bw_gm
         self.num_saved = len(saved)
         self.saved_bytes = sum(nbytes(s) for s in saved if s.op != "placeholder")
@@ -84,7 +88,7 @@ class CompiledJoint:
                      len(saved), len(recompute), bw_gm.code)
         with autocast_off():
             self.fw = fw_compiler(fw_gm, list(example_inputs))
-        self.function = self._make_function()
+        self.function = self._make_function() if bw_compiler is not None else None
 
     def _make_function(self):
         compiled = self
@@ -139,9 +143,24 @@ class CompiledJoint:
 
     def __call__(self, *args):
         joint = self.joint
-        computed = self.function.apply(*args)
-        for i, k in joint.mutated:
-            args[i].copy_(computed[k])
+        if self.function is not None:
+            computed = self.function.apply(*args)
+        else:
+            with autocast_off():
+                computed = self.fw(*args)
+        for i, k, bumps in joint.mutated:
+            # `.data` shares the storage, not the version counter: batch norm's running
+            # statistics change in eager without a version bump
+            (args[i] if bumps else args[i].data).copy_(computed[k])
+        if joint.view_bases:
+            computed = list(computed)
+            for k, (size, stride) in joint.view_bases.items():
+                c = computed[k]
+                if c.stride() != stride or c.storage_offset() != 0:
+                    # views are rebuilt on the recorded layout: a compiled forward that laid the
+                    # base out otherwise gets it copied into that layout (differentiably)
+                    computed[k] = torch.empty_strided(size, stride, dtype=c.dtype,
+                                                      device=c.device).copy_(c)
         outs = []
         for kind, what in joint.user_outputs:
             if kind == "computed":
@@ -157,7 +176,8 @@ def _alias(a, args, computed):
     if a.kind == "input":
         return args[a.source]
     src = args[a.source] if a.kind == "input_view" else computed[a.source]
-    return src.as_strided(a.size, a.stride, src.storage_offset() + a.offset)
+    view = src.as_strided(a.size, a.stride, src.storage_offset() + a.offset)
+    return view.detach() if a.detached else view
 
 
 def _signature(args) -> tuple:
@@ -171,7 +191,7 @@ def _writes_shared_input(args, mutated) -> bool:
     for i, a in enumerate(args):
         if isinstance(a, torch.Tensor):
             keys.setdefault(a.untyped_storage().data_ptr(), []).append(i)
-    return any(len(keys[args[i].untyped_storage().data_ptr()]) > 1 for i, _ in mutated
+    return any(len(keys[args[i].untyped_storage().data_ptr()]) > 1 for i, *_ in mutated
                if args[i].untyped_storage().data_ptr() != 0)
 
 
@@ -199,32 +219,55 @@ def aot_compile(gm: torch.fx.GraphModule, example_inputs, fw_compiler: Callable,
     except Exception as e:     # the recorder is young: a graph it fails on still runs
         return _fallback(gm, f"recording failed: {type(e).__name__}: {e}")
     counters["joint_graphs"] += 1
-    dynamic = _is_dynamic(gm)
-    cache: Dict[tuple, CompiledJoint] = {_signature(example_inputs): first}
-    check_alias = bool(joint.mutated)
+    return _dispatching(gm, first, lambda args: CompiledJoint(
+        record(gm, list(args)), list(args), fw_compiler, bw_compiler, name))
 
-    def run(*args):
-        if check_alias and _writes_shared_input(args, cache_get(args).joint.mutated):
-            return gm.forward(*args)
-        return cache_get(args)(*args)
 
-    def cache_get(args):
+def functional_compile(gm: torch.fx.GraphModule, example_inputs, compiler: Callable,
+                       name: str = "graph") -> Optional[Callable]:
+    """An inference graph that writes tensors in place, functionalized by the recorder and
+    compiled as a functional graph, the writes and aliases replayed by the epilogue. None when
+    the recorder refuses it (the caller compiles the graph its own way)."""
+    try:
+        joint = record(gm, example_inputs, with_grad=False)
+        first = CompiledJoint(joint, example_inputs, compiler, None, name)
+    except Exception as e:
+        logs.log("aot", "%s: not functionalized (%s: %s)", name, type(e).__name__, e)
+        return None
+    counters["functional_graphs"] += 1
+    return _dispatching(gm, first, lambda args: CompiledJoint(
+        record(gm, list(args), with_grad=False), list(args), compiler, None, name))
+
+
+def _dispatching(gm, first: CompiledJoint, rebuild: Callable) -> Callable:
+    """The callable: the compiled joint for this call's sizes (one per signature when the graph
+    is dynamic), eager for inputs that share storage with a written one."""
+    dynamic = is_dynamic(gm)
+    cache: Dict[tuple, CompiledJoint] = {first.signature: first}
+    check_alias = bool(first.joint.mutated)
+
+    def compiled_for(args) -> CompiledJoint:
         if not dynamic:
             return first
         key = _signature(args)
         c = cache.get(key)
         if c is None:
             counters["joint_recompiles"] += 1
-            c = cache[key] = CompiledJoint(record(gm, list(args)), list(args), fw_compiler,
-                                           bw_compiler, name)
+            c = cache[key] = rebuild(args)
         return c
+
+    def run(*args):
+        c = compiled_for(args)
+        if check_alias and _writes_shared_input(args, c.joint.mutated):
+            return gm.forward(*args)
+        return c(*args)
 
     _C.set_code_state(run.__code__, "skip")
     run.compiled = first
     return run
 
 
-def _is_dynamic(gm) -> bool:
+def is_dynamic(gm) -> bool:
     """Whether the forward graph has symbolic sizes (or int inputs): then calls may differ in
     sizes the recorded joint baked in."""
     for n in gm.graph.nodes:
