@@ -72,13 +72,13 @@ class LossWrapper(nn.Module):
         return F.cross_entropy(self.net(x), y)
 
 
-def gpt2(dropout: float):
+def gpt2(dropout: float, use_cache: bool = False):
     def factory():
         t = _transformers()
         # use_cache=False as in training scripts (no DynamicCache built per step)
         cfg = t.GPT2Config(n_layer=2, n_embd=64, n_head=2, vocab_size=128, n_positions=64,
                            resid_pdrop=dropout, embd_pdrop=dropout, attn_pdrop=dropout,
-                           bos_token_id=0, eos_token_id=0, use_cache=False)
+                           bos_token_id=0, eos_token_id=0, use_cache=use_cache)
         return t.GPT2LMHeadModel(cfg).train()
     return factory
 
@@ -149,6 +149,8 @@ def adamw_attention(params):
 MODELS = {
     "gpt2": (gpt2(0.0), gpt2_batches, adamw_attention),
     "gpt2_dropout": (gpt2(0.1), gpt2_batches, sgd),
+    # the config's default: a DynamicCache is built (and concatenated to) in each forward
+    "gpt2_use_cache": (gpt2(0.0, use_cache=True), gpt2_batches, adamw_attention),
     "bert": (bert, bert_batches, adamw_attention),      # BertConfig's dropout 0.1 left on
     "mlp_bn_dropout": (mlp_bn, mlp_batches, sgd),
     "cnn": (cnn, cnn_batches, adamw),
