@@ -39,7 +39,7 @@ class Inputs:
 
     @staticmethod
     def _nonzero(*shape) -> torch.Tensor:
-        t = torch.randn(*shape)
+        t = torch.randn(shape)
         return t + torch.where(t >= 0, 0.25, -0.25)   # |t| >= 0.25: no zero, no sign ambiguity
 
     def rand(self, *shape) -> torch.Tensor:
@@ -231,6 +231,25 @@ def broadcast_inplace(x, b):
 def fill_with_0d_tensor(x):
     x.fill_(x[0, 0].detach() * 0 + 3)
     return x
+
+
+@case(lambda T: (torch.randint(-5, 5, (3, 4)), T.rand(3, 4)))
+def int_input_inplace(i, x):
+    i.add_(2).mul_(3)
+    x.add_(i)          # an int64 operand promoted into a float input
+    return i.sum(), x
+
+
+@case(lambda T: (T.rand(3, 4).to(torch.bfloat16), T.leaf(3, 4).to(torch.bfloat16)), triton=True)
+def bfloat16_input_inplace(x, y):
+    x.mul_(y).add_(1)
+    return x.float().sum(0)
+
+
+@case(lambda T: (T.rand(), T.leaf(3)))
+def zero_dim_input_inplace(s, v):
+    s.add_(v.sum())
+    return v * s
 
 
 # ---- in-place ops on views of inputs -----------------------------------------------------------
