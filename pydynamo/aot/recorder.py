@@ -84,6 +84,22 @@ def _written(func, args) -> list:
     return writes
 
 
+def _cpu_eval_batch_norm(args, device, out):
+    """CPU batch norm in evaluation returns empty saved statistics; the meta kernel says (C,)."""
+    training = args[5] if len(args) > 5 and isinstance(args[5], bool) else False
+    if device.type != "cpu" or training:
+        return out
+    empty = out[1].new_empty((0,))
+    return (out[0], empty, out[2].new_empty((0,)))
+
+
+# ops whose meta kernel answers other sizes than the device's kernel: the record follows the device
+_META_DISAGREES = {aten.native_batch_norm.default: _cpu_eval_batch_norm,
+                   aten._native_batch_norm_legit_no_training.default:
+                       lambda args, device, out: _cpu_eval_batch_norm(
+                           list(args[:5]) + [False], device, out)}
+
+
 class _Traced(torch.Tensor):
     """A stand-in: says it lives on `device` (autocast and device-specific composites see the real
     device), holds the meta tensor `elem` that does the work. Outside the recorder's mode (only
@@ -123,7 +139,9 @@ def _elem(v):
 def _map(fn, v):
     if isinstance(v, (list, tuple)) and not isinstance(v, torch.Size):
         items = [_map(fn, x) for x in v]
-        return type(v)(items) if type(v) in (list, tuple) else type(v)(*items)
+        if type(v) in (list, tuple) or not hasattr(type(v), "_fields"):
+            return type(v)(items)          # list, tuple, torch.return_types (a structseq)
+        return type(v)(*items)             # a namedtuple
     if isinstance(v, dict):
         return {k: _map(fn, x) for k, x in v.items()}
     return fn(v)
@@ -352,6 +370,9 @@ class Recorder:
             out = func(*_map(_elem, args), **_map(_elem, meta_kwargs))
         except Exception as e:
             raise Unsupported(f"{func} on meta tensors: {type(e).__name__}: {e}") from e
+        fix = _META_DISAGREES.get(func)
+        if fix is not None:
+            out = fix(args, torch.device(device), out)
         try:
             fargs, fkwargs = _map(self._arg, args), _map(self._arg, kwargs)
         except Unsupported as e:
@@ -538,6 +559,8 @@ class Recorder:
                 raise Unsupported("the graph returns a leaf it made (requires_grad_)")
             st = self._storage(o)
             rel = o.elem.storage_offset() - st.root.elem.storage_offset()
+            if o.dtype != st.root.dtype and (st.input_index is not None or st.has_views):
+                raise Unsupported("an output views its storage as another dtype (view_as_complex)")
             if st.input_index is not None:
                 src = values[st.input_index]
                 if o is src:
