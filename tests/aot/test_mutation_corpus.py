@@ -148,10 +148,14 @@ class Side:
                         and t.requires_grad and t.dtype.is_floating_point]
                 if diff:
                     loss = sum((t * _weights(t, k)).sum() for k, t in enumerate(diff))
-                    try:
-                        loss.backward()
-                    except Exception as e:
-                        rec["exc"] = e
+                    with warnings.catch_warnings(record=True) as caught:   # a backward compiles here
+                        warnings.simplefilter("always")
+                        try:
+                            loss.backward()
+                        except Exception as e:
+                            rec["exc"] = e
+                    self.warnings += [str(w.message) for w in caught if "pydynamo" in str(w.message)]
+                    if rec["exc"] is not None:
                         break
                 rec["grads"] = [b.grad for b in T.bases]
                 rec["param_grads"] = ({n: p.grad for n, p in self.module.named_parameters()}
