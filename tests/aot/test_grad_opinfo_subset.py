@@ -53,8 +53,6 @@ WRONG = {
 }
 # label -> why its graphs run their backward with eager autograd
 FALLS_BACK = {
-    "max.reduction_with_dim": "recording fails building torch.return_types.max "
-                              "(TypeError: constructor requires a sequence)",
     "matmul": "a 1-D operand: aten.squeeze_.dim changes a tensor's layout in place",
 }
 
