@@ -518,6 +518,16 @@ class Recorder:
                         recorder.traces.append((t.grad_fn._sequence_nr(), n.meta.get("stack_trace") or ""))
                 return result
 
+            def call_function(self, target, args, kwargs):
+                if target in _MATMULS and _vector_operand(args, kwargs):
+                    return _matmul_of_vectors(*args)
+                return super().call_function(target, args, kwargs)
+
+            def call_method(self, target, args, kwargs):
+                if target in ("matmul", "__matmul__") and _vector_operand(args, kwargs):
+                    return _matmul_of_vectors(*args)
+                return super().call_method(target, args, kwargs)
+
         grad_mode = torch.is_grad_enabled()
         try:
             with _Mode(self), torch.set_grad_enabled(self.with_grad):
@@ -624,6 +634,25 @@ class Recorder:
         gm = torch.fx.GraphModule(self.root, self.graph)
         return Joint(gm, len(values), computed, differentiable, mutated, user_outputs,
                      [g is not None for g in grad_nodes], len(tangents), view_bases)
+
+
+_MATMULS = (torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__, __import__("operator").matmul)
+
+
+def _vector_operand(args, kwargs) -> bool:
+    return not kwargs and len(args) == 2 and all(isinstance(a, torch.Tensor) for a in args) and \
+        any(a.dim() == 1 for a in args)
+
+
+def _matmul_of_vectors(a, b):
+    """matmul with a 1-D operand, as its documented semantics (a vector gets a dim of size 1,
+    removed from the result) in out-of-place ops: eager's own composite squeezes a fresh result
+    in place (`squeeze_`), a layout change the recorder cannot follow on its stand-ins."""
+    if a.dim() == 1 and b.dim() == 1:
+        return torch.dot(a, b)
+    if a.dim() == 1:
+        return torch.matmul(a.unsqueeze(0), b).squeeze(-2)
+    return torch.matmul(a, b.unsqueeze(-1)).squeeze(-1)
 
 
 def _differentiable(t: torch.Tensor) -> bool:
