@@ -94,6 +94,39 @@ def build_graph(cases):
     return torch.fx.GraphModule(torch.nn.Module(), g), list(tensors.values()), owners, node_owner
 
 
+def _factory_on(spelling, args, kwargs, device):
+    """kwargs with device= for a factory that has no tensor argument to follow."""
+    if any(a.name == "device" for a in op_of(spelling)._schema.arguments) and \
+            not isinstance(args[0] if args else None, torch.Tensor):
+        return dict(kwargs, device=device)
+    return kwargs
+
+
+def to_device(cases, device):
+    """Cases with their tensors moved to `device` (shared ones stay shared), factories made
+    there."""
+    moved = {}
+
+    def go(v):
+        if isinstance(v, torch.Tensor):
+            if id(v) not in moved:
+                moved[id(v)] = v.to(device)
+            return moved[id(v)]
+        if isinstance(v, Call):
+            args = go(v.args)
+            return Call(v.spelling, args, _factory_on(v.spelling, args, go(v.kwargs), device))
+        if isinstance(v, (list, tuple)):
+            return type(v)(go(x) for x in v)
+        if isinstance(v, dict):
+            return {k: go(x) for k, x in v.items()}
+        return v
+    out = []
+    for spelling, args, kwargs in cases:
+        args = go(args)
+        out.append((spelling, args, _factory_on(spelling, args, go(kwargs), device)))
+    return out
+
+
 def check_group(cases, rtol=1e-5, atol=1e-5, **options):
     gm, inputs, owners, node_owner = build_graph(cases)
     ref = gm(*inputs)
@@ -513,8 +546,9 @@ def test_copies_are_fresh_and_views_alias():
     assert shares == [False, False, False, False, True, True]
 
 
-@pytest.mark.skipif(not torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1",
-                    reason="the Triton printer runs on CPU only under TRITON_INTERPRET=1")
+@pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1",
+                    reason="Triton kernels on CPU tensors run under TRITON_INTERPRET=1 only "
+                           "(test_cuda_group covers CUDA)")
 def test_triton_backend():
     torch.manual_seed(4)
     x = Inputs(torch.float32, contiguous=False)
@@ -528,6 +562,17 @@ def test_triton_backend():
               ("_to_copy.default", (x.a,), {"dtype": torch.float64})]
     before = codegen.counters["triton_path"]
     check_group(cases, rtol=1e-4, atol=1e-4, backend_kernels="triton")
+    assert codegen.counters["triton_path"] > before
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("group", GROUPS + [int_cases], ids=lambda g: g.__name__)
+def test_cuda_group(group):
+    """The groups on CUDA tensors: Triton kernels (the training benchmark's path)."""
+    torch.manual_seed(5)
+    x = Inputs(torch.int64 if group is int_cases else torch.float32, contiguous=False)
+    before = codegen.counters["triton_path"]
+    check_group(to_device(group(x), "cuda"), rtol=1e-4, atol=1e-4)
     assert codegen.counters["triton_path"] > before
 
 
