@@ -18,8 +18,9 @@ among the inputs that changes between calls). After each call it compares, compi
   * grad mode only: after `backward()` of a weighted sum of every float output and argument that
     requires grad, the `.grad` of the leaves (`Inputs.bases`) and of the module's parameters;
   * where eager raises, the compiled call raises the same exception type.
-Modes: "inference" (torch.no_grad) and "grad" (inputs built from leaves that require grad,
-module parameters require grad). Backends: "eager", "aot_eager" (when registered), "codegen"
+Modes: "inference" (torch.no_grad), "grad" (inputs built from leaves that require grad,
+module parameters require grad) and, for modules, "params_grad" (grad mode on, inputs that do not
+require grad, parameters that do: inference without no_grad, or a first layer's training step). Backends: "eager", "aot_eager" (when registered), "codegen"
 (C++ kernels) and, for the cases marked `triton`, "triton" (codegen with backend_kernels="triton",
 run by Triton's interpreter on CPU: conftest.py sets TRITON_INTERPRET=1).
 
@@ -41,7 +42,7 @@ from differential import precision_floor, value_diff
 from mutation_corpus import CASES, NOTED, Inputs
 
 BACKENDS = ["eager", "aot_eager", "codegen", "triton"]
-MODES = ["inference", "grad"]
+MODES = ["inference", "grad", "params_grad"]
 CALLS = 2
 # codegen's warnings for a graph it ran with eager ops. Neither they nor graph breaks fail a case
 # (both sides still compute the program); conftest prints them per backend and mode in the summary.
@@ -108,7 +109,7 @@ class Side:
     """One side (eager or compiled) of a run: per call, what the comparisons read."""
 
     def __init__(self, case, mode: str, backend: str | None):
-        grad = mode == "grad"
+        grad = mode != "inference"        # grad mode on
         torch.manual_seed(1234)
         self.module = case.fn() if case.module else None
         fn = self.module if case.module else case.fn
@@ -118,7 +119,7 @@ class Side:
         self.calls, self.warnings = [], []
         for call in range(CALLS):
             torch.manual_seed(100 + call)
-            T = Inputs(grad)
+            T = Inputs(mode == "grad")      # "params_grad": plain inputs
             args = (case.make_later or case.make)(T) if call else case.make(T)
             known = [a for a in args if isinstance(a, torch.Tensor)]
             known += [a._base for a in known if a._base is not None]
@@ -212,7 +213,7 @@ def _params():
             if backend == "triton" and not c.triton:
                 continue
             for mode in MODES:
-                if mode == "grad" and not c.grad:
+                if (mode == "grad" and not c.grad) or (mode == "params_grad" and not c.module):
                     continue
                 keys = [(c.name, backend, mode), (c.name, backend, None)]
                 if backend != "eager":      # (case, None, mode): every compiling backend
