@@ -17,7 +17,10 @@ from __future__ import annotations
 import warnings
 from typing import Callable, Union
 
+import torch
+
 from pydynamo import aot
+from pydynamo import autocast as _autocast
 from pydynamo.mutation import node_mutation
 
 _REGISTRY: dict[str, Callable] = {}
@@ -84,13 +87,21 @@ def codegen_backend(gm, example_inputs, **options):
             return g.forward
     if aot.needs_autograd(example_inputs):
         return aot.aot_compile(gm, example_inputs, compile_one, compile_one)
-    if _writes_in_place(gm) and not aot.runtime.is_dynamic(gm):
-        # in-place writes are functionalized once, by the recorder, for every backend path;
-        # a graph it refuses compiles as is (codegen then runs what it cannot prove eagerly)
+    if (_writes_in_place(gm) or _autocast_regions(gm)) and not aot.runtime.is_dynamic(gm):
+        # in-place writes are functionalized once, by the recorder, for every backend path, and
+        # autocast's casts become ops of the recorded graph; a graph it refuses compiles as is
+        # (codegen then runs what it cannot prove eagerly)
         compiled = aot.functional_compile(gm, example_inputs, compile_one)
         if compiled is not None:
             return compiled
     return compile_one(gm, example_inputs)
+
+
+def _autocast_regions(gm) -> bool:
+    """The graph enters torch.autocast regions, or is compiled (and, by its guards, always
+    called) under one."""
+    return torch._C._is_any_autocast_enabled() or any(
+        n.op == "call_function" and n.target in _autocast.GRAPH_NODES for n in gm.graph.nodes)
 
 
 def _writes_in_place(gm) -> bool:

@@ -67,9 +67,9 @@ def _fallback_reason(compiled) -> str:
 
 @pytest.mark.parametrize("name", list(autocast_cases.CASES))
 def test_autocast_case_under_codegen_is_never_wrong(name, torch_reference):
-    """Inference: codegen does not lower autocast's casts: a graph entering a region (or compiled
-    under an ambient one) runs eagerly, with one warning naming why. Training (inputs that require
-    grad): the recorded joint graph holds the casts as ops, compiled natively."""
+    """A graph entering an autocast region, or compiled under an ambient one, is recorded with
+    autocast's casts as ops (inference and training alike) and compiled natively; outputs and
+    dtypes equal eager's."""
     compiled = []
     ours = autocast_cases.run(_pydynamo("codegen", compiled), pydynamo.reset, pydynamo.graph_break,
                               names=[name])[name]
@@ -77,12 +77,20 @@ def test_autocast_case_under_codegen_is_never_wrong(name, torch_reference):
     assert ours[1], "outputs or dtypes differ from eager"
     assert ours[0] == torch_reference["static"][name][0]
     reasons = [_fallback_reason(c) for c in compiled]
-    if name == "ambient_then_outside":   # inside autocast: eager; outside: native kernels
-        assert reasons == ["the graph is compiled under torch.autocast", ""], reasons
-    elif name == "with_grad":   # the training path: autocast's casts are ops of the recorded graph
-        assert reasons == [""], reasons
-    else:
-        assert any("torch.autocast" in r for r in reasons), reasons
+    # the recorder (pydynamo/aot) runs the graph on stand-ins that report the real device, so
+    # torch's own autocast casts them: the recorded graph holds the casts as ops, and codegen
+    # compiles it natively, whether the region is in the graph or around the call (a graph
+    # resumed after a break inside a region takes bfloat16 inputs, which the C++ backend does
+    # not accept on CPU: it runs eagerly, so warned)
+    assert reasons and all(r == "" or r.endswith("torch.bfloat16 on cpu") for r in reasons), reasons
+    assert reasons[0] == "", reasons
+    assert all(getattr(c, "compiled", None) is not None for c in compiled if _in_autocast(c))
+
+
+def _in_autocast(compiled) -> bool:
+    fw = getattr(getattr(compiled, "compiled", None), "fw_gm", None)
+    return fw is not None and any(n.target is torch.ops.aten._to_copy.default
+                                  for n in fw.graph.nodes)
 
 
 def test_region_is_recorded_in_the_graph_with_autocast_metadata(cnt):
