@@ -18,11 +18,11 @@ never depends on how the recorder spelled a call. Overloads not in the table run
 (`aten_canonical` returns None): matrix products (mm, bmm; addmm is in, as the torch-level
 extern lowering), convolution, embedding_dense_backward (a scatter-add), random ops
 (native_dropout, bernoulli), in-place and out= overloads (graph.py refuses graphs with them),
-where.Scalar (two Python scalars the lowering cannot type), native_batch_norm (in training
-it writes its running statistics; in evaluation, like `_native_batch_norm_legit_no_training`,
-eager's CPU kernel returns empty saved statistics where the meta kernel says (C,)). The
-functional `_native_batch_norm_legit_functional` lowers in training (its new running
-statistics are outputs), and so does native_batch_norm_backward.
+where.Scalar (two Python scalars the lowering cannot type). native_batch_norm lowers in
+evaluation only (in training it writes its running statistics: NotLowered; the functional
+`_native_batch_norm_legit_functional` lowers in both modes, its new running statistics are
+outputs). In evaluation the saved statistics are empty, as eager's CPU kernel returns them
+(the meta kernel says (C,): a node whose metadata says so runs extern).
 """
 from __future__ import annotations
 
@@ -281,6 +281,12 @@ def _rows() -> Dict[str, Row]:
             "aten._softmax_backward_data", "grad_output", "output", "dim", "input_dtype"),
         "_log_softmax_backward_data.default": same(
             "aten._log_softmax_backward_data", "grad_output", "output", "dim", "input_dtype"),
+        "native_batch_norm.default": same(
+            "aten.native_batch_norm", "input", "weight", "bias", "running_mean", "running_var",
+            "training", "momentum", "eps"),
+        "_native_batch_norm_legit_no_training.default": same(
+            "aten._native_batch_norm_legit_no_training", "input", "weight", "bias",
+            "running_mean", "running_var", "momentum", "eps"),
         "_native_batch_norm_legit_functional.default": same(
             "aten._native_batch_norm_legit_functional", "input", "weight", "bias",
             "running_mean", "running_var", "training", "momentum", "eps"),

@@ -1168,14 +1168,38 @@ def _batch_norm_train(input, weight, bias, running_mean, running_var, momentum, 
     return y, mu, invstd, new_rm, new_rv
 
 
+def _batch_norm_eval(input, weight, bias, running_mean, running_var, eps):
+    """(out, empty, empty): running statistics; eager's CPU kernel saves none (size 0). The
+    meta kernel says (C,): a graph whose metadata says so checks a mismatch and runs the op
+    extern (the node's metadata decides, pydynamo/aot's recorder records the CPU kernel's)."""
+    out = LOWERINGS["batch_norm"](input, running_mean, running_var, weight, bias, False, 0.0,
+                                  eps)
+    empty = L["full"]([0], 0, dtype=_stats_dtype(input.dtype))
+    return out, empty, empty
+
+
+@register("aten.native_batch_norm")
+def native_batch_norm(input, weight, bias, running_mean, running_var, training, momentum,
+                      eps):
+    if training:
+        raise NotLowered("native_batch_norm in training writes its running statistics")
+    return _batch_norm_eval(input, weight, bias, running_mean, running_var, eps)
+
+
+@register("aten._native_batch_norm_legit_no_training")
+def native_batch_norm_no_training(input, weight, bias, running_mean, running_var, momentum,
+                                  eps):
+    return _batch_norm_eval(input, weight, bias, running_mean, running_var, eps)
+
+
 @register("aten._native_batch_norm_legit_functional")
 def native_batch_norm_functional(input, weight, bias, running_mean, running_var, training,
                                  momentum, eps):
-    """The functional training batch norm: the updated running statistics are outputs. In
-    evaluation eager's CPU kernel returns empty saved statistics where the meta kernel (the
-    graph's metadata) says (C,): the op runs extern rather than pick one."""
+    """The functional training batch norm: the updated running statistics are outputs (in
+    evaluation, the running statistics themselves)."""
     if not training:
-        raise NotLowered("batch norm in evaluation: saved statistics' shape")
+        out, empty, _ = _batch_norm_eval(input, weight, bias, running_mean, running_var, eps)
+        return out, empty, empty, running_mean, running_var
     return _batch_norm_train(input, weight, bias, running_mean, running_var, momentum, eps)
 
 

@@ -45,9 +45,11 @@ def evaluate(v):
     return v
 
 
-def build_graph(cases):
+def build_graph(cases, eager_meta=False):
     """(GraphModule, inputs, owners): one call node per case, tensors as placeholders (shared
-    by identity), every tensor result (tuple items through operator.getitem) an output."""
+    by identity), every tensor result (tuple items through operator.getitem) an output.
+    eager_meta: each call node's meta["val"] is eager's result (as a recorder records it),
+    else codegen propagates metadata on meta tensors."""
     g = torch.fx.Graph()
     tensors = {}
 
@@ -82,11 +84,15 @@ def build_graph(cases):
         n = g.call_function(op, lift(tuple(args)), lift(kwargs))
         node_owner[n.name] = spelling
         res = op(*evaluate(args), **evaluate(kwargs))
+        if eager_meta:
+            n.meta["val"] = res
         if isinstance(res, (tuple, list)):
             for i, r in enumerate(res):
                 if isinstance(r, torch.Tensor):
                     outs.append(g.call_function(operator.getitem, (n, i)))
                     owners.append(f"{spelling}[{i}]")
+                    if eager_meta:
+                        outs[-1].meta["val"] = r
         else:
             outs.append(n)
             owners.append(spelling)
@@ -127,8 +133,8 @@ def to_device(cases, device):
     return out
 
 
-def check_group(cases, rtol=1e-5, atol=1e-5, **options):
-    gm, inputs, owners, node_owner = build_graph(cases)
+def check_group(cases, rtol=1e-5, atol=1e-5, eager_meta=False, **options):
+    gm, inputs, owners, node_owner = build_graph(cases, eager_meta)
     ref = gm(*inputs)
     c = codegen.compile_fx(gm, inputs, strict=True, **options)
     out = c(*inputs)
@@ -460,10 +466,40 @@ def test_integer_operands(dtype):
     check_group(int_cases(Inputs(dtype, dtype == torch.int64)))
 
 
+def batch_norm_eval_cases(x: Inputs):
+    dt = x.a.dtype
+    x4 = x.x3.unsqueeze(-1).expand(2, 3, 4, 2) * 1.5
+    w, bias = torch.rand(3, dtype=dt) + 0.5, torch.randn(3, dtype=dt)
+    rm, rv = torch.randn(3, dtype=dt), torch.rand(3, dtype=dt) + 0.5
+    return [
+        ("native_batch_norm.default", (x4, w, bias, rm, rv, False, 0.1, 1e-5), {}),
+        ("native_batch_norm.default", (x.a, None, None, x.row, x.row + 1, False, 0.1, 1e-3), {}),
+        ("_native_batch_norm_legit_no_training.default", (x4, w, bias, rm, rv, 0.1, 1e-5), {}),
+        ("_native_batch_norm_legit_functional.default", (x4, w, bias, rm, rv, False, 0.1, 1e-5),
+         {}),
+    ]
+
+
+def test_batch_norm_in_evaluation():
+    """Eager's CPU kernel saves empty statistics, the meta kernel says (C,): with the recorded
+    (CPU) metadata the ops lower; with the meta kernel's they run extern (whose (0,) results
+    then fail the wrapper's layout check: the graph replays eagerly), values exact."""
+    torch.manual_seed(6)
+    cases = batch_norm_eval_cases(Inputs(torch.float32, contiguous=False))
+    check_group(cases, eager_meta=True)
+    gm, inputs, _, _ = build_graph(cases)
+    c = codegen.compile_fx(gm, inputs, strict=True)
+    assert c.stats.extern_nodes == len(cases), c.stats.extern_reasons
+    for got, want in zip(c(*inputs), gm(*inputs)):
+        torch.testing.assert_close(got, want)
+    m = mutation_of("call_function", aten.native_batch_norm.default, cases[0][1], {})
+    assert m is None                                          # evaluation writes nothing
+
+
 def test_every_table_row_is_tested():
     """Each overload codegen/aten.py lowers is called by some case above."""
     tested = set()
-    cases = [c for g in GROUPS for c in g(Inputs(torch.float32))] + \
+    cases = [c for g in GROUPS + [batch_norm_eval_cases] for c in g(Inputs(torch.float32))] + \
         int_cases(Inputs(torch.int64))
     for case in cases:
         tested |= _spellings(case)
