@@ -15,20 +15,22 @@ sys.path.insert(0, os.path.dirname(HERE))
 if not torch.cuda.is_available():
     os.environ["TRITON_INTERPRET"] = "1"
 
+from mutation_corpus import NOTED  # noqa: E402  (after the path and the environment are set)
+
 
 def pytest_terminal_summary(terminalreporter):
     """How many corpus runs had a graph run with eager ops or a graph break, by backend and mode:
     not failures (values are still compared), but what a run under a backend did not compile;
     and how many took the training path (a joint graph recorded)."""
-    from mutation_corpus import NOTED
     if not NOTED:
         return
     terminalreporter.section("tests/aot: eager fallbacks and graph breaks in the corpus")
     for (backend, mode, kind), hits in sorted(NOTED.items()):
         cases = sorted({c for c, _ in hits})
         reasons = collections.Counter(w.split(": ", 2)[-1][:90] for _, w in hits)
-        names = "" if kind.startswith("training") else ": " + ", ".join(cases[:6]) + (" ..." if len(cases) > 6 else "")
-        terminalreporter.write_line(f"{backend:9} {mode:9} {kind}: {len(cases)} cases{names}")
+        names = "" if kind.startswith("training") else \
+            ": " + ", ".join(cases[:6]) + (" ..." if len(cases) > 6 else "")
+        terminalreporter.write_line(f"{backend:9} {mode:11} {kind}: {len(cases)} cases{names}")
         for r, n in reasons.most_common(8):
             if r:
                 terminalreporter.write_line(f"    {n:3}x {r}")

@@ -12,10 +12,10 @@ leaf that requires grad cannot be mutated in place; `T.leaf` returns the leaf it
 the program only reads). The leaves are collected in `T.bases` so the harness can compare their
 `.grad` after a backward. In inference mode both return plain tensors.
 
-`grad=False` marks programs that autograd rejects in grad mode for a reason unrelated to the
-compiler (none today: `out=` ops with inputs that require grad raise in eager, and the harness
-then requires the compiled call to raise the same type). `triton=True`: in the subset also run by
-codegen's Triton kernels (under TRITON_INTERPRET=1 on CPU).
+Programs that autograd rejects in grad mode (`out=` ops on inputs that require grad, an in-place
+op on a leaf that requires grad) stay in the grad-mode runs: eager raises, and the compiled call
+must raise the same exception type. `triton=True`: in the subset also run by codegen's Triton
+kernels (under TRITON_INTERPRET=1 on CPU).
 """
 from __future__ import annotations
 
@@ -73,7 +73,6 @@ class Case:
     fn: Callable                 # the program, or (module=True) a factory of the nn.Module
     make: Callable               # make(T: Inputs) -> tuple of arguments
     module: bool = False
-    grad: bool = True            # also run in grad mode
     triton: bool = False         # also run with codegen's Triton kernels
     make_later: Callable | None = None   # the arguments of the calls after the first (None: make)
 
@@ -85,9 +84,9 @@ CASES: list[Case] = []
 NOTED: dict = collections.defaultdict(list)
 
 
-def case(make, name=None, module=False, grad=True, triton=False, make_later=None):
+def case(make, name=None, module=False, triton=False, make_later=None):
     def deco(fn):
-        CASES.append(Case(name or fn.__name__, fn, make, module, grad, triton, make_later))
+        CASES.append(Case(name or fn.__name__, fn, make, module, triton, make_later))
         return fn
     return deco
 

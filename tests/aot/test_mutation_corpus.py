@@ -213,7 +213,7 @@ def _params():
             if backend == "triton" and not c.triton:
                 continue
             for mode in MODES:
-                if (mode == "grad" and not c.grad) or (mode == "params_grad" and not c.module):
+                if mode == "params_grad" and not c.module:
                     continue
                 keys = [(c.name, backend, mode), (c.name, backend, None)]
                 if backend != "eager":      # (case, None, mode): every compiling backend
