@@ -2,7 +2,8 @@
 
 Models (MODELS): tiny GPT-2 (transformers config; with and without dropout), tiny BERT for
 sequence classification (dropout 0.1), an MLP with BatchNorm1d (train mode) and Dropout, a small
-CNN (Conv2d, BatchNorm2d, ReLU, MaxPool2d, Linear); SGD with momentum or AdamW. Backends:
+CNN (Conv2d, BatchNorm2d, ReLU, MaxPool2d, Linear), and the MLP again with a batch size per step;
+SGD with momentum or AdamW. Backends:
 "aot_eager", "codegen" (C++ kernels) and, for the MLP and the CNN, "triton" (codegen's Triton
 kernels).
 
@@ -117,6 +118,13 @@ def mlp_batches(gen):
             for _ in range(STEPS)]
 
 
+def mlp_varying_batches(gen):
+    """A batch size per step: the second step recompiles with a symbolic batch dim (automatic
+    dynamic); the joint graph is specialized per size, so each new size records its own."""
+    return [dict(x=torch.randn(n, 16, generator=gen), y=torch.randint(0, 5, (n,), generator=gen))
+            for n in (8, 12, 16, 6, 10)]
+
+
 def cnn():
     return LossWrapper(nn.Sequential(
         # no bias before BatchNorm: its gradient is zero in exact arithmetic (see adamw_attention)
@@ -153,11 +161,13 @@ MODELS = {
     "gpt2_use_cache": (gpt2(0.0, use_cache=True), gpt2_batches, adamw_attention),
     "bert": (bert, bert_batches, adamw_attention),      # BertConfig's dropout 0.1 left on
     "mlp_bn_dropout": (mlp_bn, mlp_batches, sgd),
+    "mlp_varying_batch": (mlp_bn, mlp_varying_batches, sgd),
     "cnn": (cnn, cnn_batches, adamw),
 }
 # graphs compiled per model: GPT-2's loss path (labels) takes one graph break, at transformers'
 # `logger.warning_once` in its loss function, as torch.compile does; the others are one graph
-GRAPHS = {"gpt2": 2, "gpt2_dropout": 2, "gpt2_use_cache": 2, "bert": 1, "mlp_bn_dropout": 1, "cnn": 1}
+GRAPHS = {"gpt2": 2, "gpt2_dropout": 2, "gpt2_use_cache": 2, "bert": 1, "mlp_bn_dropout": 1, "cnn": 1,
+          "mlp_varying_batch": 2}     # the first size's graph, then one with a symbolic batch
 
 
 def _train(model: nn.Module, batches, make_opt, backend: str | None):
