@@ -436,6 +436,20 @@ class ParamInplaceUse(nn.Module):
         return h
 
 
+class ClampParamNoGrad(nn.Module):
+    """Weight clipping inside forward: a parameter (a leaf that requires grad) written in place
+    under torch.no_grad(), then used."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(4, 4))
+
+    def forward(self, x):
+        with torch.no_grad():
+            self.w.clamp_(-0.5, 0.5)
+        return x @ self.w
+
+
 def x8x4(T):
     return (T.leaf(8, 4),)
 
@@ -444,7 +458,7 @@ for _m, _mk, _tr in [(Counter, x8x4, True), (FloatCounter, x8x4, False), (EMA, x
                      (BufferSetitem, x8x4, False), (BN1d, x8x4, True),
                      (BN2d, lambda T: (T.leaf(4, 2, 5, 5),), False), (BN1dEval, x8x4, False),
                      (BNNoMomentum, x8x4, False), (InplaceReluMLP, x8x4, True),
-                     (ParamInplaceUse, x8x4, False)]:
+                     (ParamInplaceUse, x8x4, False), (ClampParamNoGrad, x8x4, False)]:
     case(_mk, name=_m.__name__, module=True, triton=_tr)(_m)
 
 
