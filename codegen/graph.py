@@ -604,6 +604,14 @@ class GraphLowering:
             return self._eval_static(target, args, kwargs, node)
         if meta is None and not _has_tensor(args) and not _has_tensor(kwargs):
             return self._eval_static(target, args, kwargs, node)
+        if _target_name(node) in _STORAGE_OFFSET_OPS and args and isinstance(args[0], TensorValue) \
+                and isinstance(node.args[0], torch.fx.Node) and node.args[0].op != "placeholder" \
+                and _view_flag(self._meta(node.args[0])) is False:
+            # as_strided's offsets count in its argument's storage: where eager's argument is a
+            # new tensor (a clone this lowering folded into its input), hand the op a new one
+            a0 = args[0]
+            args = (realize(TensorValue(list(a0.size), a0.dtype, a0.loader, None, a0.cost)),
+                    *args[1:])
         return self.call_extern(target, args, kwargs, meta)
 
     def _eval_static(self, target, args, kwargs, node):
@@ -1106,6 +1114,11 @@ def _fetch_attr(gm, target):
     for part in target.split("."):
         obj = getattr(obj, part)
     return obj
+
+
+# ops whose arguments name storage offsets (absolute in their tensor argument's storage)
+_STORAGE_OFFSET_OPS = {"as_strided", "as_strided_scatter", "as_strided_copy", "as_strided_",
+                       "as_strided.default", "as_strided_scatter.default", "as_strided_copy.default"}
 
 
 def _target_name(node):

@@ -308,7 +308,11 @@ class Recorder:
             perm_meta = root.elem.permute(order)
             node = self._call(aten.permute.default, (node, order), {},
                               self._record(perm_meta, root.device, True))
-        st.flat = self._call(aten.reshape.default, (node, [-1]), {},
+        flat = self._call(aten.reshape.default, (node, [-1]), {},
+                          self._record(flat_meta, root.device, True))
+        # a fresh copy: as_strided_scatter and as_strided take offsets into the storage of the
+        # tensor they are given, and a reshaped input keeps its own storage offset at run time
+        st.flat = self._call(aten.clone.default, (flat,), {"memory_format": torch.contiguous_format},
                              self._record(flat_meta.contiguous(), root.device))
         return st.flat
 

@@ -207,3 +207,26 @@ def test_inputs_sharing_storage_with_a_written_input_run_eagerly():
     torch.testing.assert_close(got, want)
     torch.testing.assert_close(z, z2)
     assert out.requires_grad
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_write_through_a_view_of_an_input_that_starts_at_an_offset(backend):
+    """Fuzz seed 13 (dynamic=True): `x0.diagonal().zero_()` on a bool input that is a slice
+    (storage offset 4) in a graph whose module parameters require grad. The storage's flat value
+    must be a new tensor: as_strided_scatter counts offsets in its argument's storage (and
+    codegen must not fold that copy into the input)."""
+    conv = torch.nn.Conv2d(3, 4, 3, padding=1)
+
+    def f(x0, x5):
+        x0.diagonal(0, -2, -1).zero_()
+        return conv(x5)
+
+    def make(n):
+        torch.manual_seed(n)
+        return (torch.rand(n, 2, 2) > 0.3)[1:], torch.randn(n, 3, 3, 3)[1:]
+    g = pydynamo.optimize(f, backend=backend, dynamic=True)
+    for n in (4, 5, 4):
+        (got, x5), (want, _) = make(n), make(n)
+        torch.testing.assert_close(g(got, x5), f(want, x5))
+        assert torch.equal(got, want)
+    assert aot.counters["joint_graphs"] == 1
