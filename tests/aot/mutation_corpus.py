@@ -251,6 +251,14 @@ def zero_dim_input_inplace(s, v):
     return v * s
 
 
+@case(lambda T: (T.leaf(3, 4), T.leaf(3, 4)))
+def no_grad_update_of_leaf(p, g):
+    """An optimizer-like step on a leaf that requires grad, under no_grad inside the program."""
+    with torch.no_grad():
+        p.add_(g, alpha=-0.1)
+    return (p * g).sum()
+
+
 # ---- in-place ops on views of inputs -----------------------------------------------------------
 
 @case(one, triton=True)
@@ -450,6 +458,18 @@ class ClampParamNoGrad(nn.Module):
         return x @ self.w
 
 
+class DataInplaceParam(nn.Module):
+    """`.data` writes bypass autograd (and the parameter's version counter)."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(4, 4))
+
+    def forward(self, x):
+        self.w.data.mul_(0.5)
+        return x @ self.w
+
+
 def x8x4(T):
     return (T.leaf(8, 4),)
 
@@ -458,7 +478,8 @@ for _m, _mk, _tr in [(Counter, x8x4, True), (FloatCounter, x8x4, False), (EMA, x
                      (BufferSetitem, x8x4, False), (BN1d, x8x4, True),
                      (BN2d, lambda T: (T.leaf(4, 2, 5, 5),), False), (BN1dEval, x8x4, False),
                      (BNNoMomentum, x8x4, False), (InplaceReluMLP, x8x4, True),
-                     (ParamInplaceUse, x8x4, False), (ClampParamNoGrad, x8x4, False)]:
+                     (ParamInplaceUse, x8x4, False), (ClampParamNoGrad, x8x4, False),
+                     (DataInplaceParam, x8x4, False)]:
     case(_mk, name=_m.__name__, module=True, triton=_tr)(_m)
 
 
@@ -667,6 +688,11 @@ def intermediate_transposed_inplace(x):
 @case(one)
 def relu_inplace_functional(x):
     return F.relu(x * 3, inplace=True).sum(0)
+
+
+@case(one)
+def dropout_inplace_intermediate(x):
+    return F.dropout(x * 2, p=0.3, training=True, inplace=True)
 
 
 @case(x_and_leaf)
