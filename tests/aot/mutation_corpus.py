@@ -470,6 +470,18 @@ class DataInplaceParam(nn.Module):
         return x @ self.w
 
 
+class ReturnsParamAndBufferViews(nn.Module):
+    """Outputs that alias a parameter (a view of it, as tied weights are) and a buffer."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(4, 4))
+        self.register_buffer("buf", torch.randn(4))
+
+    def forward(self, x):
+        return x @ self.w, self.w.t(), self.buf[1:], self.buf
+
+
 def x8x4(T):
     return (T.leaf(8, 4),)
 
@@ -479,7 +491,7 @@ for _m, _mk, _tr in [(Counter, x8x4, True), (FloatCounter, x8x4, False), (EMA, x
                      (BN2d, lambda T: (T.leaf(4, 2, 5, 5),), False), (BN1dEval, x8x4, False),
                      (BNNoMomentum, x8x4, False), (InplaceReluMLP, x8x4, True),
                      (ParamInplaceUse, x8x4, False), (ClampParamNoGrad, x8x4, False),
-                     (DataInplaceParam, x8x4, False)]:
+                     (DataInplaceParam, x8x4, False), (ReturnsParamAndBufferViews, x8x4, False)]:
     case(_mk, name=_m.__name__, module=True, triton=_tr)(_m)
 
 
@@ -518,6 +530,12 @@ def view_of_another_output(x):
 def two_outputs_share_storage(x):
     y = x + 1
     return y[0], y[1]
+
+
+@case(one)
+def float_and_int_outputs(x):
+    y = x * 2
+    return y, y.argmax(-1), (y > 0).sum()
 
 
 @case(one)
