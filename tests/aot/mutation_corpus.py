@@ -259,6 +259,18 @@ def no_grad_update_of_leaf(p, g):
     return (p * g).sum()
 
 
+@case(lambda T: (T.rand(4, 3).t(), T.leaf(3, 4)), triton=True)
+def noncontiguous_input_inplace(x, y):
+    x.add_(y).mul_(2)
+    return x.sum(1)
+
+
+@case(lambda T: (T.rand(5, 4)[1:], T.leaf(4, 4)))
+def offset_input_inplace(x, y):
+    x.sub_(y)
+    return x
+
+
 # ---- in-place ops on views of inputs -----------------------------------------------------------
 
 @case(one, triton=True)
@@ -482,6 +494,19 @@ class ReturnsParamAndBufferViews(nn.Module):
         return x @ self.w, self.w.t(), self.buf[1:], self.buf
 
 
+class InputScaledInPlace(nn.Module):
+    """The input (a non-leaf in grad mode) scaled in place by a parameter, then used."""
+
+    def __init__(self):
+        super().__init__()
+        self.s = nn.Parameter(torch.randn(4))
+        self.lin = nn.Linear(4, 3)
+
+    def forward(self, x):
+        x.mul_(self.s)
+        return self.lin(x)
+
+
 def x8x4(T):
     return (T.leaf(8, 4),)
 
@@ -491,7 +516,8 @@ for _m, _mk, _tr in [(Counter, x8x4, True), (FloatCounter, x8x4, False), (EMA, x
                      (BN2d, lambda T: (T.leaf(4, 2, 5, 5),), False), (BN1dEval, x8x4, False),
                      (BNNoMomentum, x8x4, False), (InplaceReluMLP, x8x4, True),
                      (ParamInplaceUse, x8x4, False), (ClampParamNoGrad, x8x4, False),
-                     (DataInplaceParam, x8x4, False), (ReturnsParamAndBufferViews, x8x4, False)]:
+                     (DataInplaceParam, x8x4, False), (ReturnsParamAndBufferViews, x8x4, False),
+                     (InputScaledInPlace, lambda T: (T.rand(8, 4),), True)]:
     case(_mk, name=_m.__name__, module=True, triton=_tr)(_m)
 
 
