@@ -12,6 +12,9 @@ import re
 
 HINTS: dict[str, str] = {
     "print": "print() runs outside the graph; remove it from the hot path or log after the call",
+    "logging": "a logging call runs outside the graph: log outside the compiled function, or in a helper "
+               "marked pydynamo.disable",
+    "lru_cache": "the call runs in Python with its cache (only a pure call returning a constant is inlined)",
     "explicit_break": "pydynamo.graph_break() asked for this break",
     "tensor_branch": "branching on a tensor value: use torch.where, or move the test out of the compiled code",
     "tensor_item": "reading a tensor as a Python number: keep it a tensor (e.g. x.sum() instead of x.sum().item())",

@@ -11,7 +11,6 @@ means nothing (CPython interns small ints), only their value, which each source 
 """
 from __future__ import annotations
 
-import abc
 import collections
 import inspect
 import enum
@@ -36,14 +35,15 @@ from pydynamo.executor.variables.constant import (CONSTANT_TYPES, OPAQUE_TYPES, 
                                                   OpaqueVariable)
 from pydynamo.executor.variables.containers import (ConstDictVariable, ListVariable,
                                                     SetVariable, SizeVariable, SliceVariable, TupleVariable)
-from pydynamo.executor.variables.functions import PartialVariable, UserFunctionVariable, UserMethodVariable
+from pydynamo.executor.variables.functions import (LruCacheWrapperVariable, PartialVariable, UserFunctionVariable,
+                                                   UserMethodVariable)
 from pydynamo.executor.variables.iterators import ITERTOOLS
 from pydynamo.executor.variables.misc import GRAD_MODE_FNS, GradModeClassVariable, GradModeWrappedFunction
 from pydynamo.executor.variables.nn_module import NNModuleVariable
 from pydynamo.executor.variables.symbolic import SymNodeVariable
 from pydynamo.executor.variables.torch_fns import ALLOWED_IN_GRAPH, TorchFunctionVariable, is_torch_callable
 from pydynamo.executor.variables.user_objects import (NamedTupleVariable, UserDefinedClassVariable,
-                                                      UserDefinedObjectVariable)
+                                                      UserDefinedObjectVariable, plain_metaclass)
 from pydynamo.guards import GuardKind, TensorSpec
 from pydynamo.meta import TensorMeta
 from pydynamo.sources import AttrSource, GetItemSource, LocalSource, ModuleDictSource
@@ -348,7 +348,8 @@ def _describe(value) -> str:
 def _is_user_object(value) -> bool:
     cls = type(value)
     return cls.__module__ not in ("builtins",) and not isinstance(value, type) and \
-        type(cls) in (type, abc.ABCMeta) and hasattr(value, "__dict__")
+        plain_metaclass(type(cls)) and hasattr(value, "__dict__")
+
 
 
 _B = VariableBuilder
@@ -373,6 +374,7 @@ WRAPPERS: list[tuple[Callable, Callable]] = [
     (lambda v: isinstance(v, types.FunctionType), _B.function),
     (lambda v: isinstance(v, types.MethodType), _B.method),
     (lambda v: isinstance(v, functools.partial), _B.partial),
+    (lambda v: isinstance(v, functools._lru_cache_wrapper), by_identity(LruCacheWrapperVariable)),
     (lambda v: is_torch_callable(v) or v is torch.Size or v is torch.device, by_identity(TorchFunctionVariable)),
     (lambda v: type(v) in (operator.itemgetter, operator.attrgetter), VariableBuilder.getter),
     (lambda v: type(v) in (list, tuple) or (isinstance(v, tuple) and hasattr(type(v), "_fields")), _B.sequence),

@@ -39,8 +39,10 @@ class SideEffects:
         self.new_objects: list[VariableTracker] = []
         self.global_stores: dict[str, VariableTracker] = {}
         self.deref_stores: dict[str, VariableTracker] = {}
+        self.writes = 0  # every write to a pre-existing object, repeated ones included
 
     def mutate(self, var: VariableTracker) -> None:
+        self.writes += var.source is not None
         if var.source is None or id(var) in self._mutated_ids:
             return
         self._mutated_ids.add(id(var))
@@ -49,15 +51,18 @@ class SideEffects:
     def store_attr(self, obj: VariableTracker, name: str, value: VariableTracker) -> None:
         if obj.source is None:
             return  # an object created in the frame keeps its attributes on the tracker
+        self.writes += 1
         self.attr_stores.setdefault((id(obj), name), AttrStore(obj, name))
 
     def track_new(self, obj: VariableTracker) -> None:
         self.new_objects.append(obj)
 
     def store_global(self, name: str, value: VariableTracker) -> None:
+        self.writes += 1
         self.global_stores[name] = value
 
     def store_deref(self, name: str, value: VariableTracker) -> None:
+        self.writes += 1
         self.deref_stores[name] = value
 
     def is_empty(self) -> bool:

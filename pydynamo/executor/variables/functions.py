@@ -14,7 +14,7 @@ import types
 
 from pydynamo.exc import Unsupported
 from pydynamo.executor.variables.base import VariableTracker
-from pydynamo.executor.variables.constant import ConstantVariable
+from pydynamo.executor.variables.constant import CONSTANT_TYPES, ConstantVariable
 from pydynamo.executor.variables.containers import ConstDictVariable, TupleVariable
 from pydynamo.sources import AttrSource, ClosureSource, DefaultsSource
 
@@ -126,6 +126,13 @@ class UserFunctionVariable(BaseUserFunctionVariable):
     def as_python_constant(self):
         return self.fn
 
+    def call_function(self, tx, args, kwargs):
+        if self.fn.__module__ == "logging":
+            # a log record goes to handlers (streams, files) whatever its level: output, like
+            # print(), which the graph cannot hold; torch.compile breaks on logging calls too
+            raise Unsupported("logging", f"logging call {self.fn.__qualname__}() has effects outside the graph")
+        return super().call_function(tx, args, kwargs)
+
     def bind(self, tx, args, kwargs):
         fn = self.fn
         defaults = tuple(tx.wrap(v, DefaultsSource(self.source, i) if self.source else None)
@@ -187,6 +194,62 @@ class NestedUserFunctionVariable(BaseUserFunctionVariable):
 
     def __repr__(self):
         return f"NestedUserFunctionVariable({self.qualname})"
+
+
+class LruCacheWrapperVariable(VariableTracker):
+    """A functools.lru_cache / functools.cache wrapper. Its cache (a C object) decides whether the
+    wrapped function runs at all, and a hit returns the very object it stored. The wrapped
+    function is inlined (as torch.compile does) when that cannot be told apart from a hit: the
+    arguments are constants or objects that exist outside the frame, and the call writes to no
+    pre-existing object, adds nothing to the graph and returns an immutable constant (a config
+    lookup, a shape computation). Anything else (effects, tensors, mutable results) is a graph
+    break at the call, which then runs in Python with its cache. Read through an instance it
+    binds like a function (its __get__ makes a bound method)."""
+
+    def __init__(self, wrapper, source=None):
+        super().__init__(source)
+        self.wrapper = wrapper
+
+    def python_type(self):
+        return type(self.wrapper)
+
+    def as_python_constant(self):
+        return self.wrapper
+
+    def call_function(self, tx, args, kwargs):
+        vals = [*args, *kwargs.values()]
+        if all(v.source is not None or v.is_python_constant() for v in vals):
+            writes, nodes = tx.side_effects.writes, len(tx.output.graph.nodes)
+            src = AttrSource(self.source, "__wrapped__") if self.source is not None else None
+            try:
+                result = tx.wrap(self.wrapper.__wrapped__, src).call_function(tx, args, kwargs)
+            except Unsupported:
+                result = None
+            if result is not None and tx.side_effects.writes == writes and \
+                    len(tx.output.graph.nodes) == nodes and _immutable_constant(result):
+                return result
+        raise Unsupported("lru_cache", f"call to {self.wrapper.__qualname__}, wrapped by functools.lru_cache "
+                          "(its cache lives outside the graph and the call has effects or a non-constant "
+                          "result)")
+
+    def var_getattr(self, tx, name):
+        if name in ("__name__", "__qualname__", "__module__", "__doc__"):
+            return ConstantVariable(getattr(self.wrapper, name))
+        if name == "__wrapped__":
+            return tx.wrap(self.wrapper.__wrapped__, AttrSource(self.source, name) if self.source else None)
+        return super().var_getattr(tx, name)
+
+    def reconstruct(self, cg):
+        return cg.load_source(self.source) if self.source is not None else cg.load_const(self.wrapper)
+
+    def __repr__(self):
+        return f"LruCacheWrapperVariable({self.wrapper.__qualname__})"
+
+
+def _immutable_constant(v: VariableTracker) -> bool:
+    if isinstance(v, TupleVariable) and type(v) is TupleVariable:
+        return all(_immutable_constant(i) for i in v.items)
+    return isinstance(v, ConstantVariable) and type(v.value) in CONSTANT_TYPES
 
 
 class UserMethodVariable(VariableTracker):

@@ -15,6 +15,7 @@ import abc
 import collections
 import collections.abc
 import dataclasses
+import functools
 import inspect
 import types
 
@@ -23,7 +24,7 @@ from pydynamo.exc import Unsupported
 from pydynamo.executor.variables.base import MethodProxyVariable, VariableTracker
 from pydynamo.executor.variables.constant import ConstantVariable
 from pydynamo.executor.variables.containers import ConstDictVariable, TupleVariable
-from pydynamo.executor.variables.functions import UserFunctionVariable, UserMethodVariable
+from pydynamo.executor.variables.functions import LruCacheWrapperVariable, UserFunctionVariable, UserMethodVariable
 from pydynamo.guards import GuardKind
 from pydynamo.sources import AttrSource, GetItemSource
 
@@ -41,6 +42,8 @@ def class_attribute(tx, obj_var: VariableTracker, cls: type, name: str):
     cls_src = AttrSource(AttrSource(obj_var.source, "__class__"), name) if obj_var.source is not None else None
     if isinstance(raw, types.FunctionType):
         return UserMethodVariable(UserFunctionVariable(raw), obj_var)
+    if isinstance(raw, functools._lru_cache_wrapper):  # its __get__ binds like a function's
+        return UserMethodVariable(LruCacheWrapperVariable(raw), obj_var)
     if isinstance(raw, staticmethod):
         return tx.wrap(raw.__func__, None)
     if isinstance(raw, classmethod):
@@ -60,6 +63,24 @@ def class_attribute(tx, obj_var: VariableTracker, cls: type, name: str):
             return BuiltinMethodVariable(obj_var, name)
         raise Unsupported("descriptor", f"descriptor {type(raw).__name__} for {cls.__name__}.{name}")
     return tx.wrap(raw, cls_src)
+
+
+_PLAIN_META_ENTRIES = {"__module__", "__doc__", "__qualname__", "__dict__", "__weakref__"}
+
+
+def plain_metaclass(meta: type, constructing: bool = False) -> bool:
+    """type, ABCMeta, or a metaclass written in Python on top of them (transformers' ModelOutput
+    has one that only renames __init__ keywords when the class is built). An instance's
+    attribute reads follow its class's MRO whatever the metaclass (CPython's _PyType_Lookup
+    never consults it), so such an instance is traced like any user object; building one
+    (`constructing`) goes through the metaclass's __call__, so that must be type's. Metaclasses
+    with C-level entries of their own (pybind11's, extension types) stay opaque."""
+    if meta in (type, abc.ABCMeta):
+        return True
+    own = [m for m in meta.__mro__ if m not in (type, abc.ABCMeta, object)]
+    return all(k in _PLAIN_META_ENTRIES or isinstance(v, (types.FunctionType, classmethod, staticmethod, property))
+               for m in own for k, v in vars(m).items()) and \
+        not (constructing and any("__call__" in vars(m) for m in own))
 
 
 _DICT_BASES = (dict, collections.OrderedDict)
@@ -160,7 +181,8 @@ class UserDefinedClassVariable(VariableTracker):
         if issubclass(cls, BaseException):
             raise Unsupported("exception", f"constructing exception {cls.__name__}")
         base = _dict_base(cls)
-        if type(cls) not in (type, abc.ABCMeta) or cls.__new__ is not (dict.__new__ if base else object.__new__):
+        if not plain_metaclass(type(cls), constructing=True) or \
+                cls.__new__ is not (dict.__new__ if base else object.__new__):
             raise Unsupported("user_class", f"constructing {cls.__name__} (custom metaclass or __new__)")
         import torch
         if issubclass(cls, torch.nn.Module):
