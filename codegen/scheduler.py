@@ -8,9 +8,22 @@ Each node is a pointwise buffer whose size is `outer + inner` (inner loop vars y
 reduction whose kept ranges equal `outer` (reduction vars r0..). Nodes run in order inside one
 iteration of the outer loops, so a node may read what an earlier node of the same kernel wrote
 only at the element(s) written in the same outer iteration ("row-local" reads); that is the
-legality test for fusing. Fusion is greedy into the most recent kernel (program order is a
-topological order), so no node ever waits on work scheduled after it and nothing is recomputed
-beyond what lowering already inlined.
+legality test for fusing.
+
+The reload rule (why: a Triton program's lanes are not ordered between a store and a load of
+another lane's element, so such a load reads stale memory; an OpenMP loop's iterations are not
+ordered either): a node reads a buffer an earlier node of its kernel writes only at the very
+element the same iteration wrote, proven by `same_element` (outer loop variables over one flat
+index, inner ones over another, simplified over their ranges, then identical: the form the
+Triton printer keys its store -> load forwarding on), so the value is forwarded from a
+register, never loaded back (Triton: except after the block barrier a looped inner range puts
+between nodes; a load of a buffer stored since the last barrier that is not forwarded raises,
+and the graph runs eagerly; C++ may load it back: the same thread wrote it). Otherwise the
+reader is not fused there: it starts a later kernel.
+
+Fusion is greedy into the most recent kernel (program order is a topological order), so no
+node ever waits on work scheduled after it and nothing is recomputed beyond what lowering
+already inlined.
 """
 from __future__ import annotations
 
@@ -22,9 +35,9 @@ import sympy
 
 from codegen.ir import (ArgRef, ComputedBuffer, ExternCall, InputBuffer, Pointwise, Reduction)
 from codegen.ops import collect_deps
-from codegen.sizevars import (contiguous_strides, equals, flat_index, product, simplify_index,
-                              static_int)
-from pydynamo.symbols import loop_vars
+from codegen.sizevars import (contiguous_strides, decompose, equals, flat_index, product,
+                              simplify_index, static_int)
+from pydynamo.symbols import index_symbol, loop_vars
 
 
 @dataclass(eq=False)
@@ -128,7 +141,6 @@ def _legal(nodes: List[SchedNode], outer) -> bool:
         if deps.indirect and any(r.name in producer for r in deps.reads):
             return False
         xs, n_inner = n.vars(k)
-        bounds = dict(zip(list(xs) + list(n_inner), list(outer) + n.inner_ranges(k)))
         for r in deps.reads:
             m = producer.get(r.name)
             if m is None:
@@ -136,16 +148,38 @@ def _legal(nodes: List[SchedNode], outer) -> bool:
             if m is n:
                 return False
             if m.is_reduction:
-                if not same_index(r.index, m.store_index(k), bounds):
+                want = m.store_index(k)
+            else:
+                _, m_inner = m.vars(k)
+                if len(m_inner) != len(n_inner) or \
+                        not _same(m.inner_ranges(k), n.inner_ranges(k)):
                     return False
-                continue
-            _, m_inner = m.vars(k)
-            if len(m_inner) != len(n_inner) or not _same(m.inner_ranges(k), n.inner_ranges(k)):
-                return False
-            want = m.store_index(k).subs(dict(zip(m_inner, n_inner)))
-            if not same_index(r.index, want, bounds):
+                want = m.store_index(k).subs(dict(zip(m_inner, n_inner)))
+            if not same_element(r.index, want, (xs, outer), (n_inner, n.inner_ranges(k))):
                 return False
     return True
+
+
+XFLAT, RFLAT = index_symbol("xindex"), index_symbol("rindex")
+
+
+def same_element(a, b, outer, inner) -> bool:
+    """Do indices `a` and `b` (over outer variables and ranges `outer`, inner ones `inner`)
+    name the same element in the form a kernel printer keys forwarding on (codegen/triton.py
+    `forward_key`): each group over one flat index, simplified, then identical. Identity, not
+    mere equality, is what lets the printer forward the stored value (the module docstring's
+    reload rule)."""
+    return flat_form(a, outer, inner) == flat_form(b, outer, inner)
+
+
+def flat_form(index, outer, inner=((), ())):
+    """`index` with the outer loop variables over XFLAT and the inner ones over RFLAT,
+    simplified over their ranges."""
+    (xs, xr), (ys, yr) = outer, inner
+    sub = decompose(xs, xr, XFLAT)
+    sub.update(decompose(ys, yr, RFLAT))
+    return simplify_index(sympy.sympify(index).xreplace(sub),
+                          {XFLAT: product(xr), RFLAT: product(yr)})
 
 
 def same_index(a, b, bounds) -> bool:

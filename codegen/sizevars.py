@@ -51,6 +51,16 @@ def flat_index(index: Sequence, strides: Sequence, offset=0) -> sympy.Expr:
     return sympy.Add(sympy.sympify(offset), *[i * s for i, s in zip(index, strides)])
 
 
+def decompose(vars_, ranges, flat) -> dict:
+    """Each loop variable over `ranges` (row-major) as a function of one flat index `flat`
+    (0 <= flat < product(ranges)): how the Triton printer iterates, and the form in which the
+    scheduler proves a fused read is the element its own lane stored."""
+    out = {}
+    for v, size, st in zip(vars_, ranges, contiguous_strides(ranges)):
+        out[v] = ModIdx(flat, st, size) if size != 1 else sympy.Integer(0)
+    return out
+
+
 def static_int(e):
     """The int value of `e` if it is a constant, else None."""
     e = sympy.sympify(e)

@@ -39,10 +39,11 @@ from codegen.ir import Reduction
 from codegen.kernel_printer import KernelPrinter, KValue
 from codegen.ops import set_handler
 from codegen.primitives import CUSTOM, PRIMITIVES
-from codegen.scheduler import FusedKernel
-from codegen.sizevars import contiguous_strides, flat_index, product, simplify_index, static_int
+from codegen.scheduler import RFLAT, FusedKernel, flat_form
+from codegen.sizevars import (contiguous_strides, decompose, flat_index, product, simplify_index,
+                              static_int)
 from codegen.triton_launch import TILE, KernelConfig, choose_config, tiled_config
-from pydynamo.symbols import ModIdx, TritonExprPrinter, index_symbol, loop_vars
+from pydynamo.symbols import TritonExprPrinter, index_symbol, loop_vars
 
 TL_DTYPES = {torch.float32: "tl.float32", torch.float64: "tl.float64",
              torch.float16: "tl.float16", torch.bfloat16: "tl.bfloat16",
@@ -91,6 +92,10 @@ class TritonKernelPrinter(KernelPrinter):
         self.idx64 = False
         self.tiled = False
         self.half_exact: set = set()      # fp32 temporaries holding an exact fp16/bf16 value
+        # forwarding keys: the scheduler's `flat_form` of the current node's indices, its inner
+        # group's flat index named r<g>; buffers stored since the last block barrier
+        self.key_inner, self.key_group = ((), ()), None
+        self.unfenced: set = set()
 
     # ------------------------------------------------------------ the language
     def declare(self, v, expr):
@@ -116,14 +121,28 @@ class TritonKernelPrinter(KernelPrinter):
         return f"tl.full([], {name}, {TL_DTYPES[compute_dtype(dtype)]})"
 
     # ------------------------------------------------------------ ops handler
+    def forward_key(self, name, index) -> str:
+        """The element `index` names, in the form the scheduler proved a fused read equal to
+        its store in (codegen/scheduler.py `same_element`): a read it fused always finds the
+        stored value under this key."""
+        k = self.kernel
+        e = flat_form(index, (loop_vars("x", len(k.outer)), k.outer), self.key_inner)
+        if self.key_group is not None:
+            e = e.xreplace({RFLAT: index_symbol(f"r{self.key_group}")})
+        return f"{name}[{e}]"
+
     def load(self, name, index):
         i = self.idx(index)
-        key = f"{name}[{i}]"
-        fw = self.forwarded(key)
+        fw = self.forwarded(self.forward_key(name, index))
         if fw is not None:
             return fw
         if name in self.kernel.removed:
             raise TritonUnsupported(f"load of register-only buffer {name} not forwarded")
+        if name in self.unfenced:
+            # the scheduler's reload rule was broken: other lanes' stores are not ordered
+            # before this load; refuse rather than read stale memory
+            raise TritonUnsupported(f"{name} read back in the kernel that stores it, not at "
+                                    "the element its lane stored")
         dt = self.buffers[name].dtype
         if static_int(self.buffers[name].layout.numel) == 0:
             # an empty tensor has no valid address; its value is never selected (cat, where)
@@ -137,10 +156,10 @@ class TritonKernelPrinter(KernelPrinter):
 
     def store(self, name, index, value):
         i = self.idx(index)
-        key = f"{name}[{i}]"
-        self.scopes[-1].forward[key] = value
+        self.scopes[-1].forward[self.forward_key(name, index)] = value
         if name in self.kernel.removed:
             return
+        self.unfenced.add(name)
         self.params[name] = True
         dt = self.buffers[name].dtype
         v = str(value)
@@ -265,7 +284,7 @@ class TritonKernelPrinter(KernelPrinter):
         self.idx64 = self._needs_int64()
         xflat = index_symbol("xindex")
         self.ranges[xflat] = xnumel
-        self.var_map.update(_decompose(loop_vars("x", len(outer)), outer, xflat))
+        self.var_map.update(decompose(loop_vars("x", len(outer)), outer, xflat))
         inner_sizes = [product(n.inner_ranges(len(outer))) for n in k.nodes] if k.has_inner else []
         self.config = choose_config(xnumel, inner_sizes, self.max_autotune)
         if not k.has_inner and self._transposed_read(outer):
@@ -308,7 +327,7 @@ class TritonKernelPrinter(KernelPrinter):
         """[XBLOCK rows of the leading dims, TILE columns of the last dim] blocks."""
         head, last = outer[:-1], outer[-1]
         xs = loop_vars("x", len(outer))
-        self.var_map = _decompose(xs[:-1], head, index_symbol("xindex"))
+        self.var_map = decompose(xs[:-1], head, index_symbol("xindex"))
         self.var_map[xs[-1]] = index_symbol("yindex")
         self.ranges = {index_symbol("xindex"): product(head), index_symbol("yindex"): last}
         self.config = tiled_config(product(head), last)
@@ -377,11 +396,13 @@ class TritonKernelPrinter(KernelPrinter):
         rflat = index_symbol(f"r{g}")
         self.ranges[rflat] = info["rnumel"]
         xs, inner_vars = node.vars(k)
-        self.var_map.update(_decompose(inner_vars, inner, rflat))
+        self.var_map.update(decompose(inner_vars, inner, rflat))
+        self.key_inner, self.key_group = (inner_vars, inner), g
         reads = node.reads(k).read_names
         looped = not info["persistent"]
         if looped and reads & self.written_by_earlier:
             self.line("tl.debug_barrier()")
+            self.unfenced.clear()
         if node.is_reduction:
             self._reduction(node, xs, inner_vars, g, info)
         else:
@@ -483,15 +504,6 @@ class TritonKernelPrinter(KernelPrinter):
             self._in_loop(g, info, body)
             block = acc
         return self.tmp(_final(rt, block, acc_dt), acc_dt if not is_bool_like else torch.bool)
-
-
-def _decompose(vars_, ranges, flat):
-    """Each loop var as a function of the flat index over `ranges` (row-major)."""
-    out = {}
-    strides = contiguous_strides(ranges)
-    for v, size, st in zip(vars_, ranges, strides):
-        out[v] = ModIdx(flat, st, size) if size != 1 else sympy.Integer(0)
-    return out
 
 
 def _acc_dtype(rt, src):

@@ -82,10 +82,14 @@ class FloorDiv(sympy.Function):
         q = sympy.cancel(a / b)
         if q.is_integer:
             return q
-        # floor(floor(t) / n) == floor(t / n) for a positive integer n
-        if isinstance(a, FloorDiv) and b.is_Integer and b > 0 and a.args[1].is_Integer:
+        # floor(floor(t / m) / n) == floor(t / (m * n)) for positive integers m, n
+        if isinstance(a, FloorDiv) and _positive_int(b) and _positive_int(a.args[1]):
             return FloorDiv(a.args[0], a.args[1] * b)
         return None
+
+
+def _positive_int(e) -> bool:
+    return bool(e.is_integer and e.is_positive)
 
 
 class ModIdx(sympy.Function):
@@ -99,6 +103,11 @@ class ModIdx(sympy.Function):
             return sympy.Integer(0)
         if a.is_Integer and div.is_Integer and mod.is_Integer:
             return sympy.Integer((int(a) // int(div)) % int(mod))
+        # one base per flat index: (t // m // div) % mod is (t // (m * div)) % mod, so the
+        # terms a view chain leaves over a loop variable share their base and recombine
+        # (codegen/sizevars.py `_combine_terms`)
+        if isinstance(a, FloorDiv) and _positive_int(a.args[1]) and _positive_int(div):
+            return ModIdx(a.args[0], a.args[1] * div, mod)
         return None
 
 
