@@ -366,7 +366,10 @@ class Recorder:
         if any(schema.arguments[i].kwarg_only for i in writes):
             raise Unsupported(f"{func}: out= overload")
         tensors = [a for a in _leaves((args, kwargs)) if isinstance(a, _Traced)]
-        device = kwargs.get("device") or (tensors[0].device if tensors else torch.device("cpu"))
+        # the result's device: the op's device argument, else its first tensor argument's
+        # (a constant the graph made counts: lift_fresh of a CUDA tensor answers on CUDA)
+        first = next((a for a in _leaves((args, kwargs)) if isinstance(a, torch.Tensor)), None)
+        device = kwargs.get("device") or (first.device if first is not None else torch.device("cpu"))
         meta_kwargs = dict(kwargs)
         if "device" in meta_kwargs:
             meta_kwargs["device"] = torch.device("meta")

@@ -105,6 +105,15 @@ def _device_of(args, kwargs, kind, target) -> Optional[torch.device]:
     return torch.device(dev) if dev is not None else None
 
 
+def _flat_variables(items):
+    for a in items:
+        inner = getattr(a, "items", None)
+        if isinstance(inner, (list, tuple)):
+            yield from _flat_variables(inner)
+        else:
+            yield a
+
+
 class OutputGraph:
     def __init__(self, frame_globals: dict, backend):
         self.graph = torch.fx.Graph()
@@ -285,8 +294,8 @@ class OutputGraph:
             m_args = [torch.device("meta") if isinstance(a, str) else a for a in m_args]
         if kind == "call_method" and target in ("cuda", "cpu"):
             kind, target, m_args, m_kwargs = "call_method", "to", [m_args[0], "meta"], {}
-        if device is None:
-            device = next((a.device for a in itertools.chain(args, kwargs.values())
+        if device is None:    # the first tensor argument's, also inside a list (torch.cat)
+            device = next((a.device for a in _flat_variables(itertools.chain(args, kwargs.values()))
                            if isinstance(a, TensorVariable)), None) or _default_device()
         elif "device" in m_kwargs:
             m_kwargs["device"] = torch.device("meta")
