@@ -12,7 +12,8 @@ up front by their own generator, and the global RNG is re-seeded before each sid
 dropout draws from the same RNG stream in both (the compiled forward must advance it as eager
 does and draw the same masks: the dropout variants compare losses and parameters like the
 others). Each step: forward of the pydynamo.optimize'd module (the loss inside the compiled
-code), backward, optimizer step (eager: optimizers are not compiled here).
+code), backward, optimizer step (eager: optimizers are not compiled here). Then one validation
+step: eval mode, no_grad, the first batch (its loss is the sixth compared).
 
 Compared with eager after the loop: the 5 losses, every parameter and buffer (BatchNorm running
 statistics and num_batches_tracked included), at torch.testing's float32 defaults (rtol=1.3e-6,
@@ -164,10 +165,13 @@ MODELS = {
     "mlp_varying_batch": (mlp_bn, mlp_varying_batches, sgd),
     "cnn": (cnn, cnn_batches, adamw),
 }
-# graphs compiled per model: GPT-2's loss path (labels) takes one graph break, at transformers'
-# `logger.warning_once` in its loss function, as torch.compile does; the others are one graph
-GRAPHS = {"gpt2": 2, "gpt2_dropout": 2, "gpt2_use_cache": 2, "bert": 1, "mlp_bn_dropout": 1, "cnn": 1,
-          "mlp_varying_batch": 2}     # the first size's graph, then one with a symbolic batch
+# graphs compiled per model, training steps + the validation step (eval mode and no_grad fail the
+# training graphs' guards: one recompile per graph). GPT-2's loss path (labels) takes one graph
+# break, at transformers' `logger.warning_once` in its loss function, as torch.compile does: 2 + 2;
+# the others are one graph: 1 + 1; mlp_varying_batch: the first size's graph, then one with a
+# symbolic batch, + 1
+GRAPHS = {"gpt2": 4, "gpt2_dropout": 4, "gpt2_use_cache": 4, "bert": 2, "mlp_bn_dropout": 2, "cnn": 2,
+          "mlp_varying_batch": 3}
 
 
 def _train(model: nn.Module, batches, make_opt, backend: str | None):
@@ -187,6 +191,13 @@ def _train(model: nn.Module, batches, make_opt, backend: str | None):
         loss.backward()
         opt.step()
         losses.append(loss.detach())
+    # a validation step after training: eval mode (dropout off, BatchNorm reads the running
+    # statistics the compiled steps updated) under no_grad, through the same compiled module
+    model.eval()
+    with torch.no_grad():
+        out = step(**batches[0])
+    model.train()
+    losses.append(out if isinstance(out, torch.Tensor) else out.loss)
     return torch.stack(losses)
 
 
