@@ -101,9 +101,13 @@ def partition(joint_gm: torch.fx.GraphModule, num_computed: int, num_tangents: i
     for n in nodes:
         if n.op == "call_function" and any(a in backward for a in n.all_input_nodes):
             backward.add(n)
+    # ops that write an argument (the recorder's fallback for an in-place op without a
+    # functional twin writes a fresh clone) stay in their graph, in order, used or not
+    writers = [n for n in nodes if _writes(n)]
+    bw_writers = [n for n in writers if n in backward]
     # what the gradients need
     needed_by_bw: Set[torch.fx.Node] = set()
-    stack = [g for g in grads if isinstance(g, torch.fx.Node)]
+    stack = [g for g in grads if isinstance(g, torch.fx.Node)] + bw_writers
     while stack:
         n = stack.pop()
         if n in needed_by_bw:
@@ -142,7 +146,7 @@ def partition(joint_gm: torch.fx.GraphModule, num_computed: int, num_tangents: i
     # forward graph
     fw = torch.fx.Graph()
     env: Dict[torch.fx.Node, torch.fx.Node] = {}
-    fw_needed = _ancestors(computed + saved_list)
+    fw_needed = _ancestors(computed + saved_list + [w for w in writers if w not in backward])
     for n in nodes:
         if n.op == "placeholder" and n in primals:
             env[n] = fw.node_copy(n)
@@ -169,26 +173,31 @@ def partition(joint_gm: torch.fx.GraphModule, num_computed: int, num_tangents: i
     for t in tangents:
         benv[t] = bw.node_copy(t)
 
-    def copy(n):
-        if n in benv:
-            return benv[n]
-        if n.op == "get_attr":
-            benv[n] = bw.node_copy(n)
-            return benv[n]
-        assert n in recompute or n in bw_nodes, n
-        for a in n.all_input_nodes:
-            copy(a)
-        benv[n] = bw.node_copy(n, lambda a: benv[a])
-        return benv[n]
-
     positions = [i for i, g in enumerate(grads) if isinstance(g, torch.fx.Node)]
-    for i in positions:
-        copy(grads[i])
+    # the backward's nodes, copied in the joint graph's order (a writer before its readers)
+    needed = set()
+    stack = [grads[i] for i in positions] + bw_writers
+    while stack:
+        n = stack.pop()
+        if n in needed or n in benv:
+            continue
+        needed.add(n)
+        stack.extend(n.all_input_nodes)
+    for n in nodes:
+        if n in needed and n not in benv:
+            assert n.op == "get_attr" or n in recompute or n in backward, n
+            benv[n] = bw.node_copy(n, lambda a: benv[a])
     bw.output(tuple(benv[grads[i]] for i in positions))
     bw_gm = torch.fx.GraphModule(joint_gm, bw)
     bw_gm.graph.eliminate_dead_code()
     bw_gm.recompile()
     return fw_gm, bw_gm, saved_list, positions, recompute
+
+
+def _writes(node: torch.fx.Node) -> bool:
+    t = node.target
+    return node.op == "call_function" and isinstance(t, torch._ops.OpOverload) and \
+        any(a.alias_info is not None and a.alias_info.is_write for a in t._schema.arguments)
 
 
 def _ancestors(roots) -> Set[torch.fx.Node]:

@@ -465,6 +465,13 @@ class Recorder:
                                    for k, o in enumerate(out)]
                 else:
                     own_outputs = [node]
+                # a written argument the op returns is read through the op's result, so every
+                # later reader depends on the write (ordering, dead-code elimination)
+                for k, r in enumerate(func._schema.returns):
+                    if r.alias_info is not None and r.alias_info.is_write and k < len(own_outputs):
+                        for i in writes:
+                            if func._schema.arguments[i].alias_info.before_set == r.alias_info.before_set:
+                                new_values[i] = own_outputs[k]
         hidden = _UNMARKED_WRITES.get(func, ())
         for i, new in new_values.items():
             self._write(args[i], new)

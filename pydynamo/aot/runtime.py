@@ -38,7 +38,8 @@ from pydynamo.aot.recorder import Joint, Unsupported, record
 
 # tests and benchmarks read these: "joint_graphs" (graphs compiled for training),
 # "backward_compiled", "backward_calls", "eager_fallback" (graphs that run with eager autograd),
-# "joint_recompiles" (a dynamic graph recorded again for new sizes)
+# "joint_recompiles" (a dynamic graph recorded again for new sizes), "error_replays" (a
+# compiled forward raised and the graph ran eagerly to raise eager's error)
 counters: collections.Counter = collections.Counter()
 
 
@@ -260,7 +261,14 @@ def _dispatching(gm, first: CompiledJoint, rebuild: Callable) -> Callable:
         c = compiled_for(args)
         if check_alias and _writes_shared_input(args, c.joint.mutated):
             return gm.forward(*args)
-        return c(*args)
+        try:
+            return c(*args)
+        except Exception:
+            # the functional forward raised before any write reached the caller's tensors:
+            # eager's run raises the same error with eager's effects (an in-place op that fails
+            # half way has written half), or, if eager does not raise, answers
+            counters["error_replays"] += 1
+            return gm.forward(*args)
 
     _C.set_code_state(run.__code__, "skip")
     run.compiled = first
