@@ -426,6 +426,13 @@ class Recorder:
         written = [args[i] for i in writes]
         if not all(isinstance(w, _Traced) for w in written):
             raise Unsupported(f"{func} writes a tensor the graph does not own")
+        for w in written:
+            for a in _leaves((args, kwargs)):
+                if isinstance(a, _Traced) and not any(a is x for x in written) and \
+                        _storage_key(a.elem) == _storage_key(w.elem) and not _same_geometry(a, w):
+                    # eager reads elements this op has already written (`x.add_(x[:, 0])`):
+                    # its answer depends on the kernel's order, which no functional form keeps
+                    raise Unsupported(f"{func} reads a tensor that overlaps the one it writes")
         functional = _FUNCTIONAL.get(func)
         own_outputs = None
         if functional is not None:      # the twin takes as positional what the op defaulted
@@ -667,6 +674,11 @@ def _matmul_of_vectors(a, b):
     if a.dim() == 1:
         return torch.matmul(a.unsqueeze(0), b).squeeze(-2)
     return torch.matmul(a, b.unsqueeze(-1)).squeeze(-1)
+
+
+def _same_geometry(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.shape == b.shape and a.stride() == b.stride() and \
+        a.elem.storage_offset() == b.elem.storage_offset()
 
 
 def _differentiable(t: torch.Tensor) -> bool:
