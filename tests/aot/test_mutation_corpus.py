@@ -52,12 +52,6 @@ FALLBACK = re.compile(r"running (this graph|the graph|it|graphs) eagerly")
 # Each entry is written down in /work/notes/aot_failures.md with a repro.
 XFAIL: dict[tuple, str] = {
     ("intermediate_view_zero", "codegen", None): "a fresh output mutated through a view comes back with a _base",
-    ("no_grad_update_of_leaf", None, "grad"): "the epilogue's copy_ into a leaf written under no_grad raises "
-                                              "(a leaf that requires grad used in an in-place op)",
-    ("ClampParamNoGrad", None, "grad"): "the epilogue's copy_ into a parameter written under no_grad "
-                                        "raises (a leaf that requires grad used in an in-place op)",
-    ("ClampParamNoGrad", None, "params_grad"): "the epilogue's copy_ into a parameter written under no_grad "
-                                               "raises (a leaf that requires grad used in an in-place op)",
 }
 
 
