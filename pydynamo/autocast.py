@@ -19,6 +19,7 @@ import threading
 from typing import Callable, Optional
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 # the devices whose autocast state the executor models; any other one enabled: not traced
 DEVICES = ("cpu", "cuda")
@@ -161,6 +162,21 @@ class _Probe(torch.Tensor):
         return _map(wrap, out)
 
 
+class _FactoriesOnMeta(TorchDispatchMode):
+    """A tensor an op makes inside a probed call (`at::empty(..., query.options())` in CUDA
+    attention) would be made on the probe's real device: it is made on meta and probed too."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        device = kwargs.get("device")
+        probes: list = []
+        _map(lambda a: probes.append(a) if isinstance(a, _Probe) else None, (args, kwargs))
+        if probes or device is None or torch.device(device).type == "meta":
+            return func(*args, **kwargs)
+        out = func(*args, **dict(kwargs, device=torch.device("meta")))
+        return _map(lambda t: _Probe(t, torch.device(device)) if isinstance(t, torch.Tensor) else t, out)
+
+
 def _unwrap(v):
     return v.elem if isinstance(v, _Probe) else v
 
@@ -189,7 +205,7 @@ def run_meta(state: tuple, fn: Callable, args, kwargs: dict, device_of: Callable
         return t
     pargs, pkwargs = _map(wrap, args), _map(wrap, kwargs)
     originals = {id(p): t for t, p in ((p.elem, p) for p in wrapped.values())}
-    with applied(state):
+    with applied(state), _FactoriesOnMeta():
         out = fn(*pargs, **pkwargs)
 
     def unwrap(t):
