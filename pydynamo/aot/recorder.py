@@ -93,6 +93,9 @@ def _cpu_eval_batch_norm(args, device, out):
     return (out[0], empty, out[2].new_empty((0,)))
 
 
+# ops whose result has its argument's value, size and strides (a new tensor object aliasing it)
+_SAME_VALUE = {aten.detach.default, aten.alias.default}
+
 # ops whose meta kernel answers other sizes than the device's kernel: the record follows the device
 _META_DISAGREES = {aten.native_batch_norm.default: _cpu_eval_batch_norm,
                    aten._native_batch_norm_legit_no_training.default:
@@ -397,6 +400,10 @@ class Recorder:
         if not isinstance(out, (tuple, list)):
             if not isinstance(out, torch.Tensor):
                 raise Unsupported(f"{func} answers a {type(out).__name__}")
+            if func in _SAME_VALUE and isinstance(fargs[0], torch.fx.Node):
+                # autograd detaches what it saves: the same value, no node (the partition then
+                # saves one tensor, not the tensor and its detached alias)
+                return self._wrap(out, fargs[0], device, in_storages)
             node = self._call(func, fargs, fkwargs, vals[0])
             return self._wrap(out, node, device, in_storages)
         node = self._call(func, fargs, fkwargs, vals)
