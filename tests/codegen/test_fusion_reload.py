@@ -23,6 +23,7 @@ from codegen.sizevars import simplify_index  # noqa: E402
 from pydynamo.symbols import FloorDiv, ModIdx, index_symbol, size_symbol  # noqa: E402
 
 D, B, T = 16, 2, 8
+DEV = "cuda" if torch.cuda.is_available() else "cpu"      # of the Triton tests
 X = index_symbol("xindex")
 
 
@@ -133,7 +134,7 @@ def test_the_check_sees_the_racy_kernel():
 def test_mlp_kernels_never_reload_what_they_store(backend):
     if backend == "cpp" and torch.cuda.is_available():
         pytest.skip("CPU inputs only")
-    args = mlp_args()
+    args = [a.to(DEV if backend == "triton" else "cpu") for a in mlp_args()]
     gm = torch.fx.symbolic_trace(new_gelu_mlp)
     c = codegen.compile_fx(gm, args, strict=True, backend_kernels=backend)
     src = kernel_source(c, backend)
@@ -154,7 +155,7 @@ def test_triton_refuses_an_unforwarded_reload(monkeypatch):
 
     monkeypatch.setattr(scheduler, "same_element", lambda *a: True)
     gm = torch.fx.symbolic_trace(f)
-    x = torch.randn(64)
+    x = torch.randn(64, device=DEV)
     with pytest.raises(TritonUnsupported, match="read back"):
         codegen.compile_fx(gm, [x], strict=True, backend_kernels="triton")
     with pytest.warns(UserWarning, match="eagerly"):
