@@ -73,7 +73,7 @@ def _rounding(w):
     if "rounding" in w:
         return w["rounding"]
     return w.get("f64_err_compiled") is not None and \
-        w["f64_err_compiled"] <= 2 * w["f64_err_eager"]
+        0 < w["f64_err_compiled"] <= 2 * w["f64_err_eager"]
 
 
 def _f64(w):
@@ -128,6 +128,9 @@ def main():
 
 def _summarize(results, a, seconds):
     results.sort(key=lambda r: (r["op"], r["variant"]))
+    for r in results:       # a crashed or timed-out op's record (_isolated) has no counts
+        r.setdefault("samples", 0)
+        r.setdefault("ok", 0)
     cnt = lambda r, k: (r.get("counters") or {}).get(k, 0)  # noqa: E731
     if not a.no_table:
         print(f"{'op':44} {'samples':>7} {'ok':>5} {'wrong':>5} {'error':>5} "

@@ -794,6 +794,11 @@ def _backward(outs, leaves, seed):
     return list(torch.autograd.grad(diff, want, cots, allow_unused=True))
 
 
+def _widen(t):
+    """float64 (complex128 for complex values: .double() would drop the imaginary part)"""
+    return t.to(torch.complex128 if t.is_complex() else torch.float64)
+
+
 def _close(a, b, path):
     """None when equal under torch.testing's default tolerances (integers exactly), else
     {what, max_abs, max_rel}. None and zeros are the same gradient."""
@@ -818,8 +823,8 @@ def _close(a, b, path):
             torch.testing.assert_close(a, b, equal_nan=True)
             return None
         except AssertionError as e:
-            d = (a.double() - b.double()).abs().nan_to_num(0.0)
-            rel = d / b.double().abs().clamp_min(1e-30)
+            d = (_widen(a) - _widen(b)).abs().nan_to_num(0.0)
+            rel = d / _widen(b).abs().clamp_min(1e-30)
             return dict(what=f"{path}: {str(e).splitlines()[0]}",
                         max_abs=float(d.max()) if d.numel() else 0.0,
                         max_rel=float(rel.max()) if rel.numel() else 0.0)
@@ -890,18 +895,19 @@ def _f64_errors(case, process, seed, tensors, got, want, part):
     k = 0 if part == "output" else 2
     flat = _tensors_of if k == 0 else list      # grads: one entry (maybe None) per leaf
     try:
-        t64 = [t.detach().double().requires_grad_(t.requires_grad) if t.is_floating_point()
-               else t for t in tensors]
+        t64 = [_widen(t.detach()).requires_grad_(t.requires_grad)
+               if t.is_floating_point() or t.is_complex() else t for t in tensors]
         ref = flat(_eager_grad(case, process, seed, t64)[k])
         err = []
         for res in (got[k], want[k]):
             m = 0.0
             for a, r in zip(flat(res), ref):
-                if a is not None and r is not None and a.numel() and a.is_floating_point():
-                    m = max(m, float((a.double() - r).abs().nan_to_num(0.0).max()))
+                if a is not None and r is not None and a.numel() and \
+                        (a.is_floating_point() or a.is_complex()):
+                    m = max(m, float((_widen(a.detach()) - r.detach()).abs().nan_to_num(0.0).max()))
             err.append(m)
         return dict(f64_err_compiled=err[0], f64_err_eager=err[1],
-                    rounding=err[0] <= 2 * err[1])
+                    rounding=0 < err[0] <= 2 * err[1])
     except Exception as e:     # an op without a float64 kernel on CPU: no reference
         return dict(f64_note=f"no float64 reference: {type(e).__name__}", rounding=False)
 
