@@ -1,9 +1,9 @@
 """Fast CI subset of the gradient parity sweep (scripts/grad_sweep.py runs every OpInfo entry that
 supports autograd in float32 on CPU).
 
-test_grad_matches_eager: the first samples of 47 representative ops (pointwise, reductions,
+test_grad_matches_eager: the first samples of 48 representative ops (pointwise, reductions,
 scans, matmuls, norms, losses, convolution, pooling, indexing, views) compiled by
-pydynamo.optimize(backend="aot_eager"), and of 30 of them with "codegen", called twice on fresh leaves, each call followed
+pydynamo.optimize(backend="aot_eager"), and of 31 of them with "codegen", called twice on fresh leaves, each call followed
 by torch.autograd.grad with a fixed random cotangent: outputs, which outputs require grad and
 every input grad equal eager's under torch.testing's default float32 tolerances
 (tests/codegen/opinfo_harness.py run_grad). No pydynamo exception where eager differentiates.
@@ -29,7 +29,7 @@ OPS = ["add", "mul", "div.no_rounding_mode", "pow", "exp", "log", "tanh", "sigmo
        "nn.functional.max_pool2d", "nn.functional.cross_entropy", "nn.functional.mse_loss",
        "nn.functional.embedding", "nn.functional.linear", "nn.functional.group_norm", "std",
        "index_select", "gather", "cat", "permute", "transpose", "expand", "masked_fill", "tril",
-       "nn.functional.pad.constant", "baddbmm"]
+       "nn.functional.pad.constant", "baddbmm", "fft.ifft"]
 # not here: OpInfo's dropout and scaled_dot_product_attention call torch.manual_seed inside the
 # op (wrapper_set_seed), which pydynamo cannot put in a graph: their frames run eagerly
 # ops whose outputs are views of their inputs: the runtime replays the views on the inputs, so
@@ -41,12 +41,16 @@ CODEGEN_OPS = ["add", "mul", "div.no_rounding_mode", "pow", "exp", "tanh", "sigm
                "nn.functional.gelu", "nn.functional.relu", "nn.functional.layer_norm",
                "nn.functional.batch_norm", "nn.functional.conv2d", "nn.functional.cross_entropy",
                "nn.functional.embedding", "index_select", "gather", "cat", "masked_fill",
-               "transpose", "nn.functional.pad.constant"]
+               "transpose", "nn.functional.pad.constant", "fft.ifft"]
 BACKENDS = {"aot_eager": OPS, "codegen": CODEGEN_OPS}
 SAMPLES = 3
 
 # (label, backend) -> why: wrong gradients, each with its entry in /work/notes/aot_failures.md
+_IFFT = ("ifft of a real input on the training path returns a wrong complex output (the "
+         "conjugate: a lazy conj bit lost), so its grads are wrong too (aot_failures.md, 13:28)")
 WRONG = {
+    ("fft.ifft", "aot_eager"): _IFFT,
+    ("fft.ifft", "codegen"): _IFFT,
     ("nn.functional.layer_norm", "codegen"):
         "sample 2 normalizes over one element (exact input grad 0): grad differs by 5.1e-5 > "
         "atol 1e-5, float32 rounding (compiled 7.1e-5 from float64, eager 1.2e-4)",
