@@ -417,6 +417,10 @@ class Recorder:
         return type(out)(wrapped)
 
     def _wrap(self, o, node, device, in_storages):
+        if o.is_conj() or o.is_neg():
+            # a lazy conjugate/negative view (torch.conj of a complex tensor, fft.ifft's
+            # internals): the stand-in would not carry the bit, and later ops would miss it
+            raise Unsupported("a lazily conjugated or negated tensor (conj/neg bit)")
         t = _Traced(o, device)
         is_view = _storage_key(o) in in_storages
         if is_view:
