@@ -90,6 +90,7 @@ class GpuWrapperPrinter(WrapperPrinter):
             var = self.alias.get(r.name, r.name)
             self.alias[out] = var
             self.allocated.add(out)
+            self.assigned.add(out)
             self.allocated.discard(r.name)      # its memory lives on as `out`
             self.emit(f"{out} = {var}  # in place: {r.name} dies here")
             return

@@ -82,6 +82,7 @@ class WrapperPrinter:
         self.externs: List[object] = []
         self.alias: Dict[str, str] = {}      # buffer name -> python variable holding it
         self.allocated = set()               # buffers this wrapper allocates (reusable)
+        self.assigned = set()                # buffer names given a python variable so far
 
     def emit(self, s, indent=1):
         self.lines.append("    " * indent + s)
@@ -250,17 +251,35 @@ class WrapperPrinter:
                 self._kernel(step, typed, free)
             else:
                 self._extern(step)
+            dead = []
             for name, last in life.last_use.items():
-                if last != i or name in typed or name not in self.allocated:
+                if last != i:
+                    continue
+                dead.append(name)
+                if name in typed or name not in self.allocated:
                     continue
                 var = self.alias.get(name, name)
                 nbytes = self._nbytes(name)
                 if nbytes is not None and var not in sum(free.values(), []):
                     free.setdefault(nbytes, []).append(var)
+            self._release(dead, i, free)
         self.emit("")
         for m in g.mutations.values():
             self.emit(f"arg{m.position}.copy_({self.ref(m.value)})")
         self.emit(f"return {self._out(g.outputs)}")
+
+    def _release(self, dead, i, free):
+        """Drop the variables of buffers whose last use was step i (unless kept for reuse or
+        still held under another name): their memory goes back to the allocator now, as eager
+        frees a tensor at its last use, not at the end of the graph (a backward graph's
+        gradient buffers would otherwise all live until it returns)."""
+        pooled = set(sum(free.values(), []))
+        live = {self.alias.get(n, n) for n, last in self.life.last_use.items() if last > i}
+        for name in dead:
+            var = self.alias.get(name, name)
+            if name in self.assigned and var not in pooled and var not in live:
+                self.emit(f"del {var}")
+                live.add(var)       # once
 
     def _nbytes(self, name):
         b = self.g.buffers_by_name[name]
@@ -278,9 +297,11 @@ class WrapperPrinter:
                     var = free[nbytes].pop()
                     self.alias[name] = var
                     self.allocated.add(name)
+                    self.assigned.add(name)
                     self.emit(f"{name} = {var}  # reuse")
                     continue
                 self.allocated.add(name)
+                self.assigned.add(name)
                 self.emit(f"{name} = _empty({_tuple(b.layout.size)}, "
                           f"{_tuple(b.layout.stride)}, dtype={_dtype(b.dtype)})")
         self._launch(k)
@@ -331,6 +352,8 @@ class WrapperPrinter:
                           f"{get}.shape == {_tuple(b.layout.size)} else {ensure}")
             else:
                 self.emit(f"{b.name} = {ensure}")
+            self.assigned.add(b.name)
+        self.emit(f"del {res}")       # the outputs live on as their buffers
 
     def _out(self, outs) -> str:
         if isinstance(outs, NewViewRef):
