@@ -7,7 +7,8 @@
   2. one statement group per step, each preceded by the FX node(s) and user source line it
      implements: allocate outputs (reusing dead buffers of the same byte size when only
      kernels ever see them), call the kernel through ctypes with data pointers, or call the
-     extern op and pin its output layout;
+     extern op and pin its output layout; a buffer not kept for reuse is dropped (`del`) at its
+     last use, so its memory returns to the allocator then, as in eager;
   3. write-backs of in-place ops on inputs, then the outputs in the graph's structure.
      A kernel or extern that raises in a graph with write-backs makes the graph run eagerly
      on the (still untouched) inputs: eager's updates before the failing op, its exception.
