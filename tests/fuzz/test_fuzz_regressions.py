@@ -573,3 +573,20 @@ def test_noop_contiguous_of_offset_view_of_input_is_a_view(dynamic, backend):
         return (x0[2:].select(0, 1).contiguous().view(-1),)
     assert_same_as_eager(f, sizes(lambda n: (torch.randint(1, 9, (4, n, 6)),), 2, 3, 5),
                          backend=backend, dynamic=dynamic)
+
+
+# Sweep seed 20412 (session 9; also at b07a0d9, every backend): a graph break at `raise` on a
+# branch the shapes choose; the graph before it drops `gather` (its result is read only after the
+# raise), so the compiled call raises the user's ValueError where eager's gather raises first
+# (an out-of-range index). Both raise; which exception differs.
+@pytest.mark.xfail(strict=True, reason="an op that would raise is dead-code eliminated before a raise")
+def test_op_that_raises_before_a_later_raise_is_not_dropped():
+    def f(x1):
+        v2 = torch.gather(torch.ones(5), 0, x1)
+        if x1.shape[0] > 3:
+            raise ValueError("too big")
+        return v2
+
+    def make(n):
+        return (torch.arange(n) + (2 if n > 3 else 0),)   # n > 3: an index out of range
+    assert_same_as_eager(f, sizes(make, 3, 6), backend="eager")
