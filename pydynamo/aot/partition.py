@@ -76,10 +76,6 @@ def _free(node: torch.fx.Node) -> bool:
         all(_free(a) for a in node.all_input_nodes)
 
 
-def _tensor_inputs(node) -> List[torch.fx.Node]:
-    return [a for a in node.all_input_nodes]
-
-
 def partition(joint_gm: torch.fx.GraphModule, num_computed: int, num_tangents: int,
               num_inputs: int, written_inputs=frozenset()):
     """(forward GraphModule, backward GraphModule, saved names, grad positions).
@@ -106,14 +102,7 @@ def partition(joint_gm: torch.fx.GraphModule, num_computed: int, num_tangents: i
     writers = [n for n in nodes if _writes(n)]
     bw_writers = [n for n in writers if n in backward]
     # what the gradients need
-    needed_by_bw: Set[torch.fx.Node] = set()
-    stack = [g for g in grads if isinstance(g, torch.fx.Node)] + bw_writers
-    while stack:
-        n = stack.pop()
-        if n in needed_by_bw:
-            continue
-        needed_by_bw.add(n)
-        stack.extend(n.all_input_nodes)
+    needed_by_bw = _ancestors(list(grads) + bw_writers)
     bw_nodes = needed_by_bw & backward
     saved: Set[torch.fx.Node] = set()
     for n in bw_nodes:
@@ -133,7 +122,7 @@ def partition(joint_gm: torch.fx.GraphModule, num_computed: int, num_tangents: i
         for n in sorted(saved, key=lambda n: -order[n]):
             if not recomputable(n) or n in grads:
                 continue
-            missing = [a for a in _tensor_inputs(n) if a not in saved]
+            missing = [a for a in n.all_input_nodes if a not in saved]
             cost = sum(nbytes(a) for a in missing if not _free(a))
             if missing and cost >= nbytes(n):
                 continue
@@ -175,14 +164,7 @@ def partition(joint_gm: torch.fx.GraphModule, num_computed: int, num_tangents: i
 
     positions = [i for i, g in enumerate(grads) if isinstance(g, torch.fx.Node)]
     # the backward's nodes, copied in the joint graph's order (a writer before its readers)
-    needed = set()
-    stack = [grads[i] for i in positions] + bw_writers
-    while stack:
-        n = stack.pop()
-        if n in needed or n in benv:
-            continue
-        needed.add(n)
-        stack.extend(n.all_input_nodes)
+    needed = _ancestors([grads[i] for i in positions] + bw_writers, stop=benv)
     for n in nodes:
         if n in needed and n not in benv:
             assert n.op == "get_attr" or n in recompute or n in backward, n
@@ -200,12 +182,13 @@ def _writes(node: torch.fx.Node) -> bool:
         any(a.alias_info is not None and a.alias_info.is_write for a in t._schema.arguments)
 
 
-def _ancestors(roots) -> Set[torch.fx.Node]:
+def _ancestors(roots, stop=()) -> Set[torch.fx.Node]:
+    """The nodes `roots` are computed from (themselves included), not walking past `stop`."""
     seen: Set[torch.fx.Node] = set()
     stack = [r for r in roots if isinstance(r, torch.fx.Node)]
     while stack:
         n = stack.pop()
-        if n in seen:
+        if n in seen or n in stop:
             continue
         seen.add(n)
         stack.extend(n.all_input_nodes)

@@ -48,6 +48,7 @@ import torch.fx
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
 from pydynamo.meta import TensorMeta
+from pydynamo.mutation import mutation_of
 
 aten = torch.ops.aten
 
@@ -55,10 +56,6 @@ aten = torch.ops.aten
 class Unsupported(Exception):
     """The graph cannot be recorded exactly; it runs with eager autograd (reason in the message)."""
 
-
-# in-place ops that change a tensor's layout or identity, never data: refused
-_LAYOUT_INPLACE = {"resize_", "resize_as_", "as_strided_", "set_", "t_", "transpose_", "squeeze_",
-                   "unsqueeze_", "swapdims_", "swapaxes_", "detach_", "unsafe_split_"}
 
 # mutating ops whose functional twin has another name or overload: (functional op, how the
 # functional op's outputs map: the op's own outputs, then {written arg position: output index})
@@ -68,20 +65,22 @@ _FUNCTIONAL = {
 }
 
 
-# ops that write arguments their schema does not mark as written: batch norm's running
-# statistics in training mode -> {op: positions written when the op trains}
-_UNMARKED_WRITES = {aten.native_batch_norm.default: (3, 4), aten.cudnn_batch_norm.default: (3, 4),
-                    aten.miopen_batch_norm.default: (3, 4)}
+def _written(func, args, kwargs) -> list:
+    """Positions of the arguments `func` writes: pydynamo.mutation's one record of in-place
+    semantics (schema annotations, and batch norm's unmarked running statistics). A layout
+    change in place (t_, squeeze_, resize_ ...) or an out= argument is refused."""
+    m = mutation_of("call_function", func, args, kwargs)
+    if m is None:
+        return []
+    if m.metadata or any(isinstance(w, str) for w in m.mutated):
+        raise Unsupported(f"{func} changes a tensor's layout in place or writes out=")
+    return list(m.mutated)
 
 
-def _written(func, args) -> list:
-    """Positions of the arguments `func` writes (schema annotations, and the unmarked ones)."""
-    writes = [i for i, a in enumerate(func._schema.arguments)
-              if a.alias_info is not None and a.alias_info.is_write]
-    hidden = _UNMARKED_WRITES.get(func)
-    if hidden and len(args) > 5 and args[5]:
-        writes += [i for i in hidden if args[i] is not None]
-    return writes
+def _unmarked(func, i) -> bool:
+    """The schema does not say argument i is written (batch norm's running statistics): eager
+    writes it without a version bump."""
+    return func._schema.arguments[i].alias_info is None
 
 
 def _cpu_eval_batch_norm(args, device, out):
@@ -361,13 +360,7 @@ class Recorder:
         return None
 
     def dispatch(self, func, args, kwargs):
-        name = func.overloadpacket.__name__
-        schema = func._schema
-        writes = _written(func, args)
-        if name in _LAYOUT_INPLACE:
-            raise Unsupported(f"{func} changes a tensor's layout in place")
-        if any(schema.arguments[i].kwarg_only for i in writes):
-            raise Unsupported(f"{func}: out= overload")
+        writes = _written(func, args, kwargs)
         tensors = [a for a in _leaves((args, kwargs)) if isinstance(a, _Traced)]
         # the result's device: the op's device argument, else its first tensor argument's
         # (a constant the graph made counts: lift_fresh of a CUDA tensor answers on CUDA)
@@ -490,16 +483,15 @@ class Recorder:
                         for i in writes:
                             if func._schema.arguments[i].alias_info.before_set == r.alias_info.before_set:
                                 new_values[i] = own_outputs[k]
-        hidden = _UNMARKED_WRITES.get(func, ())
         for i, new in new_values.items():
             self._write(args[i], new)
-            if i not in hidden:   # eager's in-place op bumps the version; batch norm's stats not
+            if not _unmarked(func, i):   # eager's in-place op bumps the version; batch norm's stats not
                 self.bumped.add(_storage_key(args[i].elem))
         # the op's result: the written argument itself where the schema says so, else new tensors
         results = list(out) if isinstance(out, (tuple, list)) else [out]
         wrapped = []
         for k, (o, r) in enumerate(zip(results, func._schema.returns)):
-            if r.alias_info is not None and r.alias_info.is_write and func not in _UNMARKED_WRITES:
+            if r.alias_info is not None and r.alias_info.is_write:
                 src = next(args[i] for i in writes
                            if func._schema.arguments[i].alias_info.before_set == r.alias_info.before_set)
                 wrapped.append(src)
