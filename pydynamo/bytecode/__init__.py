@@ -1,4 +1,4 @@
-"""pydynamo.bytecode: read, edit and write CPython 3.11/3.12 code objects.
+"""pydynamo.bytecode: read, edit and write CPython 3.11/3.12/3.13 code objects.
 
 No layer above this one writes raw opcodes, offsets or table bytes.  Modules (each docstring is
 the reference for its part):
@@ -17,7 +17,7 @@ the reference for its part):
 Typical use (the executor): ``insts = disassemble(code)``; build a new list from
 ``emit.prologue(code)`` plus ``emit.*`` sequences; ``make_code_like(code, new_insts)``.
 """
-from pydynamo.bytecode.opcodes import PY311, PY312
+from pydynamo.bytecode.opcodes import PY311, PY312, PY313
 from pydynamo.bytecode.instruction import (
     ExnTabEntry, Instruction, clone_instructions, disassemble, localsplus_names,
 )
@@ -27,7 +27,7 @@ from pydynamo.bytecode.resume import (UNBOUND, ResumeFunction, make_break_functi
                                       make_resume_function, origin_of, user_code_name, user_frame_name)
 
 __all__ = [
-    "PY311", "PY312", "ExnTabEntry", "Instruction", "clone_instructions", "disassemble",
+    "PY311", "PY312", "PY313", "ExnTabEntry", "Instruction", "clone_instructions", "disassemble",
     "localsplus_names", "CodeLayout", "make_code", "make_code_like", "analysis", "emit",
     "UNBOUND", "ResumeFunction", "make_resume_function", "make_break_function", "origin_of",
     "user_code_name", "user_frame_name",

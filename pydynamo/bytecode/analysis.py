@@ -114,6 +114,20 @@ _READS = frozenset(n for n in ("LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_AND_CL
 _WRITES = frozenset(n for n in ("STORE_FAST", "STORE_FAST_MAYBE_NULL") if n in ops.OPMAP)
 # DELETE_FAST reads (it raises if the name is unbound) and LOAD_FAST_AND_CLEAR reads the old
 # value (3.12 comprehensions save it on the stack), so both count as uses.
+_PAIR_ACCESS = {"LOAD_FAST_LOAD_FAST": "rr", "STORE_FAST_LOAD_FAST": "wr",
+                "STORE_FAST_STORE_FAST": "ww"}
+
+
+def local_accesses(inst: Instruction) -> list[tuple[str, str]]:
+    """(name, "r" | "w") for each plain local `inst` reads or writes, in execution order
+    (3.13's superinstructions touch two; STORE_FAST_STORE_FAST stores TOS into the first)."""
+    if inst.opname in _READS:
+        return [(inst.argval, "r")]
+    if inst.opname in _WRITES:
+        return [(inst.argval, "w")]
+    if inst.opname in _PAIR_ACCESS:
+        return list(zip(inst.argval, _PAIR_ACCESS[inst.opname]))
+    return []
 
 
 def _all_successors(insts: Sequence[Instruction]) -> list[list[int]]:
@@ -141,10 +155,11 @@ def live_locals(insts: Sequence[Instruction]) -> list[frozenset[str]]:
             out: set[str] = set()
             for s in succ[k]:
                 out |= live[s]
-            if inst.opname in _WRITES:
-                out.discard(inst.argval)
-            if inst.opname in _READS:
-                out.add(inst.argval)
+            for name, how in reversed(local_accesses(inst)):
+                if how == "w":
+                    out.discard(name)
+                else:
+                    out.add(name)
             new = frozenset(out)
             if new != live[k]:
                 live[k] = new
@@ -160,7 +175,7 @@ def maybe_unbound(insts: Sequence[Instruction], args: Sequence[str]) -> list[fro
     succ = _all_successors(insts)
     slots = stack_slots(insts)
     index = {id(i): k for k, i in enumerate(insts)}
-    names = frozenset(i.argval for i in insts if i.opname in _READS | _WRITES)
+    names = frozenset(n for i in insts for n, _ in local_accesses(i))
     bound: list[frozenset[str] | None] = [None] * len(insts)
     bound[0] = frozenset(args)
     work = [0]
@@ -168,12 +183,18 @@ def maybe_unbound(insts: Sequence[Instruction], args: Sequence[str]) -> list[fro
         k = work.pop()
         inst, cur = insts[k], set(bound[k])
         after = set(cur)
-        if inst.opname in _WRITES and slots[k] and slots[k][-1] != MAYBE_NULL:
-            after.add(inst.argval)
-        # storing a maybe-NULL (3.12 restoring a comprehension variable) may unbind
-        if inst.opname in ("DELETE_FAST", "LOAD_FAST_AND_CLEAR") or inst.opname in _WRITES \
-                and slots[k] and slots[k][-1] == MAYBE_NULL:
+        if inst.opname in ("DELETE_FAST", "LOAD_FAST_AND_CLEAR"):
             after.discard(inst.argval)
+        depth = 1
+        for name, how in local_accesses(inst):
+            if how != "w":
+                continue
+            # storing a maybe-NULL (3.12+ restoring a comprehension variable) may unbind
+            if slots[k] and len(slots[k]) >= depth and slots[k][-depth] == MAYBE_NULL:
+                after.discard(name)
+            elif slots[k]:
+                after.add(name)
+            depth += 1
         handler = index[id(inst.exn_tab_entry.target)] if inst.exn_tab_entry else None
         for s in succ[k]:
             # an exception can be raised before the instruction's own store happens
@@ -235,22 +256,28 @@ VALUE, NULL, MAYBE_NULL, WITH_EXIT = "value", "null", "maybe_null", "with_exit"
 def _pushes(inst: Instruction) -> tuple[int, tuple[str, ...]] | None:
     """(pops, pushed slot kinds) for opcodes that push NULL or a with-exit; None: generic."""
     name, arg = inst.opname, inst.arg or 0
+    # the callable's companion slot: below it up to 3.12, above it since 3.13 (CALL's stack is
+    # [callable, self_or_null, *args] there)
+    pair = (lambda extra: (VALUE, extra)) if ops.PY313 else (lambda extra: (extra, VALUE))
     if name == "PUSH_NULL":
         return 0, (NULL,)
     if name == "LOAD_GLOBAL" and arg & 1:
-        return 0, (NULL, VALUE)
-    if name == "LOAD_METHOD" or (name == "LOAD_ATTR" and ops.PY312 and arg & 1):
-        return 1, (MAYBE_NULL, VALUE)
+        return 0, pair(NULL)
+    if name == "LOAD_METHOD" or (name == "LOAD_ATTR" and not ops.PY311 and arg & 1):
+        return 1, pair(MAYBE_NULL)
     if name == "LOAD_SUPER_ATTR":
-        return 3, ((MAYBE_NULL, VALUE) if arg & 1 else (VALUE,))
+        return 3, (pair(MAYBE_NULL) if arg & 1 else (VALUE,))
     if name == "LOAD_FAST_AND_CLEAR":
         return 0, (MAYBE_NULL,)
     if name == "BEFORE_WITH":
         return 1, (WITH_EXIT, VALUE)
     if name == "CALL":  # dis charges 3.11's PRECALL with the arguments, CALL with 2 slots
         return (2 if ops.PY311 else arg + 2), (VALUE,)
-    if name == "CALL_FUNCTION_EX":  # [NULL or self?, fn, args, kwargs?]: the result replaces
-        return 3 + (arg & 1), (VALUE,)  # the NULL slot too (a net effect would keep its kind)
+    if name == "CALL_KW":  # 3.13: the keyword names tuple on top of the arguments
+        return arg + 3, (VALUE,)
+    if name == "CALL_FUNCTION_EX":  # [NULL, fn, args, kwargs?] (3.13: [fn, NULL, ...]): the
+        return 3 + (arg & 1), (VALUE,)  # result replaces the NULL slot too (a net effect would
+        # keep its kind)
     return None
 
 

@@ -143,6 +143,11 @@ def _assign_args(insts: Sequence[Instruction], consts: _Pool, names: _Pool,
         elif kind == "compare":
             if inst.arg is None or (inst.arg >> bits) != dis.cmp_op.index(inst.argval):
                 inst.arg = ops.COMPARE_ARGS[inst.argval]
+        elif kind == "local_pair":
+            first, second = (slot.get(n) for n in inst.argval)
+            if first is None or second is None:
+                raise ValueError(f"{inst!r}: {inst.argval!r} are not locals of the new code")
+            inst.arg = (first << 4) | second  # < 16 each: _split_pairs made sure
         else:  # local / free: an index into localsplus
             if inst.arg is not None and inst.arg < len(localsplus) \
                     and localsplus[inst.arg] == inst.argval:
@@ -150,6 +155,25 @@ def _assign_args(insts: Sequence[Instruction], consts: _Pool, names: _Pool,
             if inst.argval not in slot:
                 raise ValueError(f"{inst!r}: {inst.argval!r} is not a local of the new code")
             inst.arg = slot[inst.argval]
+
+
+def _split_pairs(insts: Sequence[Instruction], localsplus: Sequence[str]) -> list[Instruction]:
+    """3.13's two-local superinstructions hold 4-bit indices: where a new layout moves either
+    local past 15 (resume functions reorder locals), the instruction becomes its two halves.
+    The first half keeps the object (jumps and handlers that land on it stay right)."""
+    slot = {n: i for i, n in reversed(list(enumerate(localsplus)))}
+    halves = {"LOAD_FAST_LOAD_FAST": ("LOAD_FAST", "LOAD_FAST"),
+              "STORE_FAST_LOAD_FAST": ("STORE_FAST", "LOAD_FAST"),
+              "STORE_FAST_STORE_FAST": ("STORE_FAST", "STORE_FAST")}
+    out: list[Instruction] = []
+    for inst in insts:
+        out.append(inst)
+        if inst.opname in halves and any(slot.get(n, 16) > 15 for n in inst.argval):
+            (a, b), (na, nb) = halves[inst.opname], inst.argval
+            inst.opname, inst.arg, inst.argval = a, None, na
+            out.append(Instruction(b, argval=nb, positions=inst.positions,
+                                   exn_tab_entry=inst.exn_tab_entry))
+    return out
 
 
 def _ext_count(arg: int | None) -> int:
@@ -167,9 +191,10 @@ def _layout_jumps(insts: Sequence[Instruction]) -> list[int]:
     for inst in insts:
         if inst.is_jump and id(inst.target) not in index:
             raise ValueError(f"{inst!r}: jump target is not in the instruction list")
-        if inst.opname == "FOR_ITER" and ops.PY312 and inst.target.opname != "END_FOR":
+        if inst.opname == "FOR_ITER" and not ops.PY311 and inst.target.opname != "END_FOR":
             # 3.12's FOR_ITER skips one unit past its target when the iterator is exhausted
-            raise ValueError(f"{inst!r}: on 3.12 FOR_ITER must target an END_FOR")
+            # (3.13's two: END_FOR and the POP_TOP after it)
+            raise ValueError(f"{inst!r}: on 3.12+ FOR_ITER must target an END_FOR")
     while True:
         offsets, pos = [], 0
         for k, inst in enumerate(insts):
@@ -215,6 +240,7 @@ def assemble(insts: Sequence[Instruction], *, consts: Sequence[Any] = (),
         raise ValueError("cannot assemble an empty instruction list")
     const_pool = _Pool(consts, _const_key)
     name_pool = _Pool(names)
+    insts = _split_pairs(insts, localsplus)
     _assign_args(insts, const_pool, name_pool, localsplus)
     offsets = _layout_jumps(insts)
     code = bytearray()
@@ -248,7 +274,14 @@ def assemble(insts: Sequence[Instruction], *, consts: Sequence[Any] = (),
 
 
 def _used_locals(insts: Sequence[Instruction]) -> list[str]:
-    return [i.argval for i in insts if ops.arg_kind(i.opname) in ("local", "free")]
+    out = []
+    for i in insts:
+        kind = ops.arg_kind(i.opname)
+        if kind in ("local", "free"):
+            out.append(i.argval)
+        elif kind == "local_pair":
+            out += i.argval
+    return out
 
 
 def _check_prologue(insts: Sequence[Instruction], layout: CodeLayout) -> None:

@@ -4,11 +4,14 @@ Every helper returns a *new list* of fresh `Instruction`s, so results can be con
 freely.  Version differences live here, one helper per topic, and nowhere else above this
 package:
 
-* loads of globals/methods that also push NULL (LOAD_GLOBAL low bit on both versions;
-  3.11 LOAD_METHOD vs 3.12 LOAD_ATTR method bit);
-* calls: 3.11 ``[KW_NAMES] PRECALL n CALL n``, 3.12 ``[KW_NAMES] CALL n``.  Both expect the
-  stack ``NULL, callable, *positional, *keyword values`` (or ``method, self, ...``);
-* returns: 3.12 ``RETURN_CONST``, 3.11 ``LOAD_CONST; RETURN_VALUE``;
+* loads of globals/methods that also push NULL (LOAD_GLOBAL low bit on every version;
+  3.11 LOAD_METHOD vs 3.12+ LOAD_ATTR method bit);
+* calls: 3.11 ``[KW_NAMES] PRECALL n CALL n``, 3.12 ``[KW_NAMES] CALL n``, 3.13 ``CALL n`` or
+  ``LOAD_CONST names; CALL_KW n``.  3.11/3.12 expect the stack ``NULL, callable, *positional,
+  *keyword values`` (or ``method, self, ...``); 3.13 ``callable, NULL, ...`` (or ``method,
+  self, ...``).  `callable_` pushes a callable with its NULL in the right place;
+* MAKE_FUNCTION: 3.11/3.12 flags in its arg, 3.13 one SET_FUNCTION_ATTRIBUTE per attribute;
+* returns: 3.12+ ``RETURN_CONST``, 3.11 ``LOAD_CONST; RETURN_VALUE``;
 * the frame prologue (COPY_FREE_VARS, MAKE_CELL, RESUME).
 
 Stack comments use ``[... , a, b]`` with the top of stack on the right.
@@ -61,7 +64,7 @@ def load_fast(name: str, checked: bool = False) -> Seq:
     """Push a plain local.  3.12's LOAD_FAST assumes the local is bound (an unbound one pushes
     NULL and may crash later): pass checked=True unless it is known to be bound, to raise
     UnboundLocalError instead (LOAD_FAST_CHECK; 3.11's LOAD_FAST always checks)."""
-    return [Instruction("LOAD_FAST_CHECK" if checked and ops.PY312 else "LOAD_FAST",
+    return [Instruction("LOAD_FAST_CHECK" if checked and not ops.PY311 else "LOAD_FAST",
                         argval=name)]
 
 
@@ -83,8 +86,9 @@ def store_deref(name: str) -> Seq:
 
 
 def load_closure(name: str) -> Seq:
-    """The cell object itself (for building a closure tuple)."""
-    return [Instruction("LOAD_CLOSURE", argval=name)]
+    """The cell object itself (for building a closure tuple; 3.13's LOAD_CLOSURE is a pseudo-op
+    for LOAD_FAST of the cell's slot)."""
+    return [Instruction("LOAD_FAST" if ops.PY313 else "LOAD_CLOSURE", argval=name)]
 
 
 def load_local(code: CodeType, name: str) -> Seq:
@@ -101,7 +105,8 @@ def store_local(code: CodeType, name: str) -> Seq:
 
 
 def load_global(name: str, push_null: bool = False) -> Seq:
-    """[...] -> [..., NULL, value] when push_null (ready for `call`), else [..., value]."""
+    """[...] -> [..., NULL, value] when push_null (3.13: [..., value, NULL]; ready for `call`),
+    else [..., value]."""
     return [Instruction("LOAD_GLOBAL", int(push_null), argval=name)]
 
 
@@ -119,7 +124,8 @@ def load_attr(name: str) -> Seq:
 
 
 def load_method(name: str) -> Seq:
-    """[..., obj] -> [..., meth, obj] or [..., NULL, obj.name]: ready for `call`."""
+    """[..., obj] -> [..., meth, obj] or [..., NULL, obj.name] (3.13: [..., obj.name, NULL]):
+    ready for `call`."""
     if ops.PY311:
         return [Instruction("LOAD_METHOD", argval=name)]
     return [Instruction("LOAD_ATTR", 1, argval=name)]
@@ -152,13 +158,24 @@ def subscr_const(key: Any) -> Seq:
 
 # -- calls -------------------------------------------------------------------------------------
 
+def callable_(fn: Seq) -> Seq:
+    """[...] -> a callable ready for `call`: `fn` pushes the callable; NULL goes below it
+    (3.11/3.12) or above it (3.13)."""
+    return list(fn) + push_null() if ops.PY313 else push_null() + list(fn)
+
+
 def call(nargs: int, kw_names: Sequence[str] = ()) -> Seq:
-    """[..., NULL|meth, callable|self, *args] -> [..., result].
+    """[..., NULL|meth, callable|self, *args] -> [..., result] (3.13: [..., callable|meth,
+    NULL|self, *args]).
 
     `nargs` counts all arguments on the stack; the last len(kw_names) are keyword values."""
     kw = list(kw_names)
     if len(kw) > nargs:
         raise ValueError("more keyword names than arguments")
+    if ops.PY313:
+        if kw:
+            return load_const(tuple(kw)) + [Instruction("CALL_KW", nargs)]
+        return [Instruction("CALL", nargs)]
     out: Seq = [Instruction("KW_NAMES", argval=tuple(kw))] if kw else []
     if ops.PY311:
         out.append(Instruction("PRECALL", nargs))
@@ -173,7 +190,7 @@ def call_function(fn: Seq, args: Sequence[Seq] = (), kwargs: dict[str, Seq] | No
     `fn`, each arg and each kwarg value are sequences that push one value (`fn` may push
     NULL + value itself, e.g. `load_global(name, push_null=True)`; then say fn_pushes_null)."""
     kwargs = kwargs or {}
-    out = list(fn) if fn_pushes_null else push_null() + list(fn)
+    out = list(fn) if fn_pushes_null else callable_(fn)
     for a in args:
         out += a
     for v in kwargs.values():
@@ -190,7 +207,8 @@ def call_method(obj: Seq, name: str, args: Sequence[Seq] = ()) -> Seq:
 
 
 def call_function_ex(has_kwargs: bool) -> Seq:
-    """[..., NULL, callable, args_tuple(, kwargs_dict)] -> [..., result]."""
+    """[..., NULL, callable, args_tuple(, kwargs_dict)] -> [..., result] (3.13: callable
+    below NULL, as `callable_` pushes them)."""
     return [Instruction("CALL_FUNCTION_EX", int(has_kwargs))]
 
 
@@ -205,6 +223,9 @@ def make_function(code: CodeType, closure: Sequence[str] = ()) -> Seq:
         out += [i for name in closure for i in load_closure(name)]
         out += build_tuple(len(closure))
         flags |= 0x08
+    if ops.PY313:
+        attrs = [Instruction("SET_FUNCTION_ATTRIBUTE", 0x08)] if flags else []
+        return out + load_const(code) + [Instruction("MAKE_FUNCTION")] + attrs
     return out + load_const(code) + [Instruction("MAKE_FUNCTION", flags)]
 
 
@@ -271,7 +292,7 @@ def list_extend() -> Seq:
 
 def list_to_tuple() -> Seq:
     return [Instruction("CALL_INTRINSIC_1", _intrinsic("INTRINSIC_LIST_TO_TUPLE"))] \
-        if ops.PY312 else [Instruction("LIST_TO_TUPLE")]
+        if not ops.PY311 else [Instruction("LIST_TO_TUPLE")]
 
 
 def _intrinsic(name: str) -> int:
@@ -286,7 +307,10 @@ def pop_top() -> Seq:
 
 
 def pop_null() -> Seq:
-    """[..., NULL] -> [...]: POP_TOP cannot pop NULL, so call a no-op through it."""
+    """[..., NULL] -> [...]: POP_TOP cannot pop NULL, so call a no-op through it (3.13 calls
+    the slot below NULL: the no-op goes there)."""
+    if ops.PY313:
+        return load_const(_noop) + swap(2) + call(0) + pop_top()
     return load_const(_noop) + call(0) + pop_top()
 
 
@@ -317,5 +341,7 @@ def jump(target: Instruction) -> Seq:
 
 
 def pop_jump_if(truth: bool, target: Instruction) -> Seq:
-    """[..., cond] -> [...]; jump when bool(cond) is `truth` (forward only on 3.12)."""
-    return [Instruction("POP_JUMP_IF_TRUE" if truth else "POP_JUMP_IF_FALSE", target=target)]
+    """[..., cond] -> [...]; jump when bool(cond) is `truth` (forward only on 3.12+; 3.13's
+    conditional jumps take an exact bool, so TO_BOOL converts first)."""
+    jump_ = Instruction("POP_JUMP_IF_TRUE" if truth else "POP_JUMP_IF_FALSE", target=target)
+    return [Instruction("TO_BOOL"), jump_] if ops.PY313 else [jump_]

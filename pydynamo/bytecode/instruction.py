@@ -9,7 +9,8 @@ folded in.  Invariants the rest of the package relies on:
 * `argval` is the source of truth for const/name/local/free/compare arguments; `arg` is
   recomputed by the assembler, except for the flag bits that some opcodes keep below the index
   (LOAD_GLOBAL push-NULL bit; on 3.12 also LOAD_ATTR method bit, LOAD_SUPER_ATTR's two bits and
-  COMPARE_OP's low 4 bits), which are read from `arg`.  For jumps, `target` is the truth and
+  COMPARE_OP's low 4 bits, 5 on 3.13), which are read from `arg`.  3.13's two-local
+  superinstructions (LOAD_FAST_LOAD_FAST, ...) have a pair of names as `argval`.  For jumps, `target` is the truth and
   `arg`/`argval` are informational (byte offset of the target after the last assembly).
 * `offset` is the byte offset of the instruction's first code unit, EXTENDED_ARG prefix
   included (this is where jumps and exception handlers land); None for new instructions.
@@ -118,6 +119,8 @@ def _argval(code: CodeType, name: str, arg: int, localsplus) -> Any:
         return code.co_names[index]
     if kind in ("local", "free"):
         return localsplus[arg]
+    if kind == "local_pair":
+        return localsplus[arg >> 4], localsplus[arg & 15]
     if kind == "compare":
         return dis.cmp_op[index]
     return arg
@@ -140,7 +143,7 @@ def disassemble(code: CodeType) -> list[Instruction]:
             i += 2
             continue
         name = ops.OPNAME[op]
-        arg = (ext | byte) if op >= ops.HAVE_ARGUMENT else None
+        arg = (ext | byte) if ops.has_arg(name) else None
         ncache = ops.cache_entries(name)
         inst = Instruction(name, arg, offset=start, positions=dis.Positions(*positions[i // 2]))
         if arg is not None:

@@ -1,7 +1,7 @@
 """Facts about the running interpreter's opcodes, gathered in one place.
 
-Everything here is read from `dis`/`opcode` of the running CPython (3.11 or 3.12); no opcode
-number or stack effect is hard-coded.  The few version differences that cannot be read from
+Everything here is read from `dis`/`opcode` of the running CPython (3.11, 3.12 or 3.13); no
+opcode number or stack effect is hard-coded.  The few version differences that cannot be read from
 those modules (which opcodes keep flag bits below their name index, which jump opcodes come in
 forward/backward pairs) are tables keyed by *name*, with one entry per version.
 
@@ -13,7 +13,9 @@ Vocabulary used by the rest of pydynamo.bytecode:
   real opcode once it knows where the target lies.
 * ``arg_kind(opname)``: how an instruction's ``argval`` maps to its ``arg`` -- one of
   ``"const"``, ``"name"``, ``"local"`` (index into localsplus), ``"free"`` (index into
-  localsplus too, since 3.11), ``"jump"``, ``"compare"``, ``"int"`` or ``None`` (no argument).
+  localsplus too, since 3.11), ``"local_pair"`` (3.13's LOAD_FAST_LOAD_FAST, STORE_FAST_LOAD_FAST,
+  STORE_FAST_STORE_FAST: two 4-bit localsplus indices, first name in the high nibble; ``argval``
+  is the pair of names), ``"jump"``, ``"compare"``, ``"int"`` or ``None`` (no argument).
 """
 from __future__ import annotations
 
@@ -21,19 +23,30 @@ import dis
 import opcode
 import sys
 
+from pydynamo.versions import SUPPORTED_PYTHONS, unsupported_python
+
 PY311 = sys.version_info[:2] == (3, 11)
 PY312 = sys.version_info[:2] == (3, 12)
-if not (PY311 or PY312):  # fail closed: the executor turns this into an eager fallback
-    raise ImportError(f"pydynamo.bytecode supports CPython 3.11 and 3.12, not {sys.version}")
+PY313 = sys.version_info[:2] == (3, 13)
+if unsupported_python():  # fail closed; eval_frame never gets here on such a Python (eager + warning)
+    raise ImportError(unsupported_python())
 
 OPMAP: dict[str, int] = {name: op for name, op in opcode.opmap.items() if op < 256}
 OPNAME: dict[int, str] = {op: name for name, op in OPMAP.items()}
 HAVE_ARGUMENT: int = opcode.HAVE_ARGUMENT
 EXTENDED_ARG: int = opcode.EXTENDED_ARG
 CACHE: int = OPMAP["CACHE"]
+# 3.12+ list the opcodes that take an argument (3.13's WITH_EXCEPT_START sits at HAVE_ARGUMENT
+# and takes none); 3.11 has only the threshold.
+_HASARG = frozenset(OPNAME[op] for op in getattr(opcode, "hasarg", range(HAVE_ARGUMENT, 256))
+                    if op in OPNAME)
 
+# 3.11/3.12: a list indexed by opcode; 3.13: a dict by name
+_entries = opcode._inline_cache_entries
 _CACHE_ENTRIES: dict[str, int] = {
-    OPNAME[op]: n for op, n in enumerate(opcode._inline_cache_entries) if n and op in OPNAME
+    name: n for name, n in (_entries.items() if isinstance(_entries, dict)
+                            else ((OPNAME.get(op), n) for op, n in enumerate(_entries)))
+    if n and name in OPMAP
 }
 
 
@@ -52,11 +65,15 @@ HASCOMPARE = _names(opcode.hascompare)
 BACKWARD_JUMPS = frozenset(n for n in JUMPS if "BACKWARD" in n)
 
 # Opcodes whose arg packs flag bits below the name/compare index: {opname: number of low bits}.
+# 3.13's COMPARE_OP adds bit 4: coerce the result to bool (only before a conditional jump).
 FLAG_BITS: dict[str, int] = (
     {"LOAD_GLOBAL": 1}
     if PY311
-    else {"LOAD_GLOBAL": 1, "LOAD_ATTR": 1, "LOAD_SUPER_ATTR": 2, "COMPARE_OP": 4}
+    else {"LOAD_GLOBAL": 1, "LOAD_ATTR": 1, "LOAD_SUPER_ATTR": 2, "COMPARE_OP": 4 if PY312 else 5}
 )
+# 3.13 superinstructions over two fast locals (compiler output only when both indices < 16).
+LOCAL_PAIRS = frozenset(n for n in ("LOAD_FAST_LOAD_FAST", "STORE_FAST_LOAD_FAST",
+                                    "STORE_FAST_STORE_FAST") if n in OPMAP)
 
 
 
@@ -107,8 +124,10 @@ def cache_entries(opname: str) -> int:
 def _arg_kind(opname: str) -> str | None:
     if opname in JUMPS or opname in VIRTUAL_JUMPS:
         return "jump"
-    if OPMAP[opname] < HAVE_ARGUMENT:
+    if opname not in _HASARG:
         return None
+    if opname in LOCAL_PAIRS:
+        return "local_pair"
     for kind, table in (("const", HASCONST), ("name", HASNAME), ("local", HASLOCAL),
                         ("free", HASFREE), ("compare", HASCOMPARE)):
         if opname in table:
@@ -154,5 +173,4 @@ def stack_effect(opname: str, arg: int | None, *, jump: bool | None = None) -> i
     """Net stack effect from the interpreter (`jump=None`: the maximum of both branches)."""
     if opname in _EFFECT_OVERRIDES:
         return _EFFECT_OVERRIDES[opname]
-    op = OPMAP[opname]
-    return dis.stack_effect(op, arg if op >= HAVE_ARGUMENT else None, jump=jump)
+    return dis.stack_effect(OPMAP[opname], arg if opname in _HASARG else None, jump=jump)

@@ -109,7 +109,7 @@ class ResumeFunction:
             if exit_contexts and i in self.reenter_slots:
                 out += emit.call_function(emit.load_const(_exit_context), [emit.load_fast(_tmp(i))])
                 out += emit.store_fast(_tmp(i))
-        out += emit.push_null() + emit.make_function(self.code, self.closure)
+        out += emit.callable_(emit.make_function(self.code, self.closure))
         unbound, maybe = set(unbound), set(maybe_unbound)
         for name in self.params:
             if name.startswith(_STACK):
@@ -117,7 +117,7 @@ class ResumeFunction:
             elif name in unbound:
                 out += emit.load_const(UNBOUND)
             elif name in maybe:
-                out += emit.call_method(emit.push_null() + emit.load_const(locals) + emit.call(0),
+                out += emit.call_method(emit.callable_(emit.load_const(locals)) + emit.call(0),
                                         "get", [emit.load_const(name), emit.load_const(UNBOUND)])
             else:
                 out += emit.load_fast(name)
@@ -274,7 +274,7 @@ def _build(code: CodeType, insts: list[Instruction], k: int, slots: Sequence[str
     origins = [i.offset for i in body]
     new = make_code(code, pro + body, layout, name=name, qualname=name,
                     flags=code.co_flags & ~0x04 & ~0x08)  # no *args/**kwargs
-    _remember_origin(new, code, len(pro), origins)
+    _remember_origin(new, code, body, origins)
     return ResumeFunction(new, name, insts[k].offset, len(slots), stack_args, nulls, reenter,
                           local_args, cells, argnames)
 
@@ -397,12 +397,11 @@ def user_frame_name(code: CodeType) -> str:
     return f"the rest of {user_code_name(code)} (resumed after a graph break)"
 
 
-def _remember_origin(new: CodeType, code: CodeType, npro: int, origins: list) -> None:
+def _remember_origin(new: CodeType, code: CodeType, body: list, origins: list) -> None:
+    """`body`: the instructions as assembled into `new` (their offsets are `new`'s now);
+    `origins`: their offsets in `code` (None: made for the resume code)."""
     root = _origins.get(code)
-    insts = disassemble(new)[npro:]
-    if len(insts) != len(origins):
-        return
-    mapping = {i.offset: o for i, o in zip(insts, origins) if o is not None}
+    mapping = {i.offset: o for i, o in zip(body, origins) if o is not None}
     if root is not None and root[0]() is not None:  # resume code of resume code: map through
         mapping = {k: root[1][v] for k, v in mapping.items() if v in root[1]}
         code = root[0]()

@@ -46,7 +46,7 @@ def test_calls_positional_keyword_and_method():
 def test_keyword_call_on_method_and_call_function_ex():
     body = (emit.load_fast("x") + emit.load_method("scaled") + emit.load_const(2)
             + emit.load_const(7) + emit.call(2, ("offset",))
-            + emit.push_null() + emit.load_global("kwfn") + emit.load_fast("y")
+            + emit.callable_(emit.load_global("kwfn")) + emit.load_fast("y")
             + emit.build_const_key_map(["c"]) + emit.load_const((1,)) + emit.swap(2)
             + emit.call_function_ex(True) + emit.build_list(2) + emit.return_value())
     assert _run(_t, body, Box(5), 8) == [17, (1, 1, 8)]
@@ -101,7 +101,7 @@ def test_closures_prologue_and_locals():
     inner_code = next(c for c in code.co_consts if isinstance(c, types.CodeType))
     body = (emit.load_const(40) + emit.store_local(code, "b")
             + emit.make_function(inner_code, closure=["a", "b"]) + emit.store_fast("tmp")
-            + emit.push_null() + emit.load_fast("tmp") + emit.call(0)
+            + emit.callable_(emit.load_fast("tmp")) + emit.call(0)
             + emit.load_local(code, "a") + emit.build_tuple(2) + emit.return_value())
     new = make_code_like(code, emit.prologue(code) + body)
     assert new.co_cellvars == code.co_cellvars and new.co_varnames[-1] == "tmp"
