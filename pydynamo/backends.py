@@ -14,6 +14,7 @@ runs eagerly (warned), so nothing breaks. Any callable is accepted as a backend 
 """
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from typing import Callable, Union
 
@@ -21,13 +22,19 @@ import torch
 
 from pydynamo import aot
 from pydynamo import autocast as _autocast
+from pydynamo.exc import InvalidArgument, InvalidBackend, PydynamoWarning
 from pydynamo.mutation import node_mutation
 
 _REGISTRY: dict[str, Callable] = {}
 
 
 def register_backend(name: str, fn: Callable | None = None):
-    """`register_backend("mine", fn)` or `@register_backend("mine")`."""
+    """Register a backend under `name` for `pydynamo.optimize(backend=name)`:
+    `register_backend("mine", fn)` or `@register_backend("mine")` above `def fn(gm, example_inputs)`.
+
+    A backend receives each captured torch.fx.GraphModule and its example inputs (tensors and
+    Python numbers, in placeholder order) and returns a callable with the graph's signature,
+    e.g. `gm.forward` to run it as is. Options given to optimize() reach it as keywords."""
     def deco(f):
         _REGISTRY[name] = f
         return f
@@ -35,6 +42,8 @@ def register_backend(name: str, fn: Callable | None = None):
 
 
 def list_backends() -> list[str]:
+    """The names `pydynamo.optimize(backend=...)` accepts: "codegen" (the default) and its alias
+    "inductor", "eager", "aot_eager", and every name given to register_backend."""
     return sorted(_REGISTRY)
 
 
@@ -43,8 +52,60 @@ def lookup_backend(backend: Union[str, Callable]) -> Callable:
         return backend
     try:
         return _REGISTRY[backend]
-    except KeyError:
-        raise ValueError(f"unknown backend {backend!r}; known: {list_backends()}") from None
+    except (KeyError, TypeError):
+        raise InvalidBackend(backend, list_backends()) from None
+
+
+# torch.compile's modes; "default" is no mode. The codegen backend honours them (codegen.Options);
+# other backends ignore them (warned at the optimize() call, as torch.compile warns at the first).
+MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+CODEGEN = ("codegen", "inductor")   # "inductor": the same backend, so torch.compile call sites port
+
+
+def check_settings(backend, mode, options, fullgraph, dynamic) -> None:
+    """Validate optimize()'s arguments at the call, raising what torch.compile raises for the same
+    mistake (InvalidBackend, RuntimeError for mode/options) with the valid values; a setting the
+    backend ignores warns. Options of the codegen backend are checked against codegen.Options'
+    fields and values; a callable backend receives its options as keywords, unchecked."""
+    lookup_backend(backend)
+    if not isinstance(fullgraph, (bool, int)) or fullgraph not in (0, 1):
+        raise InvalidArgument(f"fullgraph must be True or False, got {fullgraph!r}")
+    if not (dynamic is None or isinstance(dynamic, bool)):   # torch.compile: AssertionError
+        raise InvalidArgument(f"dynamic must be None, True or False, got {dynamic!r}")
+    if mode is not None and mode not in MODES:
+        raise RuntimeError(f"Unrecognized mode={mode}, should be one of: {', '.join(MODES)}")
+    if options is not None and not isinstance(options, dict):
+        raise InvalidArgument(f"options must be a dict, got {type(options).__name__}")
+    if backend in CODEGEN:
+        _check_codegen_options(dict(options or {}), mode)
+    elif isinstance(backend, str) and (mode not in (None, "default") or options):
+        ignored = ", ".join(f"{k}={v!r}" for k, v in (("mode", mode), ("options", options)) if v)
+        warnings.warn(f"pydynamo: backend {backend!r} ignores {ignored} (mode and options are the "
+                      "codegen backend's)", PydynamoWarning, stacklevel=3)
+
+
+def _check_codegen_options(options: dict, mode) -> None:
+    try:
+        from codegen.options import Options
+    except ImportError:   # no codegen: its backend runs graphs eagerly (warned when it does)
+        return
+    known = sorted(f.name for f in dataclasses.fields(Options))
+    for name in options:
+        if name not in known:
+            raise RuntimeError(f"Unexpected optimization option {name}, known options are {known}")
+    try:
+        Options(**codegen_options(options, mode))
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"options: {e}") from None
+
+
+def codegen_options(options: dict, mode) -> dict:
+    """The codegen.Options keywords for optimize()'s `options` and `mode`."""
+    if mode in (None, "default"):
+        return dict(options)
+    if mode == "max-autotune-no-cudagraphs":
+        return dict({"cudagraphs": False}, **options, mode="max-autotune")
+    return dict(options, mode=mode)
 
 
 @register_backend("eager")
@@ -78,15 +139,17 @@ def codegen_backend(gm, example_inputs, **options):
             warnings.warn(f"pydynamo: codegen backend unavailable ({e}); running graphs eagerly")
         return gm.forward
 
-    def compile_one(g, inputs):
+    def compile_one(g, inputs, **extra):
         try:
-            return compile_fx(g, inputs, **options)     # options: codegen.Options fields
+            return compile_fx(g, inputs, **options, **extra)    # codegen.Options fields
         except Exception as e:  # codegen is young: a graph it cannot compile still runs (eagerly)
             warnings.warn(f"pydynamo: codegen could not compile a graph ({type(e).__name__}: {e}); "
                           "running it eagerly")
             return g.forward
     if aot.needs_autograd(example_inputs):
-        return aot.aot_compile(gm, example_inputs, compile_one, compile_one)
+        # the backward takes its saved activations as one list it frees as it goes
+        return aot.aot_compile(gm, example_inputs, compile_one,
+                               lambda g, inputs: compile_one(g, inputs, boxed=True))
     if _writes_in_place(gm) or _autocast_regions(gm):
         # in-place writes are functionalized once, by the recorder, for every backend path, and
         # autocast's casts become ops of the recorded graph; a graph it refuses compiles as is

@@ -6,10 +6,21 @@ programs set the attributes. A compile's own choices are codegen options (codege
 not settings. A leaf (imports nothing of the project), so codegen may read it.
 """
 import os
+import warnings
+
+
+def _int_env(name: str, default: int) -> int:
+    text = os.environ.get(name, "")
+    try:
+        return int(text) if text.strip() else default
+    except ValueError:
+        warnings.warn(f"pydynamo: {name}={text!r} is not an integer; using {default}", stacklevel=3)
+        return default
+
 
 # Per code object: how many compiled entries before new inputs run eagerly (existing entries keep
 # serving; nothing good is discarded).
-recompile_limit: int = int(os.environ.get("PYDYNAMO_RECOMPILE_LIMIT", "8"))
+recompile_limit: int = _int_env("PYDYNAMO_RECOMPILE_LIMIT", 8)
 
 # Where generated code (wrappers, kernels, shared libraries, the guard extension) is written,
 # readable and runnable.
@@ -18,9 +29,32 @@ cache_dir: str = os.environ.get("PYDYNAMO_CACHE_DIR", os.path.expanduser("~/.cac
 # Internal tracebacks in user-facing errors only when asked for.
 verbose: bool = os.environ.get("PYDYNAMO_VERBOSE", "0") not in ("", "0")
 
-# Comma-separated log channels: graph_breaks, recompiles, guards, graph_code, bytecode,
-# output_code, perf.
+# The log channels (pydynamo/logs.py): graph breaks with reasons and user lines; why a call
+# recompiled (each failing guard); every guard of a new entry; each captured FX graph's code;
+# the output (replacement) bytecode; the Python source of the code that calls the graphs and
+# kernels; the training path's joint/forward/backward graphs; compile times and per-call times.
+LOG_CHANNELS = ("graph_breaks", "recompiles", "guards", "graph_code", "bytecode", "output_code",
+                "aot", "perf")
+_checked_logs: dict = {}
+
+
+def log_channels(text: str) -> frozenset:
+    """The channels a PYDYNAMO_LOGS / `logs` value names ("all": every one); an unknown name
+    warns once per value, naming the valid ones."""
+    found = _checked_logs.get(text)
+    if found is None:
+        names = {c.strip() for c in text.split(",") if c.strip()}
+        unknown = sorted(names - set(LOG_CHANNELS) - {"all"})
+        if unknown:
+            warnings.warn(f"pydynamo: unknown log channel(s) {', '.join(unknown)} in PYDYNAMO_LOGS / "
+                          f"pydynamo.config.logs; valid: {', '.join(LOG_CHANNELS)}, all", stacklevel=3)
+        found = _checked_logs[text] = frozenset(LOG_CHANNELS if "all" in names else names & set(LOG_CHANNELS))
+    return found
+
+
+# Comma-separated log channels (LOG_CHANNELS, or "all"), checked at import.
 logs: str = os.environ.get("PYDYNAMO_LOGS", "")
+log_channels(logs)
 
 # The C++ compiler for kernel libraries and the guard extension ($CXX, the usual spelling).
 cxx: str = os.environ.get("CXX", "g++")

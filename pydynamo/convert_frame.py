@@ -33,14 +33,15 @@ import torch
 from pydynamo import _C
 from pydynamo import autocast as _autocast
 from pydynamo import config, logs
-from pydynamo.backends import lookup_backend
+from pydynamo.backends import CODEGEN, codegen_options, lookup_backend
 from pydynamo.bytecode import resume, user_frame_name
 from pydynamo.eval_frame import on_reset
-from pydynamo.exc import BackendCompilerFailed, FullGraphError, GraphBreak, Unsupported
+from pydynamo.exc import (BackendCompilerFailed, FullGraphError, GraphBreak, GraphBreakWarning,
+                          RecompileLimitWarning, Unsupported)
 from pydynamo.executor import installed
 from pydynamo.executor.translator import InstructionTranslator
 from pydynamo.guards import compile_guards, current_global_state, Guard, GuardKind, ShapeGuards
-from pydynamo.hints import user_message
+from pydynamo.hints import NO_WARNING, user_message
 from pydynamo.recompiles import explain_recompile
 from pydynamo.shapes import AutomaticDynamic, ConstraintViolation
 from pydynamo.skipfiles import skip_reason
@@ -145,6 +146,10 @@ def translate(code: types.CodeType, frame_locals: dict, frame_globals: dict, bui
 
 
 def _log_result(r: FrameResult) -> None:
+    if logs.enabled("perf"):
+        logs.log("perf", "compiled %s (%s:%d) in %.1f ms: %d graph(s), %d op(s), %d guard(s)",
+                 user_frame_name(r.code), r.code.co_filename, r.code.co_firstlineno,
+                 r.compile_time_s * 1e3, len(r.graphs), sum(g.op_count for g in r.graphs), len(r.guards))
     if logs.enabled("graph_code"):
         for g in r.graphs:
             logs.log("graph_code", "%s %s\n%s", r.code.co_name, g.name, g.gm.code)
@@ -159,10 +164,9 @@ def _log_result(r: FrameResult) -> None:
 
 
 def _report_break(code: types.CodeType, gb: GraphBreak) -> None:
-    """A graph break was taken: log it (graph_breaks channel) and warn once per location."""
-    logs.log("graph_breaks", "graph break in %s: %s", code.co_name, gb)
-    _warn_once(("graph_break", gb.location()), f"pydynamo: graph break at {gb.location()}: "
-               f"{gb.message} [{gb.reason_code}]" + (f" (hint: {gb.hint})" if gb.hint else ""))
+    """A graph break was taken: log it (graph_breaks channel) and warn (see warn_break)."""
+    logs.log("graph_breaks", "graph break in %s: %s", user_frame_name(code), gb)
+    warn_break(gb, f"graph break: {gb.message} [{gb.reason_code}]" + (f" (hint: {gb.hint})" if gb.hint else ""))
 
 
 # --- the callback ---------------------------------------------------------------------------------
@@ -179,11 +183,32 @@ def _on_reset() -> None:
     installed.clear()   # compiled graphs and constants the output code read from user globals
 
 
-def _warn_once(key, text: str) -> None:
+def warn_break(gb: GraphBreak, text: str) -> None:
+    """Warn that code runs in Python: once per (reason, user file, line), attributed to that
+    line (warnings.warn_explicit: the user's filters apply, the source line shown is theirs).
+    No warning for a break the user asked for (hints.NO_WARNING) nor while an observer records
+    the breaks (explain() counts them instead)."""
+    if gb.reason_code in NO_WARNING or RECORDERS:
+        return
+    _warn_once((gb.reason_code, gb.filename, gb.lineno), f"pydynamo: {text}", GraphBreakWarning,
+               gb.filename, gb.lineno)
+
+
+def _warn_once(key, text: str, category: type, filename: Optional[str], lineno: Optional[int]) -> None:
     if key in _warned:
         return
     _warned.add(key)
-    warnings.warn(text, stacklevel=3)
+    filename = filename or "<unknown>"
+    warnings.warn_explicit(text, category, filename, lineno or 0, module=_module_name(filename))
+
+
+def _module_name(filename: str) -> str:
+    """The module a file was imported as (what `warnings.filterwarnings(module=...)` matches)."""
+    for name, mod in list(sys.modules.items()):
+        if getattr(mod, "__file__", None) == filename:
+            return name
+    base = filename.rsplit("/", 1)[-1]
+    return base[:-3] if base.endswith(".py") else base
 
 
 @dataclasses.dataclass(frozen=True)
@@ -248,10 +273,10 @@ def make_callback(backend="codegen", fullgraph=False, dynamic=None, mode=None, o
 def _make_callback(backend, backend_fn, fullgraph, dynamic, mode, options):
     settings = CompileSettings(backend if isinstance(backend, str) else backend_fn, fullgraph, dynamic,
                                mode, options)
-    if mode is not None and backend in ("codegen", "inductor"):
+    if backend in CODEGEN:
         # mode= means what it means for torch.compile: "reduce-overhead" turns on CUDA-graph
         # replay, "max-autotune" the kernel autotuner; both are codegen options.
-        options = dict(options or {}, mode=mode)
+        options = codegen_options(options or {}, mode)
     if options:
         inner = backend_fn
         backend_fn = lambda gm, ex: inner(gm, ex, **options)  # noqa: E731
@@ -262,9 +287,10 @@ def _make_callback(backend, backend_fn, fullgraph, dynamic, mode, options):
         # entries compiled under other settings (another optimize() of the same code) do not
         # count against this one's budget
         if sum(getattr(g, "callback", None) is callback for g, _ in entries) >= config.recompile_limit:
-            _warn_once(("limit", code), f"pydynamo: {code.co_filename}:{code.co_firstlineno}: "
-                       f"{code.co_name} hit the recompile limit ({config.recompile_limit}); "
-                       "existing compiled entries keep serving, new inputs run eagerly")
+            _warn_once(("limit", code), f"pydynamo: {user_frame_name(code)} hit the recompile limit "
+                       f"({config.recompile_limit}, pydynamo.config.recompile_limit); existing compiled "
+                       "entries keep serving, new inputs run eagerly", RecompileLimitWarning,
+                       code.co_filename, code.co_firstlineno)
             if len(_LIVE_CALLBACKS) > 1:
                 return None  # other settings may still compile this code: no run-only mark
             _LIMITED.add(code)
@@ -288,8 +314,8 @@ def _make_callback(backend, backend_fn, fullgraph, dynamic, mode, options):
             if fullgraph:  # the translator's traceback only when asked for (PYDYNAMO_VERBOSE=1)
                 raise FullGraphError(gb) from (e if config.verbose else None)
             logs.log("graph_breaks", "%s", gb)
-            _warn_once(("break", code), f"pydynamo: {gb.location()}: {gb.message} [{gb.reason_code}]; "
-                       f"running {user_frame_name(code)} eagerly")
+            warn_break(gb, f"{gb.message} [{gb.reason_code}]; running {user_frame_name(code)} in Python"
+                       + (f" (hint: {gb.hint})" if gb.hint else ""))
             # a reason tied to the calling state (not the code) asks again next time
             return None if gb.reason_code in TRANSIENT_REASONS else _C.SKIP_CODE
         except Exception as e:  # a bug in pydynamo: never a wrong answer, run eagerly
@@ -298,8 +324,8 @@ def _make_callback(backend, backend_fn, fullgraph, dynamic, mode, options):
                 rec(gb)
             if fullgraph or config.verbose:
                 raise
-            _warn_once(("internal", code), f"pydynamo: {gb.location()}: internal error while tracing "
-                       f"{user_frame_name(code)} ({gb.message}); running it eagerly")
+            warn_break(gb, f"internal error while tracing {user_frame_name(code)} ({gb.message}); "
+                       "running it in Python (a pydynamo bug: PYDYNAMO_VERBOSE=1 shows its traceback)")
             return _C.SKIP_CODE
         if result.graph_break is not None:
             _report_break(code, result.graph_break)

@@ -14,6 +14,9 @@ Invariants:
   COMPILE_SETTINGS guard on the callback); a fullgraph wrapper clears a "skip" mark on its
   function's own code before each call, so it traces (and raises) where another optimize()
   of the same function gave up.
+- disable() scopes are counted per thread (`_disabled`): a compile wrapper called, or an
+  optimize() context entered, inside one leaves the hook off, so nothing under a disable
+  compiles. optimize() validates its arguments when called (backends.check_settings).
 """
 from __future__ import annotations
 
@@ -21,9 +24,11 @@ import functools
 import inspect
 import sys
 import threading
+import time
 from typing import Any, Callable, Optional
 
-from pydynamo import _C
+from pydynamo import _C, config, logs
+from pydynamo.user_errors import strip_own_frames
 
 __all__ = ["optimize", "disable", "reset", "on_reset"]
 
@@ -37,7 +42,8 @@ def on_reset(fn: Callable[[], None]) -> Callable[[], None]:
 
 
 def reset() -> None:
-    """Drop every cache entry and code mark, then run the registered reset hooks."""
+    """Forget everything compiled (cache entries, guards, recompile counts, warnings already
+    given), so the next calls compile afresh; the equivalent of torch._dynamo.reset()."""
     _C.clear_all()
     _mark_own_code_skipped()
     for hook in list(_reset_hooks):
@@ -51,16 +57,22 @@ class _CallbackScope:
     `make_kwargs`, it is built by convert_frame.make_callback(**make_kwargs) on first use.
     """
 
-    def __init__(self, callback: Any = None, make_kwargs: Optional[dict] = None):
+    def __init__(self, callback: Any = None, make_kwargs: Optional[dict] = None, disables: bool = False):
         self._callback = callback
         self._make_kwargs = make_kwargs
         self._saved = threading.local()  # per thread: settings to restore, `with` blocks LIFO
         self._fullgraph = bool(make_kwargs and make_kwargs.get("fullgraph"))
+        # a disable() scope: while one is active on a thread, compiled wrappers called inside
+        # it run their function uncompiled (`with pydynamo.disable(): compiled(x)`)
+        self._disables = disables
+
+    perf = False   # the `perf` log channel was on when the callback was made: time each call
 
     def callback(self) -> Any:
         if self._make_kwargs is not None:
             self._callback = _make_callback(self._make_kwargs)
             self._make_kwargs = None
+            self.perf = logs.enabled("perf")
         return self._callback
 
     def wrap(self, fn: Callable, code: Any = None) -> Callable:
@@ -70,15 +82,29 @@ class _CallbackScope:
         # optimize() with other settings gave up on it and marked it skip
         top = (code or _code_of(fn)) if self._fullgraph else None
 
+        disables = self._disables
+        calls = _CallTimes(getattr(fn, "__qualname__", None) or type(fn).__qualname__)
+
         @functools.wraps(fn)
         def _pydynamo_wrapper(*args, **kwargs):
+            if not disables and _disabled.depth:
+                return fn(*args, **kwargs)   # inside disable(): the hook is already off
             if top is not None and _C.get_code_state(top) == "skip":
                 _C.set_code_state(top, "default")
             prev = _C.set_eval_frame(scope.callback())
+            _disabled.depth += disables
+            t0 = scope.perf and time.perf_counter()
             try:
                 return fn(*args, **kwargs)
+            except BaseException as e:
+                if not config.verbose:
+                    strip_own_frames(e, config.cache_dir)
+                raise
             finally:
+                _disabled.depth -= disables
                 _C.set_eval_frame(prev)
+                if t0:
+                    calls.record(time.perf_counter() - t0)
 
         return _pydynamo_wrapper
 
@@ -87,11 +113,49 @@ class _CallbackScope:
 
     def __enter__(self):
         stack = self._saved.__dict__.setdefault("stack", [])
+        if not self._disables and _disabled.depth:
+            stack.append(_UNCHANGED)     # inside disable(): stays off
+            return self
         stack.append(_C.set_eval_frame(self.callback()))
+        _disabled.depth += self._disables
         return self
 
     def __exit__(self, *exc_info) -> None:
-        _C.set_eval_frame(self._saved.stack.pop())
+        prev = self._saved.stack.pop()
+        if prev is not _UNCHANGED:
+            _disabled.depth -= self._disables
+            _C.set_eval_frame(prev)
+
+
+class _CallTimes:
+    """Per-call wall times of one wrapper, logged on the `perf` channel at calls 1, 10, 100, ...
+    (the first call includes compiling; later figures are the median and minimum since the last
+    report)."""
+
+    def __init__(self, name: str):
+        self.name, self.count, self.times, self.next_report = name, 0, [], 1
+
+    def record(self, seconds: float) -> None:
+        self.count += 1
+        self.times.append(seconds)
+        if self.count < self.next_report:
+            return
+        if self.count == 1:
+            logs.log("perf", "%s: call 1 (compiles): %.1f ms", self.name, seconds * 1e3)
+        else:
+            times = sorted(self.times)
+            logs.log("perf", "%s: calls %d-%d: median %.1f us, min %.1f us per call", self.name,
+                     self.count - len(times) + 1, self.count, times[len(times) // 2] * 1e6, times[0] * 1e6)
+        self.times = []
+        self.next_report *= 10
+
+
+class _Depth(threading.local):
+    depth = 0
+
+
+_disabled = _Depth()   # per thread: how many disable() scopes are active
+_UNCHANGED = object()
 
 
 def _code_of(fn: Callable) -> Any:
@@ -145,9 +209,59 @@ def optimize(
     mode: Optional[str] = None,
     options: Optional[dict] = None,
 ):
-    """Compile `fn` (a function or nn.Module) on its calls; without `fn`, a decorator that is
-    also a context manager (`with pydynamo.optimize(...):`)."""
+    """Compile `fn` (a function or an nn.Module) when it is called; pydynamo's torch.compile.
 
+    `pydynamo.optimize(fn, ...)` returns a wrapper (for a module, an nn.Module sharing its
+    parameters); without `fn` it returns a decorator that is also a context manager
+    (`@pydynamo.optimize(backend="eager")`, `with pydynamo.optimize():`). Each call traces the
+    Python bytecode of `fn` and of what it calls into torch.fx graphs, hands each graph to the
+    backend, and caches the result under guards (input dtypes, shapes, globals read, grad mode);
+    later calls whose guards pass reuse it, others compile again (a recompile). Every argument
+    is checked here, at the call of optimize(), not at the first call of the wrapper.
+
+    backend: "codegen" (default: fused C++/OpenMP kernels on CPU, Triton on CUDA; "inductor" is
+        an alias of it, so torch.compile call sites port unchanged — it is pydynamo's code
+        generator, not PyTorch's Inductor), "eager" (run each captured graph as is: checks
+        capture alone), "aot_eager" (the training path's joint forward/backward graphs, run
+        eagerly), a name registered with pydynamo.register_backend, or any callable
+        `backend(gm, example_inputs) -> callable`. See pydynamo.list_backends(). An unknown
+        name raises pydynamo.exc.InvalidBackend (a RuntimeError, like torch.compile's).
+    mode: None / "default", "reduce-overhead" (CUDA-graph replay of the compiled calls on GPU),
+        "max-autotune" (Triton kernels autotuned over configurations) or
+        "max-autotune-no-cudagraphs" (the same; codegen's max-autotune uses no CUDA graphs).
+        Another value raises RuntimeError listing these. Only the codegen backend uses it;
+        "eager" and "aot_eager" warn that they ignore it.
+    options: codegen options (fields of codegen.Options): fuse, backend_kernels ("cpp" or
+        "triton"), cudagraphs, max_autotune, cpp_tanh, omp_schedule, vector_width,
+        triton_fast_launch, strict, dynamic, mode. An unknown name raises RuntimeError listing
+        the known ones (as torch.compile does), a bad value ValueError. Unlike torch.compile,
+        mode and options may be given together. A callable backend gets them as keywords.
+    fullgraph: True raises pydynamo.exc.FullGraphError (with the user's file:line and a hint)
+        where the function would need a graph break, instead of running that part in Python.
+    dynamic: None (default: automatic — a size that changes between calls is recompiled once
+        as a symbol), True (every size symbolic from the first call), False (every size
+        specialized; each new shape recompiles). pydynamo.mark_dynamic(x, dim) and
+        mark_static mark single dimensions.
+
+    Training: a graph whose inputs require grad is compiled as a joint forward/backward graph
+    (pydynamo/aot), so `loss.backward()` on a compiled model's output runs compiled backward
+    kernels; optimizer steps stay in Python unless compiled themselves.
+
+    Graph breaks: code that cannot be put in a graph (print, .item(), a branch on a tensor's
+    value, an unsupported library call) runs in Python between graphs; each distinct
+    (reason, line) warns once with pydynamo.exc.GraphBreakWarning at the user's line
+    (filter it with the warnings module). pydynamo.explain(fn)(*args) reports graphs,
+    breaks with reasons and hints, guards and recompiles without warning.
+    pydynamo.disable and pydynamo.graph_break() are breaks asked for: they do not warn.
+
+    Logs: PYDYNAMO_LOGS=graph_breaks,recompiles,guards,graph_code,output_code,bytecode,aot,perf
+    (or "all") logs those channels to stderr through the `logging` loggers `pydynamo.<channel>`;
+    pydynamo.config.logs can be set at run time. Generated code is written to
+    pydynamo.config.cache_dir (PYDYNAMO_CACHE_DIR). The user guide is docs/USER_GUIDE.md.
+    """
+    from pydynamo.backends import check_settings   # (deferred: importing this module stays torch-free)
+
+    check_settings(backend, mode, options, fullgraph, dynamic)
     kwargs = dict(backend=backend, fullgraph=fullgraph, dynamic=dynamic, mode=mode, options=options)
     scope = _CallbackScope(make_kwargs=kwargs)
     return scope if fn is None else scope(fn)
@@ -168,8 +282,14 @@ def _optimize_with_callback(fn: Optional[Callable], callback: Any):
 
 
 def disable(fn: Optional[Callable] = None):
-    """Never intercept `fn` or anything it calls (decorator; without `fn`, a context manager)."""
-    scope = _CallbackScope(None)
+    """Run `fn`, and everything it calls, uncompiled (a decorator; without `fn`, a context manager:
+    `with pydynamo.disable(): ...`).
+
+    A compiled function calling a disabled one breaks its graph there, without a warning (the
+    break was asked for). Inside a disable scope, compiled wrappers (pydynamo.optimize results)
+    run their function uncompiled too: `with pydynamo.disable(): compiled(x)` is eager.
+    """
+    scope = _CallbackScope(None, disables=True)
     if fn is None:
         return scope
     wrapper = scope(fn)

@@ -71,5 +71,33 @@ class BackendCompilerFailed(PydynamoError):
     """The backend raised while compiling a graph."""
 
 
+class InvalidBackend(PydynamoError):
+    """`optimize(backend=...)` names no registered backend (torch.compile raises its own
+    InvalidBackend, also a RuntimeError, for the same call)."""
+
+    def __init__(self, name, known):
+        super().__init__(f"Invalid backend: {name!r}; known backends: {', '.join(known)} "
+                         "(see pydynamo.list_backends(); any callable backend(gm, example_inputs) works too)")
+        self.name = name
+
+
+class InvalidArgument(TypeError, AssertionError):
+    """An optimize() argument of the wrong type (torch.compile asserts on some of them: both
+    `except TypeError` and `except AssertionError` catch it)."""
+
+
+class PydynamoWarning(UserWarning):
+    """Base class of pydynamo's warnings: `warnings.filterwarnings("ignore", category=...)`."""
+
+
+class GraphBreakWarning(PydynamoWarning):
+    """Code that was asked to compile runs in Python (a graph break or a frame run eagerly); issued
+    once per (reason, user line), attributed to the user's file and line."""
+
+
+class RecompileLimitWarning(PydynamoWarning):
+    """A function reached config.recompile_limit entries; new inputs run eagerly."""
+
+
 class RecompileLimitExceeded(PydynamoError):
     pass

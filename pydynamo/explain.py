@@ -45,7 +45,14 @@ class ExplainOutput:
 
 
 def explain(fn: Callable, backend="eager", dynamic=None) -> Callable[..., ExplainOutput]:
-    """`dynamic` is optimize's (True: shapes symbolic from this one call, guards as relations)."""
+    """`pydynamo.explain(fn)(*args, **kwargs)`: run `fn` once, compiled with `backend`, under a
+    fresh cache and return an ExplainOutput (print it): graph_count, graph_break_count,
+    ops_per_graph, break_reasons (each with the user's file:line:col, reason code, message and
+    hint), guards, recompile_reasons, compile_times, the graphs and the call's output `out`.
+
+    Breaks are reported here instead of warned about. `dynamic` is optimize's (True: shapes
+    symbolic from this one call, guards as relations). Caches are reset before and after the run.
+    """
     def run(*args, **kwargs) -> ExplainOutput:
         # imported here: the package imports this module eagerly, and `import pydynamo` stays
         # torch-free (convert_frame and recompiles need torch)

@@ -86,6 +86,7 @@ HINTS: dict[str, str] = {
     "dict_method": "this dict method is not traced: use indexing, items(), keys(), values(), get()",
     "dict_subclass": "use a plain dict (or OrderedDict, defaultdict) in compiled code",
     "dict_values": "this dict view is not traced: convert it with list() first",
+    "dict_view_method": "this method of a dict view is not traced: convert the view with list() first",
     "dict_view_escape": "convert dict views with list() before they leave the compiled function",
     "user_dict": "use a plain dict in compiled code",
     "list_method": "this list method is not traced: use append, extend, pop, indexing or a comprehension",
@@ -122,6 +123,7 @@ HINTS: dict[str, str] = {
                 "inside it (other forms of autocast are not traced)",
     "autocast_leak": "leave every torch.autocast region the function enters before it returns",
     "functorch": "under torch.func transforms (vmap, grad) the function runs eagerly: compile outside them",
+    "environ": "read os.environ with a str key (os.environ[k], .get(k)), or read it outside the compiled function",
     "torch_global": "change this torch setting outside the compiled function",
     "meta_error": "the op failed on the given shapes/dtypes; check that it runs eagerly",
     "meta_no_method": "this tensor method is not traced: use the torch function form",
@@ -135,6 +137,11 @@ HINTS: dict[str, str] = {
     "name_clash": "a pydynamo limitation with this function's variable names: please report it",
     "odd_name": "a pydynamo limitation with this function's variable names: please report it",
 }
+
+# Breaks the user asked for (pydynamo.graph_break(), a call of a pydynamo.disable function): logged
+# and reported by explain(), never warned about. "exception" (constructing an exception object)
+# is where a `raise` begins: the raise statement on the same line warns, once.
+NO_WARNING = frozenset({"explicit_break", "disabled", "exception"})
 
 # Executor messages are f-strings over variable trackers; their reprs are internal names
 # (`UserDefinedObjectVariable(Rec)`). Each is rewritten to the user's words, innermost first.
@@ -228,7 +235,9 @@ def hint_for(reason_code: str, given: str = "") -> str:
 
 
 def graph_break() -> None:
-    """Force a graph break here: code before and after is compiled as separate graphs."""
+    """Force a graph break here: the code before and after it is compiled as separate graphs
+    (explain() reports it as [explicit_break]; no warning, since it was asked for). Eager
+    Python (outside pydynamo.optimize) ignores it."""
 
 
 graph_break.__pydynamo_graph_break__ = True

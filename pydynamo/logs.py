@@ -1,7 +1,9 @@
 """Log channels on top of `logging`: PYDYNAMO_LOGS=graph_breaks,recompiles,guards,graph_code,...
 
-`get(channel)` returns the logger `pydynamo.<channel>`; a channel named in config.logs logs at
-INFO to stderr. `enabled(channel)` is a cheap test so callers skip formatting when off.
+`get(channel)` returns the logger `pydynamo.<channel>`; a channel named in config.logs (the names
+are config.LOG_CHANNELS; "all" names every one; an unknown name warns) logs at INFO to stderr.
+A channel is also on when its logger is enabled for DEBUG by the program's own logging setup.
+`enabled(channel)` is a cheap test so callers skip formatting when off.
 """
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ _configured: set[str] = set()
 
 
 def enabled(channel: str) -> bool:
-    return channel in (c.strip() for c in config.logs.split(",")) or \
+    return channel in config.log_channels(config.logs) or \
         logging.getLogger(f"pydynamo.{channel}").isEnabledFor(logging.DEBUG)
 
 

@@ -9,6 +9,9 @@ source line, as an eager traceback would. `place_graph_error(exc)` finds the FX 
 statement raised (the innermost GraphModule forward frame in the traceback, its generated line,
 the node of that name) and places the exception at that node's user line.
 
+`strip_own_frames(exc)` removes pydynamo's own frames from a traceback (optimize's wrapper calls
+it on the way out), so a traceback through compiled code lists the user's frames only.
+
 Invariants: this module imports only the standard library and torch.fx (codegen and the
 executor both use it); the exception object is never replaced or wrapped (`except IndexError`
 in user code still works); an exception that cannot be placed is left as it is; one exception
@@ -17,9 +20,37 @@ is placed at most once (`_pydynamo_placed`).
 from __future__ import annotations
 
 import linecache
+import os
 import re
 
 _SRC = re.compile(r'\s*File "(.*)", line (\d+), in (.*)$')
+# frames of pydynamo's own making: its packages, transformed and FX-generated code
+_OWN_DIRS = tuple(os.path.dirname(os.path.abspath(m)) + os.sep for m in
+                  (__file__, os.path.join(os.path.dirname(__file__), "..", "codegen", "__init__.py")))
+_OWN_PREFIXES = ("<pydynamo", "<eval_with_key")
+
+
+def _own_frame(filename: str, cache_dir: str) -> bool:
+    return filename.startswith(_OWN_PREFIXES) or os.path.abspath(filename).startswith(_OWN_DIRS) or \
+        bool(cache_dir) and filename.startswith(cache_dir) or \
+        filename.endswith(os.path.join("torch", "fx", "graph_module.py"))
+
+
+def strip_own_frames(exc: BaseException, cache_dir: str = "") -> None:
+    """Drop pydynamo's frames (its packages, transformed code, FX and generated wrappers under
+    `cache_dir`) from `exc`'s traceback after its first entry, so it reads like the eager one:
+    the user's frames, lines and function names (resume code is named `f (resumed at file:N)`).
+    The exception object is unchanged; PYDYNAMO_VERBOSE=1 skips this."""
+    head = exc.__traceback__
+    if head is None:
+        return
+    prev, tb = head, head.tb_next
+    while tb is not None:
+        if _own_frame(tb.tb_frame.f_code.co_filename, cache_dir):
+            prev.tb_next = tb.tb_next
+        else:
+            prev = tb
+        tb = tb.tb_next
 
 
 def raise_at(exc: BaseException, src: str) -> None:
@@ -31,7 +62,7 @@ def raise_at(exc: BaseException, src: str) -> None:
     exc._pydynamo_placed = True
     filename, line, name = m.group(1), int(m.group(2)), m.group(3)
     code = compile("\n" * (line - 1) + "raise __pydynamo_exc", filename, "exec")
-    if name.isidentifier():
+    if name:
         code = code.replace(co_name=name)
     exec(code, {"__pydynamo_exc": exc})
 

@@ -21,7 +21,7 @@ def _load(name):
     return mod
 
 
-model_mod, per_call_us = _load("model"), _load("timing").per_call_us
+model_mod, interleaved_us = _load("model"), _load("timing").interleaved_us
 
 
 def main():
@@ -35,13 +35,16 @@ def main():
     m = model_mod.build_model(cfg)
     x = model_mod.example_inputs(cfg, a.batch, a.seq, seed=30)
     backends = ["eager"] + (["inductor"] if a.inductor else [])
-    out, ok = {}, True
+    out, eager, ok = {}, {}, True
     for be in backends:
         torch._dynamo.reset()
         c = torch.compile(m, backend=be)
         with torch.no_grad():
             ok = ok and torch.allclose(c(x), m(x), rtol=1e-4, atol=1e-5)
-        out[f"torch.compile backend={be}"] = per_call_us(c, x, a.iters)
+        # interleaved with eager in this process: the demo compares each row with its own eager
+        name = f"torch.compile backend={be}"
+        t = interleaved_us({"eager": m, name: c}, x, a.iters)
+        out[name], eager[name] = t[name].as_dict(), t["eager"].as_dict()
     # graph and break counts of the demo's graph-break function, torch.compile's own numbers
     graphs = []
 
@@ -54,7 +57,7 @@ def main():
         ok = ok and torch.allclose(f(m, x), model_mod.next_token_probs(m, x), rtol=1e-4, atol=1e-5)
     ops = [sum(1 for n in g.graph.nodes if n.op in ("call_function", "call_method", "call_module"))
            for g in graphs]
-    print(json.dumps({"timings_us": out, "matches_eager": bool(ok),
+    print(json.dumps({"timings_us": out, "eager_us": eager, "matches_eager": bool(ok),
                       "breaks": {"graph_count": len(graphs), "ops_per_graph": ops}}))
 
 

@@ -29,7 +29,7 @@ import torch
 import pydynamo
 from pydynamo import convert_frame, logs
 from pydynamo.demo.model import DemoConfig, build_model, example_inputs, next_token_probs
-from pydynamo.demo.timing import per_call_us
+from pydynamo.demo.timing import BUSY_SPREAD, Timing, interleaved_us
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 REFERENCE_SCRIPT = os.path.join(REPO, "scripts", "demo_reference.py")
@@ -184,19 +184,21 @@ def step_dynamic(d: Demo) -> None:
         with _recompile_log() as lines:
             for seq in (d.args.seq + 1, min(d.cfg.max_seq, 2 * d.args.seq + 3)):
                 x = example_inputs(d.cfg, d.args.batch, seq, seed=40 + seq)
-                before = len(d.graphs)
+                before, seen = len(d.graphs), len(frames)
                 with torch.no_grad():
                     got, want = d.compiled(x), d.model(x)
                 new = len(d.graphs) - before
                 d.check(f"seq {d.args.seq} -> {seq} ({'compiled ' + str(new) + ' graph(s)' if new else 'cache hit'})",
                         got, want)
+                if new:   # why, and the new entry, before the next call's line
+                    _print_why(lines[:1])
+                    del lines[:]
+                    for f in frames[seen:]:
+                        for g in getattr(f, "guards", ()):
+                            if g.kind.value == "SHAPE_ENV":
+                                print(f"  the new entry's shape guards: {_short_origin(g.describe())}")
     finally:
         convert_frame.RECORDERS.remove(frames.append)
-    _print_why(lines[:1])
-    for f in frames:
-        for g in getattr(f, "guards", ()):
-            if g.kind.value == "SHAPE_ENV":
-                print(f"  the new entry's shape guards: {_short_origin(g.describe())}")
 
 
 def step_breaks(d: Demo) -> None:
@@ -240,13 +242,11 @@ def step_timings(d: Demo) -> None:
     if d.args.no_timings:
         raise Unavailable("skipped (--no-timings)")
     x = example_inputs(d.cfg, d.args.batch, d.args.seq, seed=30)
-    rows = [("eager", per_call_us(d.model, x, d.args.iters))]
     pydynamo.reset()
-    rows.append(("pydynamo backend=eager", per_call_us(pydynamo.optimize(d.model, backend="eager"), x, d.args.iters)))
+    fns = {"eager": d.model, "pydynamo backend=eager": pydynamo.optimize(d.model, backend="eager")}
     why = _codegen_available()
     if why is None and d.args.codegen:
         import codegen
-        pydynamo.reset()
         compiled = []
 
         def codegen_keeping_result(gm, example_inputs):  # the "codegen" backend, kept for display
@@ -258,7 +258,8 @@ def step_timings(d: Demo) -> None:
             d.check("codegen output", comp(x), d.model(x))
         for c in compiled:
             path = getattr(c, "wrapper_path", None)
-            print(f"  generated code: {getattr(c, 'kernel_count', '?')} kernel(s); wrapper {path}")
+            print(f"  generated code: {getattr(c, 'kernel_count', '?')} kernel(s); wrapper {path}"
+                  + (f" (runnable: python {path})" if path else ""))
             if path and os.path.exists(path):
                 # entry checks (shape/dtype/grad escapes) are long and alike: show the kernel calls
                 lines = [ln for ln in open(path).read().splitlines()
@@ -266,13 +267,27 @@ def step_timings(d: Demo) -> None:
                 shown = 40 if d.args.show_graph else 15
                 print("\n".join("    | " + ln for ln in lines[:shown]))
                 print(f"    | ... ({len(lines)} lines without the entry checks; kernels beside it in the cache dir)")
-        rows.append(("pydynamo backend=codegen", per_call_us(comp, x, d.args.iters)))
+        fns["pydynamo backend=codegen"] = comp
     else:
         print(f"  pydynamo backend=codegen: unavailable ({why or 'pass --codegen'})")
+    timings = interleaved_us(fns, x, d.args.iters, d.args.rounds)
+    rows = [(name, t, timings["eager"]) for name, t in timings.items()]
     rows += _reference_timings(d)
-    print("  per call, best of 5 (machine load distorts these; the benchmarks are the measured figures):")
-    for name, us in rows:
-        print(f"    {name:32s} {us:10.1f} us")
+    print_timings(rows, d.args.iters)
+
+
+def print_timings(rows: list, iters: int) -> None:
+    """rows: (name, Timing, the eager Timing measured beside it, in the same process)."""
+    print(f"  per call: median of interleaved rounds of {iters} calls, [fastest - slowest round], and the"
+          " ratio to eager timed beside it (torch.compile rows: in its own process)")
+    for name, t, eager in rows:
+        flag = "  BUSY" if t.busy else ""
+        print(f"    {name:32s} {t.median_us:10.1f} us  [{t.min_us:8.1f} - {t.max_us:8.1f}]  "
+              f"{t.median_us / eager.median_us:5.2f}x eager{flag}")
+    busy = [name for name, t, _ in rows if t.busy]
+    if busy:
+        print(f"  note: the machine was too busy to trust the rows marked BUSY (their rounds differ by more "
+              f"than {BUSY_SPREAD:.0%} of the median); rerun on an idle machine, or see the benchmarks")
 
 
 def _reference(d: Demo) -> dict | None:
@@ -302,7 +317,9 @@ def _reference(d: Demo) -> dict | None:
 
 def _reference_timings(d: Demo) -> list:
     rec = _reference(d)
-    return [(name, us) for name, us in rec["timings_us"].items()] if rec else []
+    if not rec:
+        return []
+    return [(name, Timing(**t), Timing(**rec["eager_us"][name])) for name, t in rec["timings_us"].items()]
 
 
 STEPS = [
@@ -320,7 +337,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m pydynamo.demo", description=__doc__.split("\n\n")[0])
     ap.add_argument("--batch", type=int, default=2)
     ap.add_argument("--seq", type=int, default=16)
-    ap.add_argument("--iters", type=int, default=50, help="calls per timing repeat")
+    ap.add_argument("--iters", type=int, default=50, help="calls per timing round")
+    ap.add_argument("--rounds", type=int, default=7, help="interleaved timing rounds")
     ap.add_argument("--guards", type=int, default=12, help="guards to print")
     ap.add_argument("--all-guards", action="store_true")
     ap.add_argument("--show-graph", action="store_true", help="print the captured graph's code")

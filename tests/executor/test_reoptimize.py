@@ -108,8 +108,8 @@ def breaks(x):
 
 def test_fullgraph_raises_after_a_non_fullgraph_compile_with_breaks():
     x = torch.randn(4)
-    with pytest.warns(UserWarning, match="graph break"):
-        torch.testing.assert_close(pydynamo.optimize(breaks, backend="eager")(x), breaks(x))
+    # (graph_break() was asked for: no warning, tests/messages)
+    torch.testing.assert_close(pydynamo.optimize(breaks, backend="eager")(x), breaks(x))
     with pytest.raises(FullGraphError):
         pydynamo.optimize(breaks, backend="eager", fullgraph=True)(x)
     # the non-fullgraph wrapper still serves its entries
