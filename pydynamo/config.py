@@ -1,7 +1,8 @@
 """Process-wide settings. Plain module attributes so `pydynamo.config.x = y` just works.
 
 The one module that reads pydynamo's environment variables, each once, at import, into the
-attribute beside it (they are user-facing settings, documented in docs/INTERNALS.md); tests and
+attribute beside it (user-facing settings, documented in docs/USER_GUIDE.md; a value that cannot
+be used warns at import and the default stands); tests and
 programs set the attributes. A compile's own choices are codegen options (codegen/options.py),
 not settings. A leaf (imports nothing of the project), so codegen may read it.
 """

@@ -2,7 +2,8 @@
 what happened — graphs and ops, guards, a recompile when the input dtype changes (with the
 recompile explanation), one dynamic recompile when the sequence length changes, graph breaks in
 user code around the model (reasons, user lines, hints), outputs checked against eager, and
-per-call timings.
+per-call timings (interleaved rounds: median, spread, each row against the eager timed beside it,
+rows too noisy to trust marked BUSY).
 
 The demo is a table of steps; each prints its findings. A step whose feature is not built yet
 prints "unavailable: <why>" and the demo goes on, but an output that differs from eager is never
