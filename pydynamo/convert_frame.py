@@ -45,6 +45,7 @@ from pydynamo.hints import NO_WARNING, user_message
 from pydynamo.recompiles import explain_recompile
 from pydynamo.shapes import AutomaticDynamic, ConstraintViolation
 from pydynamo.skipfiles import skip_reason
+from pydynamo.versions import unsupported_python
 
 
 @dataclasses.dataclass
@@ -96,8 +97,8 @@ def translate(code: types.CodeType, frame_locals: dict, frame_globals: dict, bui
     `callback`: the compile callback (make_callback) the entry is for; its guard then also
     requires that callback to be the thread's current one (a COMPILE_SETTINGS guard)."""
     t0 = time.perf_counter()
-    if sys.version_info[:2] not in ((3, 11), (3, 12)):
-        raise Unsupported("python_version", f"CPython {sys.version_info[:2]} is not supported")
+    if unsupported_python():
+        raise Unsupported("python_version", unsupported_python())
     if not _autocast.modelled():
         # autocast on a device whose state the executor does not model (xpu, mps, ...)
         raise Unsupported("autocast", "called with autocast enabled on a device other than cpu/cuda")

@@ -24,10 +24,12 @@ import functools
 import inspect
 import sys
 import threading
+import warnings
 import time
 from typing import Any, Callable, Optional
 
 from pydynamo import _C, config, logs
+from pydynamo.versions import unsupported_python
 from pydynamo.user_errors import strip_own_frames
 
 __all__ = ["optimize", "disable", "reset", "on_reset"]
@@ -267,7 +269,17 @@ def optimize(
     return scope if fn is None else scope(fn)
 
 
+_version_warned = False
+
+
 def _make_callback(kwargs: dict) -> Any:
+    why = unsupported_python()
+    if why is not None:  # the bytecode layer does not know this interpreter: run eagerly, say so once
+        global _version_warned
+        if not _version_warned:
+            _version_warned = True
+            warnings.warn(why, RuntimeWarning, stacklevel=4)
+        return False  # run-only: with no cache entries every frame runs as it is
     # Imported at first use: the executor layers are not needed to import or wrap.
     from pydynamo.convert_frame import make_callback
 

@@ -23,7 +23,7 @@ import dis
 import opcode
 import sys
 
-from pydynamo.versions import SUPPORTED_PYTHONS, unsupported_python
+from pydynamo.versions import unsupported_python
 
 PY311 = sys.version_info[:2] == (3, 11)
 PY312 = sys.version_info[:2] == (3, 12)

@@ -1,10 +1,13 @@
 """InstructionTranslator: runs a frame's bytecode over VariableTrackers, recording an FX graph.
 
-One handler per opcode, registered with `@op(name, versions)`: the versions a handler serves are
-data (`HANDLERS[name].versions`), and `UNSUPPORTED` lists opcodes we decline on purpose with the
-reason. `coverage(sys.version_info)` lets a test check every opcode of the running interpreter is
-one or the other. Stack conventions (3.11 and 3.12 agree): a call site is
-[NULL | callable, callable | self, *args]; `NULL` is variables/base.py's sentinel.
+Handlers are registered with `@op(name, versions)`: the versions a handler serves are data
+(`HANDLERS[name]` lists an opcode's handlers, one per disjoint version range, e.g. CALL's stack
+changed in 3.13), and `UNSUPPORTED` lists opcodes we decline on purpose with the reason.
+`coverage(sys.version_info)` lets a test check every opcode of the running interpreter is one or
+the other. Stack conventions: a call site is [NULL | callable, callable | self, *args] on 3.11
+and 3.12, [callable, NULL | self, *args] on 3.13; `NULL` is variables/base.py's sentinel. 3.13's
+conditional jumps take exact bools: TO_BOOL and COMPARE_OP's bool flag decide the truth value
+(a tensor's raises there, and executor/breaks.py runs that instruction with its jump in CPython).
 
 The root translator owns the OutputGraph, side effects, guards and the builder; an
 InliningTranslator runs a called user function on the same state and returns its value.
@@ -49,8 +52,8 @@ from pydynamo.skipfiles import is_library_file
 from pydynamo.sources import AttrSource, GlobalSource, LocalSource, ModuleSource, Source
 
 PY = sys.version_info[:2]
-V311, V312 = (3, 11), (3, 12)
-BOTH = (V311, V312)
+V311, V312, V313 = (3, 11), (3, 12), (3, 13)
+ALL = (V311, V312, V313)       # every supported version (pydynamo.versions.SUPPORTED_PYTHONS)
 MAX_INLINE_DEPTH = 40
 
 
@@ -60,13 +63,19 @@ class Handler:
     versions: tuple
 
 
-HANDLERS: dict[str, Handler] = {}
+HANDLERS: dict[str, list[Handler]] = {}   # opname -> handlers for disjoint version ranges
 UNSUPPORTED: dict[str, str] = {}
+_ACTIVE: dict[str, Callable] = {}         # opname -> this interpreter's handler
 
 
-def op(name: str, versions=BOTH):
+def op(name: str, versions=ALL):
     def deco(fn):
-        HANDLERS[name] = Handler(fn, tuple(versions))
+        h = Handler(fn, tuple(versions))
+        others = HANDLERS.setdefault(name, [])
+        assert not any(set(o.versions) & set(h.versions) for o in others), f"two {name} handlers"
+        others.append(h)
+        if PY in h.versions:
+            _ACTIVE[name] = fn
         return fn
     return deco
 
@@ -81,8 +90,7 @@ def coverage(version=None) -> tuple[list, list]:
     version = tuple((version or sys.version_info)[:2])
     missing, handled = [], []
     for name in dis.opmap:
-        h = HANDLERS.get(name)
-        if h is not None and version in h.versions:
+        if any(version in h.versions for h in HANDLERS.get(name, ())):
             handled.append(name)
         elif name not in UNSUPPORTED:
             missing.append(name)
@@ -312,11 +320,11 @@ class InstructionTranslatorBase:
         self.ip += 1
         if inst.positions is not None and inst.positions.lineno is not None:
             self.lineno = inst.positions.lineno
-        h = HANDLERS.get(inst.opname)
-        if h is None or PY not in h.versions:
+        fn = _ACTIVE.get(inst.opname)
+        if fn is None:
             reason = UNSUPPORTED.get(inst.opname, "no handler")
             raise Unsupported("unsupported_opcode", opcode_message(inst.opname, reason))
-        h.fn(self, inst)
+        fn(self, inst)
 
     @graph_break_handler
     def run_loop(self) -> None:
@@ -457,7 +465,11 @@ unsupported("pattern matching is not traced yet", "MATCH_CLASS", "MATCH_KEYS", "
             "MATCH_SEQUENCE", "GET_LEN")
 unsupported("pseudo-instructions never appear in real bytecode", "SETUP_FINALLY", "SETUP_CLEANUP",
             "SETUP_WITH", "POP_BLOCK", "JUMP", "JUMP_NO_INTERRUPT", "LOAD_METHOD" if PY >= V312 else "_",
-            "LOAD_SUPER_METHOD", "LOAD_ZERO_SUPER_METHOD", "LOAD_ZERO_SUPER_ATTR", "STORE_FAST_MAYBE_NULL")
+            "LOAD_SUPER_METHOD", "LOAD_ZERO_SUPER_METHOD", "LOAD_ZERO_SUPER_ATTR", "STORE_FAST_MAYBE_NULL",
+            "LOAD_CLOSURE" if PY >= V313 else "_")  # 3.13: LOAD_FAST of the cell's slot
+unsupported("never in co_code: the interpreter writes it over a specialized instruction or into its own "
+            "__init__ shim, and co_code (what dis reads) shows the original instruction",
+            "ENTER_EXECUTOR", "EXIT_INIT_CHECK")
 unsupported("sys.monitoring instrumentation is never traced",
             *[n for n in dis.opmap if n.startswith("INSTRUMENTED_")])
 unsupported("deleting globals / cells is not traced", "DELETE_GLOBAL", "DELETE_DEREF")
@@ -515,7 +527,7 @@ def RETURN_VALUE(tx, inst):
     tx.do_return(tx.pop())
 
 
-@op("RETURN_CONST", (V312,))
+@op("RETURN_CONST", (V312, V313))
 def RETURN_CONST(tx, inst):
     tx.do_return(_const(tx, inst.argval))
 
@@ -532,15 +544,39 @@ def _load_local(tx, name):
     return v
 
 
+def _load_fast(tx, name):
+    """LOAD_FAST's value; on 3.13 LOAD_FAST of a cell's slot is the cell (LOAD_CLOSURE is gone)."""
+    if PY >= V313 and name in tx.cells:
+        return tx.cells[name]
+    return _load_local(tx, name)
+
+
 @op("LOAD_FAST")
-@op("LOAD_FAST_CHECK", (V312,))
+@op("LOAD_FAST_CHECK", (V312, V313))
 def LOAD_FAST(tx, inst):
-    tx.push(_load_local(tx, inst.argval))
+    tx.push(_load_fast(tx, inst.argval))
 
 
+@op("LOAD_FAST_LOAD_FAST", (V313,))
+def LOAD_FAST_LOAD_FAST(tx, inst):
+    for name in inst.argval:
+        tx.push(_load_fast(tx, name))
 
 
-@op("LOAD_FAST_AND_CLEAR", (V312,))
+@op("STORE_FAST_LOAD_FAST", (V313,))
+def STORE_FAST_LOAD_FAST(tx, inst):
+    store, load = inst.argval
+    _store_fast(tx, store, tx.pop())
+    tx.push(_load_fast(tx, load))
+
+
+@op("STORE_FAST_STORE_FAST", (V313,))
+def STORE_FAST_STORE_FAST(tx, inst):
+    for name in inst.argval:  # TOS goes to the first name
+        _store_fast(tx, name, tx.pop())
+
+
+@op("LOAD_FAST_AND_CLEAR", (V312, V313))
 def LOAD_FAST_AND_CLEAR(tx, inst):
     if isinstance(tx, InstructionTranslator):
         tx.lazy_local(inst.argval)
@@ -549,12 +585,15 @@ def LOAD_FAST_AND_CLEAR(tx, inst):
 
 @op("STORE_FAST")
 def STORE_FAST(tx, inst):
-    v = tx.pop()
-    tx.forget_argument(inst.argval)
+    _store_fast(tx, inst.argval, tx.pop())
+
+
+def _store_fast(tx, name, v):
+    tx.forget_argument(name)
     if v is NULL:
-        tx.locals.pop(inst.argval, None)
+        tx.locals.pop(name, None)
     else:
-        tx.locals[inst.argval] = v
+        tx.locals[name] = v
 
 
 @op("DELETE_FAST")
@@ -575,7 +614,7 @@ def MAKE_CELL(tx, inst):
     tx.locals.pop(name, None)
 
 
-@op("LOAD_CLOSURE")
+@op("LOAD_CLOSURE", (V311, V312))
 def LOAD_CLOSURE(tx, inst):
     tx.push(tx.cells[inst.argval])
 
@@ -585,7 +624,7 @@ def LOAD_DEREF(tx, inst):
     tx.push(tx.cell_get(tx.cells[inst.argval]))
 
 
-@op("LOAD_FROM_DICT_OR_DEREF", (V312,))
+@op("LOAD_FROM_DICT_OR_DEREF", (V312, V313))
 def LOAD_FROM_DICT_OR_DEREF(tx, inst):
     tx.pop()
     tx.push(tx.cell_get(tx.cells[inst.argval]))
@@ -604,12 +643,19 @@ def STORE_DEREF(tx, inst):
     cell.lazy = None
 
 
+def _push_callable(tx, value, with_null: bool) -> None:
+    """A callable for CALL, with the NULL that says "no self": below it up to 3.12, above it
+    on 3.13."""
+    if with_null and PY < V313:
+        tx.push(NULL)
+    tx.push(value)
+    if with_null and PY >= V313:
+        tx.push(NULL)
+
+
 @op("LOAD_GLOBAL")
 def LOAD_GLOBAL(tx, inst):
-    name = inst.argval
-    if inst.arg & 1:
-        tx.push(NULL)
-    tx.push(_load_global(tx, name))
+    _push_callable(tx, _load_global(tx, inst.argval), bool(inst.arg & 1))
 
 
 def _load_global(tx, name):
@@ -639,9 +685,7 @@ def STORE_GLOBAL(tx, inst):
 @op("LOAD_ATTR")
 def LOAD_ATTR(tx, inst):
     obj = tx.pop()
-    if PY >= V312 and inst.arg & 1:
-        tx.push(NULL)
-    tx.push(tx.getattr(obj, inst.argval))
+    _push_callable(tx, tx.getattr(obj, inst.argval), PY >= V312 and bool(inst.arg & 1))
 
 
 @op("LOAD_METHOD", (V311,))
@@ -651,12 +695,11 @@ def LOAD_METHOD(tx, inst):
     tx.push(tx.getattr(obj, inst.argval))
 
 
-@op("LOAD_SUPER_ATTR", (V312,))
+@op("LOAD_SUPER_ATTR", (V312, V313))
 def LOAD_SUPER_ATTR(tx, inst):
     obj, cls, _super = tx.pop(), tx.pop(), tx.pop()
-    if inst.arg & 1:
-        tx.push(NULL)
-    tx.push(SuperVariable(cls.as_python_constant(), obj).var_getattr(tx, inst.argval))
+    attr = SuperVariable(cls.as_python_constant(), obj).var_getattr(tx, inst.argval)
+    _push_callable(tx, attr, bool(inst.arg & 1))
 
 
 @op("STORE_ATTR")
@@ -692,13 +735,13 @@ def DELETE_SUBSCR(tx, inst):
     obj.call_method(tx, "__delitem__", [key], {})
 
 
-@op("BINARY_SLICE", (V312,))
+@op("BINARY_SLICE", (V312, V313))
 def BINARY_SLICE(tx, inst):
     stop, start, obj = tx.pop(), tx.pop(), tx.pop()
     tx.push(tx.getitem(obj, SliceVariable([start, stop, ConstantVariable(None)])))
 
 
-@op("STORE_SLICE", (V312,))
+@op("STORE_SLICE", (V312, V313))
 def STORE_SLICE(tx, inst):
     stop, start, obj, value = tx.pop(), tx.pop(), tx.pop(), tx.pop()
     B.call_builtin(tx, operator.setitem, [obj, SliceVariable([start, stop, ConstantVariable(None)]), value], {})
@@ -723,7 +766,17 @@ def BINARY_OP(tx, inst):
 @op("COMPARE_OP")
 def COMPARE_OP(tx, inst):
     b, a = tx.pop(), tx.pop()
-    tx.push(B.compare(tx, _COMPARE[inst.argval], a, b))
+    res = B.compare(tx, _COMPARE[inst.argval], a, b)
+    if PY >= V313 and inst.arg & 16:  # 3.13: the result goes to a conditional jump as a bool
+        res = ConstantVariable(res.truthy(tx))
+    tx.push(res)
+
+
+@op("TO_BOOL", (V313,))
+def TO_BOOL(tx, inst):
+    """bool(TOS) for the conditional jump after it (3.13's jumps take exact bools): decided here,
+    as 3.11/3.12 decide it at the jump."""
+    tx.push(ConstantVariable(tx.pop().truthy(tx)))
 
 
 @op("IS_OP")
@@ -747,12 +800,12 @@ def _unary(fn):
     return h
 
 
-for _name, _fn, _vers in (("UNARY_NEGATIVE", operator.neg, BOTH), ("UNARY_POSITIVE", operator.pos, (V311,)),
-                          ("UNARY_INVERT", operator.invert, BOTH), ("UNARY_NOT", operator.not_, BOTH)):
-    HANDLERS[_name] = Handler(_unary(_fn), _vers)
+for _name, _fn, _vers in (("UNARY_NEGATIVE", operator.neg, ALL), ("UNARY_POSITIVE", operator.pos, (V311,)),
+                          ("UNARY_INVERT", operator.invert, ALL), ("UNARY_NOT", operator.not_, ALL)):
+    op(_name, _vers)(_unary(_fn))
 
 
-@op("CALL_INTRINSIC_1", (V312,))
+@op("CALL_INTRINSIC_1", (V312, V313))
 def CALL_INTRINSIC_1(tx, inst):
     # 5: INTRINSIC_UNARY_POSITIVE, 6: INTRINSIC_LIST_TO_TUPLE
     if inst.arg == 5:
@@ -879,16 +932,35 @@ def UNPACK_EX(tx, inst):
         tx.push(v)
 
 
-@op("FORMAT_VALUE")
-def FORMAT_VALUE(tx, inst):
-    spec = tx.pop().as_python_constant() if inst.arg & 0x04 else ""
-    value = tx.pop()
+def _formatted(tx, value, conv: int, spec) -> VariableTracker:
+    """f-string piece: conversion (0 none, 1 str, 2 repr, 3 ascii), then format(value, spec)."""
     if isinstance(value, TensorVariable):
         raise Unsupported("format_tensor", "formatting a tensor into a string reads its data")
     v = value.as_python_constant()
-    conv = inst.arg & 0x03
     v = {0: lambda x: x, 1: str, 2: repr, 3: ascii}[conv](v)
-    tx.push(ConstantVariable(format(v, spec)))
+    return ConstantVariable(format(v, spec))
+
+
+@op("FORMAT_VALUE", (V311, V312))
+def FORMAT_VALUE(tx, inst):
+    spec = tx.pop().as_python_constant() if inst.arg & 0x04 else ""
+    tx.push(_formatted(tx, tx.pop(), inst.arg & 0x03, spec))
+
+
+@op("CONVERT_VALUE", (V313,))
+def CONVERT_VALUE(tx, inst):
+    tx.push(_formatted(tx, tx.pop(), inst.arg, ""))
+
+
+@op("FORMAT_SIMPLE", (V313,))
+def FORMAT_SIMPLE(tx, inst):
+    tx.push(_formatted(tx, tx.pop(), 0, ""))
+
+
+@op("FORMAT_WITH_SPEC", (V313,))
+def FORMAT_WITH_SPEC(tx, inst):
+    spec = tx.pop().as_python_constant()
+    tx.push(_formatted(tx, tx.pop(), 0, spec))
 
 
 @op("BUILD_STRING")
@@ -899,26 +971,37 @@ def BUILD_STRING(tx, inst):
 
 # --- calls and functions --------------------------------------------------------------------------
 
-@op("KW_NAMES")
+@op("KW_NAMES", (V311, V312))
 def KW_NAMES(tx, inst):
     tx.kw_names = tuple(tx.code.co_consts[inst.arg])
 
 
-@op("CALL")
-def CALL(tx, inst):
-    args = tx.popn(inst.arg)
+def _call(tx, nargs: int, kw_names: tuple) -> None:
+    args = tx.popn(nargs)
     second, first = tx.pop(), tx.pop()
-    if first is NULL:
+    if PY >= V313:  # [callable, NULL | self, *args]
+        fn, args = (first, args) if second is NULL else (first, [second, *args])
+    elif first is NULL:  # [NULL | callable, callable | self, *args]
         fn = second
     else:
         fn, args = first, [second, *args]
     kwargs = {}
-    if tx.kw_names:
-        n = len(tx.kw_names)
-        kwargs = dict(zip(tx.kw_names, args[-n:]))
+    if kw_names:
+        n = len(kw_names)
+        kwargs = dict(zip(kw_names, args[-n:]))
         args = args[:-n]
-        tx.kw_names = ()
     tx.push(tx.call(fn, args, kwargs))
+
+
+@op("CALL")
+def CALL(tx, inst):
+    kw_names, tx.kw_names = tx.kw_names, ()
+    _call(tx, inst.arg, kw_names)
+
+
+@op("CALL_KW", (V313,))
+def CALL_KW(tx, inst):
+    _call(tx, inst.arg, tuple(tx.pop().as_python_constant()))
 
 
 @op("CALL_FUNCTION_EX")
@@ -927,23 +1010,47 @@ def CALL_FUNCTION_EX(tx, inst):
     args = tx.pop()
     fn = tx.pop()
     null = tx.pop()
-    if null is not NULL:  # method form: [callable, self] below the args
+    if PY >= V313:  # [callable, NULL, args(, kwargs)]: the slot above the callable is unused
+        fn = null
+    elif null is not NULL:  # method form: [callable, self] below the args
         fn, args = null, TupleVariable([fn, *tx.unpack(args)])
     if not isinstance(kwargs, ConstDictVariable):
         raise Unsupported("call_ex", f"** of {kwargs}")
     tx.push(tx.call(fn, tx.unpack(args), {str(k): v for k, v in kwargs.items.items()}))
 
 
-@op("MAKE_FUNCTION")
+@op("MAKE_FUNCTION", (V311, V312))
 def MAKE_FUNCTION(tx, inst):
     code = tx.pop().as_python_constant()
-    flags = inst.arg
-    closure = tuple(tx.pop().items) if flags & 0x08 else ()
-    if flags & 0x04:
-        tx.pop()  # annotations: not needed to run the function
-    kwdefaults = dict(tx.pop().items) if flags & 0x02 else {}
-    defaults = tuple(tx.pop().items) if flags & 0x01 else ()
-    tx.push(NestedUserFunctionVariable(code, code.co_qualname, tx.f_globals, defaults, kwdefaults, closure))
+    fn = NestedUserFunctionVariable(code, code.co_qualname, tx.f_globals, (), {}, ())
+    for flag in (0x08, 0x04, 0x02, 0x01):  # popped in this order: closure on top
+        if inst.arg & flag:
+            _set_function_attribute(fn, flag, tx.pop())
+    tx.push(fn)
+
+
+@op("MAKE_FUNCTION", (V313,))
+def MAKE_FUNCTION_313(tx, inst):
+    """3.13: a bare function; SET_FUNCTION_ATTRIBUTE adds closure, defaults, ... one by one."""
+    code = tx.pop().as_python_constant()
+    tx.push(NestedUserFunctionVariable(code, code.co_qualname, tx.f_globals, (), {}, ()))
+
+
+@op("SET_FUNCTION_ATTRIBUTE", (V313,))
+def SET_FUNCTION_ATTRIBUTE(tx, inst):
+    fn = tx.pop()
+    _set_function_attribute(fn, inst.arg, tx.pop())
+    tx.push(fn)
+
+
+def _set_function_attribute(fn, flag: int, value) -> None:
+    if flag == 0x08:
+        fn.closure = tuple(value.items)
+    elif flag == 0x02:
+        fn.kwdefaults = dict(value.items)
+    elif flag == 0x01:
+        fn.defaults = tuple(value.items)
+    # 0x04 annotations (and 3.13's 0x10 none): not needed to run the function
 
 
 @op("IMPORT_NAME")
@@ -993,9 +1100,9 @@ _JUMPS = {
     "IF_NOT_NONE": lambda tx, v: not _is_none(v),
 }
 for _cond, _pred in _JUMPS.items():
-    HANDLERS[f"POP_JUMP_{_cond}"] = Handler(_pop_jump(_pred), (V312,))
-    HANDLERS[f"POP_JUMP_FORWARD_{_cond}"] = Handler(_pop_jump(_pred), (V311,))
-    HANDLERS[f"POP_JUMP_BACKWARD_{_cond}"] = Handler(_pop_jump(_pred), (V311,))
+    op(f"POP_JUMP_{_cond}", (V312, V313))(_pop_jump(_pred))
+    op(f"POP_JUMP_FORWARD_{_cond}", (V311,))(_pop_jump(_pred))
+    op(f"POP_JUMP_BACKWARD_{_cond}", (V311,))(_pop_jump(_pred))
 
 
 @op("JUMP_IF_FALSE_OR_POP", (V311,))
@@ -1036,12 +1143,18 @@ def FOR_ITER(tx, inst):
         tx.pop()
         tx.jump(inst)
         if PY >= V312 and tx.instructions[tx.ip].opname == "END_FOR":
-            tx.ip += 1  # 3.12 pops the iterator itself and skips END_FOR
+            # 3.12 pops the iterator itself and skips END_FOR; 3.13 also the POP_TOP after it
+            tx.ip += 1 if PY == V312 else 2
 
 
 @op("END_FOR", (V312,))
 def END_FOR(tx, inst):
     tx.popn(2)
+
+
+@op("END_FOR", (V313,))
+def END_FOR_313(tx, inst):
+    tx.pop()  # 3.13: the value only; a POP_TOP follows for the iterator
 
 
 @op("RETURN_GENERATOR")
@@ -1070,4 +1183,4 @@ def BEFORE_WITH(tx, inst):
 
 
 # module-level sanity: every handler name exists in some supported interpreter's opcode set
-assert all(isinstance(h, Handler) for h in HANDLERS.values())
+assert all(isinstance(h, Handler) for hs in HANDLERS.values() for h in hs)
