@@ -259,8 +259,7 @@ def step_timings(d: Demo) -> None:
             d.check("codegen output", comp(x), d.model(x))
         for c in compiled:
             path = getattr(c, "wrapper_path", None)
-            print(f"  generated code: {getattr(c, 'kernel_count', '?')} kernel(s); wrapper {path}"
-                  + (f" (runnable: python {path})" if path else ""))
+            print(f"  generated code: {getattr(c, 'kernel_count', '?')} kernel(s); wrapper {path}")
             if path and os.path.exists(path):
                 # entry checks (shape/dtype/grad escapes) are long and alike: show the kernel calls
                 lines = [ln for ln in open(path).read().splitlines()

@@ -56,3 +56,42 @@ def test_demo_graph_breaks_named_with_user_lines_and_hints(demo_output):
     assert f"break at model.py:{line_if}:8 [tensor_branch]" in out, out[-4000:]
     assert out.count("      hint: ") == 2
     assert "pydynamo.optimize(next_token_probs) call 2: matches eager" in out
+
+
+def test_demo_recompile_reason_prints_before_the_next_call(demo_output):
+    """The 16 -> 17 recompile's explanation and new shape guards come right after that call's
+    line, before the next call's cache hit (issue 21)."""
+    _, out = demo_output
+    a, why = out.index("seq 16 -> 17 (compiled"), out.index("recompiling forward", out.index("seq 16 -> 17"))
+    guards, b = out.index("the new entry's shape guards"), out.index("seq 16 -> 35 (cache hit)")
+    assert a < why < guards < b, out[a:b + 100]
+
+
+def test_demo_timings_are_interleaved_medians_with_a_busy_flag():
+    """timing.interleaved_us runs the callables in turn in every round (load hits all rows alike)
+    and reports the median round; a row whose rounds spread widely is BUSY and the table says
+    it cannot be trusted (issue 21: eager looked slower than torch.compile backend=eager under load)."""
+    import io
+    import time
+    from contextlib import redirect_stdout
+
+    from pydynamo.demo.__main__ import print_timings
+    from pydynamo.demo.timing import interleaved_us
+
+    order, slow = [], iter([0.0] * 3 + [0.0, 0.004, 0.0, 0.0, 0.0, 0.0, 0.0] * 10)
+
+    def steady(x):
+        order.append("a")
+
+    def noisy(x):
+        order.append("b")
+        time.sleep(next(slow))
+
+    t = interleaved_us({"steady": steady, "noisy": noisy}, None, iters=1, rounds=7)
+    assert order[6:] == ["a", "b"] * 7            # after 3 warm-up calls each: interleaved
+    assert t["noisy"].busy and t["noisy"].min_us <= t["noisy"].median_us < t["noisy"].max_us
+    buf = io.StringIO()
+    with redirect_stdout(buf):
+        print_timings([(name, v, t["steady"]) for name, v in t.items()], 1)
+    text = buf.getvalue()
+    assert "BUSY" in text and "too busy to trust" in text and "x eager" in text, text
