@@ -65,7 +65,9 @@ def class_attribute(tx, obj_var: VariableTracker, cls: type, name: str):
     return tx.wrap(raw, cls_src)
 
 
-_PLAIN_META_ENTRIES = {"__module__", "__doc__", "__qualname__", "__dict__", "__weakref__"}
+# (3.13 writes __firstlineno__ and __static_attributes__ into every class body's namespace)
+_PLAIN_META_ENTRIES = {"__module__", "__doc__", "__qualname__", "__dict__", "__weakref__",
+                       "__firstlineno__", "__static_attributes__"}
 
 
 def plain_metaclass(meta: type, constructing: bool = False) -> bool:
