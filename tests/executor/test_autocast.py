@@ -42,12 +42,22 @@ def _pydynamo(backend_name=None, compiled=None):
     return compile_fn
 
 
+def _reference_count(torch_reference, mode, name) -> int:
+    """torch.compile's graph count for the case; skips (after our own checks ran) where
+    torch.compile itself raises on this Python: torch 2.13's dynamo on CPython 3.13 fails to
+    bind the deprecated torch.cpu.amp.autocast() (KeyError: dtype), so there is no count."""
+    count, detail = torch_reference[mode][name]
+    if count is None:
+        pytest.skip(f"torch.compile raises on {name} here ({detail}): graph count not compared")
+    return count
+
+
 @pytest.mark.parametrize("name", list(autocast_cases.CASES))
 def test_autocast_case_matches_eager_and_torch_compile(name, torch_reference):
     ours = autocast_cases.run(_pydynamo(), pydynamo.reset, pydynamo.graph_break, names=[name])[name]
     pydynamo.reset()
     assert ours[1], "outputs or dtypes differ from eager"
-    assert ours[0] == torch_reference["static"][name][0]
+    assert ours[0] == _reference_count(torch_reference, "static", name)
 
 
 @pytest.mark.parametrize("name", ["region_amp", "break_inside"])
@@ -55,7 +65,7 @@ def test_autocast_region_over_dynamic_sizes(name, torch_reference):
     ours = autocast_cases.run(_pydynamo(), pydynamo.reset, pydynamo.graph_break, names=[name], dynamic=True)[name]
     pydynamo.reset()
     assert ours[1], "outputs or dtypes differ from eager"
-    assert ours[0] == torch_reference["dynamic"][name][0]
+    assert ours[0] == _reference_count(torch_reference, "dynamic", name)
 
 
 def _fallback_reason(compiled) -> str:
@@ -75,7 +85,6 @@ def test_autocast_case_under_codegen_is_never_wrong(name, torch_reference):
                               names=[name])[name]
     pydynamo.reset()
     assert ours[1], "outputs or dtypes differ from eager"
-    assert ours[0] == torch_reference["static"][name][0]
     reasons = [_fallback_reason(c) for c in compiled]
     # the recorder (pydynamo/aot) runs the graph on stand-ins that report the real device, so
     # torch's own autocast casts them: the recorded graph holds the casts as ops, and codegen
@@ -85,6 +94,7 @@ def test_autocast_case_under_codegen_is_never_wrong(name, torch_reference):
     assert reasons and all(r == "" or r.endswith("torch.bfloat16 on cpu") for r in reasons), reasons
     assert reasons[0] == "", reasons
     assert all(getattr(c, "compiled", None) is not None for c in compiled if _in_autocast(c))
+    assert ours[0] == _reference_count(torch_reference, "static", name)
 
 
 def _in_autocast(compiled) -> bool:
