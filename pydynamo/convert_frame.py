@@ -42,7 +42,7 @@ from pydynamo.executor import installed
 from pydynamo.executor.translator import InstructionTranslator
 from pydynamo.guards import compile_guards, current_global_state, Guard, GuardKind, ShapeGuards
 from pydynamo.hints import NO_WARNING, user_message
-from pydynamo.recompiles import explain_recompile
+from pydynamo.recompiles import explain_recompile, user_names
 from pydynamo.shapes import AutomaticDynamic, ConstraintViolation
 from pydynamo.skipfiles import skip_reason
 from pydynamo.versions import unsupported_python
@@ -60,6 +60,10 @@ class FrameResult:
     compile_time_s: float
     graph_break: Optional[GraphBreak] = None  # the frame was cut here (its rest is a resume function)
     shape_env: Any = None   # shapes.ShapeEnv when the frame had symbolic sizes (guards, stats)
+
+    def guard_texts(self) -> list:
+        """The guards as a user reads them (a resume function's stack arguments as expressions)."""
+        return [user_names(self.code, g.describe()) for g in self.guards]
 
 
 # Reasons that must never be cut into a graph break (the frame runs eagerly as a whole).
@@ -155,7 +159,7 @@ def _log_result(r: FrameResult) -> None:
         for g in r.graphs:
             logs.log("graph_code", "%s %s\n%s", r.code.co_name, g.name, g.gm.code)
     if logs.enabled("guards"):
-        logs.log("guards", "%s:\n  %s", r.code.co_name, "\n  ".join(g.describe() for g in r.guards))
+        logs.log("guards", "%s:\n  %s", r.code.co_name, "\n  ".join(r.guard_texts()))
     if logs.enabled("output_code"):
         logs.log("output_code", "%s", r.output_source)
     if logs.enabled("bytecode"):

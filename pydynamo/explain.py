@@ -82,7 +82,7 @@ def explain(fn: Callable, backend="eager", dynamic=None) -> Callable[..., Explai
         graphs = [g for r in results for g in r.graphs]
         return ExplainOutput(
             graphs=[g.gm for g in graphs], graph_count=len(graphs), ops_per_graph=[g.op_count for g in graphs],
-            guards=[g.describe() for r in results for g in r.guards],
+            guards=[text for r in results for text in r.guard_texts()],
             compile_times=[r.compile_time_s for r in results], break_reasons=breaks,
             graph_break_count=max(len(graphs) - 1, 0), out=out, recompile_reasons=recompiles)
     return run

@@ -8,15 +8,21 @@ the user's terms (L['x'].dtype, L['n']), what the entry expected, what the call 
 user line whose code made the translator look at that value. A TENSOR_MATCH failure is narrowed to
 the fields that differ (dtype, shape, ...). The records feed the `recompiles` log channel and
 `explain()`; building one re-runs guards, so it only happens when someone is listening.
+`user_names(code, text)` spells the stack arguments of resume/break code (`L['___stack0']`) as
+the user's expression that produced them (`(x * 2)`), from the original code's bytecode and
+source positions; guards in logs and explain() and these failures use it.
 """
 from __future__ import annotations
 
 import dataclasses
+import linecache
+import re
 import types
+import weakref
 from typing import Any
 
 from pydynamo import _C, shapes
-from pydynamo.bytecode import user_code_name
+from pydynamo.bytecode import analysis, disassemble, origin_of, user_code_name
 from pydynamo.guards import Guard, GuardKind, TensorSpec, compile_guards, current_global_state, settings_of
 
 _SPEC_FIELDS = ("cls", "dtype", "device", "shape", "stride", "requires_grad", "is_conj", "is_neg",
@@ -49,6 +55,88 @@ class RecompileExplanation:
             lines.append(f"  entry {i + 1}:")
             lines += [f"    {f}" for f in fails] or ["    (no single guard fails: rejected as a whole)"]
         return "\n".join(lines)
+
+
+_STACK_NAME = re.compile(r"L\['___stack(\d+)'\]")
+
+
+def user_names(code: types.CodeType, text: str) -> str:
+    """`text` (a guard, a failure) with the stack arguments of resume/break code (`L['___stack0']`)
+    spelled as the user's expression that produced the value, where one is known."""
+    if "___stack" not in text:
+        return text
+    exprs = stack_expressions(code)
+    return _STACK_NAME.sub(lambda m: exprs.get(int(m.group(1)), m.group(0)), text)
+
+
+_exprs_cache: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def stack_expressions(code: types.CodeType) -> dict:
+    """{stack slot: the source text of the expression that pushed it} for resume/break code
+    (empty for other code): the slot's producer is the last instruction before the resume
+    point in the original code that pushed it and whose result nothing popped since; its
+    source positions give the text (one line only)."""
+    found = _exprs_cache.get(code)
+    if found is not None:
+        return found
+    found = {}
+    origin = origin_of(code)
+    if origin is not None:
+        try:
+            found = _producers(code, *origin)
+        except Exception:   # names only: a layout the scan does not follow keeps L['___stackN']
+            found = {}
+    _exprs_cache[code] = found
+    return found
+
+
+def _producers(code: types.CodeType, orig: types.CodeType, mapping: dict) -> dict:
+    here = disassemble(code)
+    jump = next((i for i in here if i.offset not in mapping and i.is_jump), None)
+    if jump is None or jump.target is None or jump.target.offset not in mapping:
+        return {}
+    target = mapping[jump.target.offset]
+    insts = disassemble(orig)
+    depths = analysis.stack_depths(insts)
+    k = next(n for n, i in enumerate(insts) if i.offset == target)
+    out = {}
+    for slot in range(depths[k] or 0):
+        for j in range(k - 1, -1, -1):   # the closest instruction before k that wrote the slot
+            if depths[j] is None or depths[j + 1] is None or insts[j].is_jump:
+                break
+            if _writes(insts[j], depths[j], depths[j + 1], slot):
+                text = _source_of(orig, insts[j].positions) if _within(depths, j, k, slot) else ""
+                if text:
+                    out[slot] = text
+                break
+    return out
+
+
+# instructions that only pop (or touch nothing): the new top of stack is not theirs
+_NO_PUSH = ("POP_", "STORE_", "DELETE_", "JUMP", "NOP", "RESUME", "CACHE", "PRECALL", "KW_NAMES",
+            "PUSH_NULL", "RETURN", "COPY_FREE_VARS", "MAKE_CELL", "EXTENDED_ARG")
+
+
+def _writes(inst, before: int, after: int, slot: int) -> bool:
+    if after <= slot:
+        return False
+    return slot >= before or (slot == after - 1 and not inst.opname.startswith(_NO_PUSH))
+
+
+def _within(depths: list, j: int, k: int, slot: int) -> bool:
+    """The value pushed into `slot` at instruction j is still there at k (never popped)."""
+    return all(d is not None and d > slot for d in depths[j + 1:k + 1])
+
+
+def _source_of(code: types.CodeType, pos) -> str:
+    if pos is None or pos.lineno is None or pos.lineno != pos.end_lineno or pos.col_offset is None:
+        return ""
+    line = linecache.getline(code.co_filename, pos.lineno)
+    text = line.encode()[pos.col_offset:pos.end_col_offset].decode(errors="replace").strip()
+    if not text or "\n" in text:
+        return ""
+    return f"({text})" if " " in text else text     # (x * 2).dtype, not x * 2.dtype
 
 
 def _text(v: Any) -> str:
@@ -173,7 +261,8 @@ def _len(v):
 def explain_recompile(code: types.CodeType, entries: list, frame_locals: dict,
                       frame_globals: dict) -> RecompileExplanation:
     """`entries`: the hook's [(guard, code), ...]; guards carry their Guard list as `.guards`."""
-    per_entry = [guard_failures(getattr(guard, "guards", []), frame_locals, frame_globals)
+    per_entry = [[dataclasses.replace(f, what=user_names(code, f.what))
+                  for f in guard_failures(getattr(guard, "guards", []), frame_locals, frame_globals)]
                  for guard, _ in entries]
     return RecompileExplanation(user_code_name(code), f"{code.co_filename}:{code.co_firstlineno}",
                                 per_entry)

@@ -321,3 +321,28 @@ def test_help_of_optimize_documents_the_settings():
     for name in pydynamo.__all__:
         obj = getattr(pydynamo, name)
         assert (obj.__doc__ or "").strip(), f"pydynamo.{name} has no docstring"
+
+
+def item_in_expression(x, w):
+    return x * 2 + torch.sigmoid(w).sum().item()
+
+
+def test_stack_arguments_of_resume_code_read_as_the_users_expression(capsys):
+    """After a break inside an expression the values on the stack are arguments of the resume
+    code; guards and recompile reasons name them by the expression that made them, not
+    L['___stack0']."""
+    ex = pydynamo.explain(item_in_expression)(torch.ones(3), torch.ones(2))
+    text = "\n".join(ex.guards)
+    assert "___stack" not in text and "TENSOR_MATCH: (x * 2) dtype=torch.float32" in text, text
+    assert "torch.sigmoid(w).sum().item()" in text, text
+    c = pydynamo.optimize(item_in_expression, backend="eager")
+    c(torch.ones(3), torch.ones(2))
+    recorded = []
+    from pydynamo import convert_frame
+    convert_frame.RECORDERS.append(recorded.append)
+    try:
+        c(torch.ones(3, dtype=torch.float64), torch.ones(2))
+    finally:
+        convert_frame.RECORDERS.remove(recorded.append)
+    why = "\n".join(str(r) for r in recorded if type(r).__name__ == "RecompileExplanation")
+    assert "(x * 2).dtype: expected torch.float32, got torch.float64" in why and "___stack" not in why, why
