@@ -187,10 +187,10 @@ class _Emitter:
         base = source.base
         if base is not None:
             base_var = self.value(base)
-            # render the last step on top of the already-bound base
-            expr = source.render(lambda n: "", lambda n: "", True)
-            base_text = base.render(lambda n: "", lambda n: "", True)
-            expr = base_var + expr[len(base_text):]
+            # render the last step around the already-bound base (a step may wrap its base:
+            # dict.__getitem__(base, k)); names are marked so the base's text is unique
+            mark = lambda n: f"\0{n}\0"  # noqa: E731
+            expr = source.render(mark, mark, True).replace(base.render(mark, mark, True), base_var, 1)
         else:
             expr = source.guard_expr()
         var = f"v{len(self.bound)}"

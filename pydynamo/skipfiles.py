@@ -2,8 +2,8 @@
 
 A leaf (stdlib and torch's install path only): `convert_frame` asks `skip_reason(code)` on every
 cache miss, the translator asks `is_library_file(filename)` to name a guard's origin in the
-user's terms. Library code is the real stdlib, torch and pydynamo itself, except the embedded
-demo model (user code that lives inside the package) and torch.nn modules' `forward`s, which are
+user's terms. Library code is the real stdlib, torch and pydynamo itself (and the `__new__` that
+collections.namedtuple generates), except the embedded demo model (user code that lives inside the package) and torch.nn modules' `forward`s, which are
 traced like user code.
 """
 from __future__ import annotations
@@ -52,6 +52,11 @@ def skip_reason(code: types.CodeType) -> Optional[str]:
     fname = code.co_filename
     if fname.startswith(("<pydynamo", "<frozen ")):
         return "pydynamo generated code or frozen stdlib"
+    if fname == "<string>" and "_tuple_new" in code.co_names:
+        # collections.namedtuple's __new__ (typing.NamedTuple's too): eval'd in globals whose
+        # __builtins__ is empty, where output code cannot run (it names builtins); it only
+        # builds the tuple
+        return "namedtuple __new__"
     real = _library_path(fname)
     if real is not None:
         if code.co_name == "forward" and real.startswith(os.path.realpath(_NN_DIR)):

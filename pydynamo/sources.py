@@ -111,6 +111,25 @@ class GetItemSource(Source):
 
 
 @dataclasses.dataclass(frozen=True)
+class DictItemSource(GetItemSource):
+    """An item of a dict subclass read as dict's own item, past a `__getitem__` the subclass
+    overrides (transformers' ModelOutput builds `dict(self.items())` inside its __getitem__:
+    re-reading through it would recurse)."""
+
+    def render(self, local, glob, fast):
+        return f"dict.__getitem__({self.src.render(local, glob, fast)}, {self.index!r})"
+
+
+@dataclasses.dataclass(frozen=True)
+class MappingGetSource(GetItemSource):
+    """`src.get(key)`: a mapping's entry or None when it has none (os.environ reads: the guard
+    pins presence as well as value, and a missing key is a value, not an exception)."""
+
+    def render(self, local, glob, fast):
+        return f"{self.src.render(local, glob, fast)}.get({self.index!r})"
+
+
+@dataclasses.dataclass(frozen=True)
 class DefaultsSource(Source):
     """A default argument value of a function reached through `fn_source`."""
     fn_source: Source

@@ -323,11 +323,16 @@ def make_break_function(code: CodeType, start: int, end: int, *, nstack: int,
     else:
         succ = [insts[kend + 1].offset] + ([last.target.offset] if last.is_jump else [])
     nulls_before = set(null_slots)
-    slots = analysis.stack_slots(insts)[index[start]]
+    all_slots = analysis.stack_slots(insts)
+    slots = all_slots[index[start]]
     if slots is None or len(slots) != nstack:
         raise ValueError(f"stack depth at offset {start} is not {nstack}")
     reenter = _reenter_slots(slots, reenter_with)
-    resumes = [_successor_resume(code, off, nulls_before, reenter) for off in succ]
+    # a method load that ends the range pushes NULL or not depending on the object at run time;
+    # it runs as a plain attribute load beside a NULL instead, so the successor knows its stack
+    method_null = _method_null_slot(last, len(all_slots[kend]))
+    nulls_after = nulls_before | ({method_null} if method_null is not None else set())
+    resumes = [_successor_resume(code, off, nulls_after, reenter) for off in succ]
     cache = _cached(code)
     key = ("break", start, end, nstack, tuple(sorted(nulls_before)), reenter)
     if key in cache:
@@ -350,11 +355,42 @@ def make_break_function(code: CodeType, start: int, end: int, *, nstack: int,
             tails.append(tail)
         if body[kend].is_jump:  # the taken branch resumes at the target
             body[kend].target = tails[1][0]
-        return body[:kend + 1] + [i for t in tails for i in t] + body[kend + 1:]
+        head = body[:kend + 1]
+        if method_null is not None:
+            head = body[:kend] + _as_attr_load(body[kend])
+        return head + [i for t in tails for i in t] + body[kend + 1:]
 
     cache[key] = _build(code, insts, index[start], slots, nulls, reenter, local_args, cells,
                         may[index[start]], splice=splice, prefix="__break_at")
     return cache[key]
+
+
+def _is_method_load(inst: Instruction) -> bool:
+    return inst.opname == "LOAD_METHOD" or (inst.opname == "LOAD_ATTR" and not opcodes.PY311
+                                            and bool((inst.arg or 0) & 1))
+
+
+def _method_null_slot(inst: Instruction, depth: int) -> int | None:
+    """The stack slot that `_as_attr_load(inst)` fills with NULL (`depth`: the stack depth
+    before `inst`), or None when `inst` is no method load."""
+    if not _is_method_load(inst):
+        return None
+    return depth if opcodes.PY313 else depth - 1  # 3.13: [attr, NULL]; before: [NULL, attr]
+
+
+def _as_attr_load(inst: Instruction) -> list[Instruction]:
+    """A method load rewritten as a NULL and an attribute load (the same callable, known NULL).
+    `inst` itself stays the first instruction: jumps (the prologue's) target it."""
+    name = inst.argval
+    if opcodes.PY313:
+        seq = emit.load_attr(name) + emit.push_null()
+    else:
+        seq = emit.push_null() + emit.swap(2) + emit.load_attr(name)
+    first, rest = seq[0], seq[1:]
+    inst.opname, inst.arg, inst.argval = first.opname, first.arg, first.argval
+    for i in rest:
+        i.positions, i.exn_tab_entry = inst.positions, inst.exn_tab_entry
+    return [inst] + rest
 
 
 _RAISES = frozenset({"RAISE_VARARGS", "RERAISE"})

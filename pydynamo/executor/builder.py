@@ -38,7 +38,9 @@ from pydynamo.executor.variables.containers import (ConstDictVariable, ListVaria
 from pydynamo.executor.variables.functions import (LruCacheWrapperVariable, PartialVariable, UserFunctionVariable,
                                                    UserMethodVariable)
 from pydynamo.executor.variables.iterators import ITERTOOLS
-from pydynamo.executor.variables.misc import GRAD_MODE_FNS, GradModeClassVariable, GradModeWrappedFunction
+from pydynamo.executor.variables import copying  # noqa: F401  (registers copy.copy / copy.deepcopy)
+from pydynamo.executor.variables.misc import (GRAD_MODE_FNS, EnvironVariable, GradModeClassVariable,
+                                             GradModeWrappedFunction, is_environ)
 from pydynamo.executor.variables.nn_module import NNModuleVariable
 from pydynamo.executor.variables.symbolic import SymNodeVariable
 from pydynamo.executor.variables.torch_fns import ALLOWED_IN_GRAPH, TorchFunctionVariable, is_torch_callable
@@ -53,13 +55,6 @@ _BUILTIN_FUNCS |= {print, id, iter, next, enumerate, zip, map, filter, reversed,
                    object.__setattr__, functools.partial, collections.OrderedDict, collections.defaultdict,
                    inspect.signature,
                    *ITERTOOLS}
-
-
-def _hashable_in(value, table) -> bool:
-    try:
-        return value in table
-    except TypeError:
-        return False
 
 
 class VariableBuilder:
@@ -82,7 +77,9 @@ class VariableBuilder:
                 # numbers have no identity worth sharing: equal small ints are one object in
                 # CPython, so an argument `n` and an attribute `self.steps` holding the same int
                 # must not share n's symbol (fuzz F7)
-                if source is not None and not isinstance(var, (ConstantVariable, SymNodeVariable)):
+                # (a tracker that keeps no source, a grad-mode context, holds per-use state)
+                if source is not None and var.source is not None and \
+                        not isinstance(var, (ConstantVariable, SymNodeVariable)):
                     self.cache[id(value)] = var
                     self.keepalive.append(value)
                 return var
@@ -247,6 +244,12 @@ class VariableBuilder:
                 tx.add_guard(AttrSource(source, attr), GuardKind.EQUALS_MATCH, getattr(value, attr, None))
         return amp.AutocastVariable(amp.settings_of(value), source)
 
+    def environ(self, tx, value, source):
+        if source is None:
+            return ObjectVariable(value)
+        tx.add_guard(source, GuardKind.ID_MATCH, (id(value), "os.environ"))
+        return EnvironVariable(value, source)
+
     def grad_cls(self, tx, value, source):
         if source is not None:
             tx.add_guard(source, GuardKind.ID_MATCH, (id(value), value.__name__))
@@ -363,13 +366,14 @@ WRAPPERS: list[tuple[Callable, Callable]] = [
     (_breaks.is_c_exit, _breaks.wrap_c_exit),
     (lambda v: v is _breaks.UNBOUND, by_identity(ObjectVariable)),
     (lambda v: type(v) in CONSTANT_TYPES, _B.literal),
+    (is_environ, _B.environ),
     (lambda v: type(v) is torch.Size, _B.size),
     (lambda v: isinstance(v, OPAQUE_TYPES), _B.opaque),
     (lambda v: isinstance(v, enum.Enum) or v is inspect.Parameter.empty, by_identity(ObjectVariable)),
     (lambda v: isinstance(v, (types.ModuleType, types.CodeType)), by_identity(ObjectVariable)),
-    (lambda v: _hashable_in(v, GRAD_MODE_FNS), _B.grad_cls),
-    (lambda v: _hashable_in(v, ALLOWED_IN_GRAPH), by_identity(TorchFunctionVariable)),
-    (lambda v: _hashable_in(v, _BUILTIN_FUNCS), _B.builtin_fn),
+    (lambda v: vbuiltins.hashable_in(v, GRAD_MODE_FNS), _B.grad_cls),
+    (lambda v: vbuiltins.hashable_in(v, ALLOWED_IN_GRAPH), by_identity(TorchFunctionVariable)),
+    (lambda v: vbuiltins.hashable_in(v, _BUILTIN_FUNCS), _B.builtin_fn),
     (lambda v: isinstance(v, torch.nn.Module), _B.module),
     (lambda v: isinstance(v, types.FunctionType), _B.function),
     (lambda v: isinstance(v, types.MethodType), _B.method),

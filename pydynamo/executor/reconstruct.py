@@ -26,7 +26,7 @@ from pydynamo.executor.variables.base import VariableTracker
 from pydynamo.executor.variables.constant import is_literal
 from pydynamo.executor.variables.containers import ConstDictVariable, ListVariable, SetVariable
 from pydynamo.executor.variables.tensor import TensorVariable
-from pydynamo.executor.variables.user_objects import UserDefinedObjectVariable
+from pydynamo.executor.variables.user_objects import ModelOutputVariable, UserDefinedObjectVariable
 from pydynamo.sources import GlobalSource, Source, py_name
 from pydynamo.user_errors import place_graph_error
 
@@ -114,7 +114,7 @@ class OutputCodegen:
             return self._memo[id(var)]
         expr = var.reconstruct(self)
         if var.source is None and isinstance(var, (ListVariable, ConstDictVariable, SetVariable,
-                                                   UserDefinedObjectVariable)):
+                                                   UserDefinedObjectVariable, ModelOutputVariable)):
             expr = self.temp(expr)
             self._memo[id(var)] = expr
         return expr

@@ -27,7 +27,7 @@ from pydynamo.executor.variables.functions import (BaseUserFunctionVariable, Par
                                                    UserFunctionVariable, UserMethodVariable)
 from pydynamo.executor.variables.symbolic import SymNodeVariable, sym_binary, sym_number
 from pydynamo.executor.variables.tensor import TensorVariable
-from pydynamo.executor.variables.user_objects import SuperVariable, UserDefinedObjectVariable
+from pydynamo.executor.variables.user_objects import NamedTupleVariable, SuperVariable, UserDefinedObjectVariable
 from pydynamo.guards import GuardKind
 
 # Pure functions safe to evaluate on constant arguments at trace time.
@@ -36,6 +36,11 @@ PURE = {abs, all, any, bool, callable, chr, complex, divmod, float, format, froz
         reversed, getattr, hasattr, type, ascii, bin, hex, oct}
 PURE |= {getattr(operator, n) for n in dir(operator) if not n.startswith("_")} - {operator.setitem, operator.delitem}
 PURE |= {getattr(math, n) for n in dir(math) if callable(getattr(math, n))}
+PURE |= {float.fromhex, bytes.fromhex, int.from_bytes, str.maketrans, bytes.maketrans}  # classmethods
+# methods of immutable builtin types, reached through the class (int.bit_length(n), str.upper(s))
+PURE |= {getattr(t, n) for t in (int, float, complex, str, bytes, tuple, frozenset) for n in dir(t)
+         if not n.startswith("_") and isinstance(getattr(t, n), (types.MethodDescriptorType,
+                                                                 types.BuiltinMethodType))}
 
 # Operators that become graph nodes when a tensor is involved.
 TENSOR_OPS = {getattr(operator, n) for n in (
@@ -55,6 +60,13 @@ INPLACE_TO_BINARY = {operator.iadd: operator.add, operator.isub: operator.sub, o
                      operator.ilshift: operator.lshift, operator.irshift: operator.rshift}
 
 HANDLERS: dict = {}
+
+
+def hashable_in(value, table) -> bool:
+    try:
+        return value in table
+    except TypeError:
+        return False
 
 
 def handler(*fns):
@@ -80,8 +92,9 @@ class BuiltinVariable(VariableTracker):
         return call_builtin(tx, self.fn, args, kwargs)
 
     def var_getattr(self, tx, name):
-        if self.fn is dict and name == "fromkeys":
-            return ObjectVariable(dict.fromkeys)
+        attr = getattr(self.fn, name, None)
+        if isinstance(self.fn, type) and attr is not None and (hashable_in(attr, HANDLERS) or hashable_in(attr, PURE)):
+            return BuiltinVariable(attr)  # a classmethod we know (dict.fromkeys, chain.from_iterable)
         if name in ("__name__", "__qualname__"):
             return ConstantVariable(getattr(self.fn, name))
         return super().var_getattr(tx, name)
@@ -548,6 +561,33 @@ def _defaultdict(tx, factory=None, *args, **kwargs):
     d = ConstDictVariable({}, collections.defaultdict, default_factory=factory)
     d.call_method(tx, "update", list(args), kwargs)
     return d
+
+
+@handler(tuple.__new__)
+def _tuple_new(tx, cls, iterable=None):
+    """tuple.__new__(cls, iterable): namedtuple's _make and __new__ reach it."""
+    c = cls.as_python_constant()
+    items = [] if iterable is None else tx.unpack(iterable)
+    if c is tuple:
+        return TupleVariable(items)
+    if isinstance(c, type) and issubclass(c, tuple) and hasattr(c, "_fields") and c.__bases__ == (tuple,):
+        return NamedTupleVariable(items, c)
+    raise Unsupported("tuple_new", f"tuple.__new__ of {getattr(c, '__name__', c)}")
+
+
+def _make_fromkeys(cls):
+    def h(tx, keys, value=None):
+        # one value object under every key, as dict.fromkeys does
+        value = ConstantVariable(None) if value is None else value
+        d = ConstDictVariable({}, cls)
+        for k in tx.unpack(keys):
+            d.items[d._key(k)] = value
+        return d
+    return h
+
+
+for _cls in (dict, collections.OrderedDict, collections.defaultdict):
+    HANDLERS[_cls.fromkeys] = _make_fromkeys(_cls)
 
 
 class GetterVariable(VariableTracker):

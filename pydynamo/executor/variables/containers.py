@@ -176,7 +176,11 @@ class ConstDictVariable(VariableTracker):
         return self.cls
 
     def as_python_constant(self):
-        return self.cls({k: v.as_python_constant() for k, v in self.items.items()})
+        items = {k: v.as_python_constant() for k, v in self.items.items()}
+        if self.cls is collections.defaultdict:
+            factory = self.default_factory
+            return self.cls(None if factory is None else factory.as_python_constant(), items)
+        return self.cls(items)
 
     def truthy(self, tx):
         return len(self.items) > 0
@@ -186,6 +190,11 @@ class ConstDictVariable(VariableTracker):
 
     def unpack_var_sequence(self, tx):
         return [tx.wrap_constant_result(k) for k in self.items]
+
+    def var_getattr(self, tx, name):
+        if name == "default_factory" and self.cls is collections.defaultdict:
+            return self.default_factory if self.default_factory is not None else ConstantVariable(None)
+        return super().var_getattr(tx, name)
 
     def _key(self, v: VariableTracker):
         try:
@@ -257,12 +266,8 @@ class ConstDictVariable(VariableTracker):
             last = (args[0] if args else kwargs.get("last", ConstantVariable(True))).as_python_constant()
             k = next(reversed(items)) if last else next(iter(items))
             return TupleVariable([tx.wrap_constant_result(k), items.pop(k)])
-        elif name == "keys":
-            return DictViewVariable(self.unpack_var_sequence(tx), "keys")
-        elif name == "values":
-            return DictViewVariable(list(items.values()), "values")
-        elif name == "items":
-            return DictViewVariable([TupleVariable([tx.wrap_constant_result(k), v]) for k, v in items.items()], "items")
+        elif name in ("keys", "values", "items"):
+            return DictViewVariable(self, name, tx.wrap_constant_result)
         elif name == "__contains__":
             return ConstantVariable(self._key(args[0]) in items)
         elif name == "__len__":
@@ -282,7 +287,8 @@ class ConstDictVariable(VariableTracker):
         if self.cls is dict:
             return "{" + body + "}"
         if self.cls is collections.defaultdict:
-            return f"{cg.load_const(self.cls)}({cg.reconstruct(self.default_factory)}, {{{body}}})"
+            factory = "None" if self.default_factory is None else cg.reconstruct(self.default_factory)
+            return f"{cg.load_const(self.cls)}({factory}, {{{body}}})"
         return f"{cg.load_const(self.cls)}({{{body}}})"
 
     def __repr__(self):
@@ -290,12 +296,26 @@ class ConstDictVariable(VariableTracker):
 
 
 class DictViewVariable(TupleVariable):
-    """A snapshot of dict.keys()/values()/items(): iterates like the view; compares like the real
-    view (keys and items are set-like) when its contents are constants."""
+    """dict.keys()/values()/items(): a live view of its dict tracker (a write to the dict after
+    the view was made shows through it, as in Python); iterates like the view; compares like the
+    real view (keys and items are set-like) when its contents are constants. Leaving the graph it
+    is rebuilt as `<the dict>.<kind>()`, still live."""
 
-    def __init__(self, items, kind: str):
-        super().__init__(items)
-        self.kind = kind
+    def __init__(self, mapping: "ConstDictVariable", kind: str, wrap_key):
+        VariableTracker.__init__(self)
+        self.mapping, self.kind, self.wrap_key = mapping, kind, wrap_key
+
+    @property
+    def items(self):
+        d = self.mapping.items
+        if self.kind == "keys":
+            return [self.wrap_key(k) for k in d]
+        if self.kind == "values":
+            return list(d.values())
+        return [TupleVariable([self.wrap_key(k), v]) for k, v in d.items()]
+
+    def new(self, items):
+        return TupleVariable(items)
 
     def python_type(self):
         return type(getattr({}, self.kind)())
@@ -307,11 +327,21 @@ class DictViewVariable(TupleVariable):
             return dict(i.as_python_constant() for i in self.items).items()
         raise Unsupported("dict_values", "dict.values() used as a constant")
 
+    def call_method(self, tx, name, args, kwargs):
+        if name == "__contains__" and self.kind == "keys":
+            return self.mapping.call_method(tx, "__contains__", args, kwargs)
+        if name == "__reversed__":
+            raise Unsupported("dict_view_method", f"reversed() of dict_{self.kind}")
+        return super().call_method(tx, name, args, kwargs)
+
     def getitem(self, tx, key):
         raise Unsupported("type_error", f"'dict_{self.kind}' object is not subscriptable")
 
     def reconstruct(self, cg):
-        raise Unsupported("dict_view_escape", "returning a dict view made inside the compiled region")
+        return f"{cg.reconstruct(self.mapping)}.{self.kind}()"
+
+    def __repr__(self):
+        return f"DictViewVariable({self.kind} of {self.mapping})"
 
 
 class SetVariable(VariableTracker):

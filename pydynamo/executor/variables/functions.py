@@ -9,6 +9,7 @@ Argument binding (defaults, *args, **kwargs, keyword-only) uses Python's own rul
 """
 from __future__ import annotations
 
+import functools
 import inspect
 import types
 
@@ -285,3 +286,22 @@ class PartialVariable(VariableTracker):
 
     def call_function(self, tx, args, kwargs):
         return self.fn.call_function(tx, [*self.args, *args], {**self.kwargs, **kwargs})
+
+    def python_type(self):
+        return functools.partial
+
+    def var_getattr(self, tx, name):
+        if name == "func":
+            return self.fn
+        if name == "args":
+            return tx.tuple(self.args)
+        if name == "keywords":
+            return ConstDictVariable(self.kwargs)
+        return super().var_getattr(tx, name)
+
+    def reconstruct(self, cg):
+        if self.source is not None:
+            return cg.load_source(self.source)
+        parts = [cg.reconstruct(self.fn), *(cg.reconstruct(a) for a in self.args),
+                 *(f"{k}={cg.reconstruct(v)}" for k, v in self.kwargs.items())]
+        return f"{cg.load_const(functools.partial)}({', '.join(parts)})"

@@ -54,6 +54,8 @@ def _itertools(tx, fn, args, kwargs):
     consts = lambda vs: [v.as_python_constant() for v in vs]  # noqa: E731
     if fn is itertools.chain:
         return itertools.chain(*[_lazy(tx, a) for a in args])
+    if fn == itertools.chain.from_iterable:
+        return itertools.chain.from_iterable(_lazy(tx, a) for a in _lazy(tx, args[0]))
     if fn is itertools.islice:
         return itertools.islice(_lazy(tx, args[0]), *consts(args[1:]))
     if fn is itertools.repeat:
@@ -92,10 +94,10 @@ def _itertools(tx, fn, args, kwargs):
         test = (lambda v: v.truthy(tx)) if pred.is_python_constant() and pred.as_python_constant() is None \
             else (lambda v: pred.call_function(tx, [v], {}).truthy(tx))
         return fn(test, _lazy(tx, args[1]))
-    raise Unsupported("itertools", f"itertools.{fn.__name__}")
+    raise Unsupported("itertools", f"itertools.{getattr(fn, '__qualname__', fn)}")
 
 
-ITERTOOLS = (itertools.chain, itertools.islice, itertools.repeat, itertools.count, itertools.product,
+ITERTOOLS = (itertools.chain, itertools.chain.from_iterable, itertools.islice, itertools.repeat, itertools.count, itertools.product,
              itertools.zip_longest, itertools.combinations, itertools.permutations, itertools.accumulate,
              itertools.starmap, itertools.compress, itertools.takewhile, itertools.dropwhile,
              itertools.filterfalse) + ((itertools.pairwise,) if hasattr(itertools, "pairwise") else ())

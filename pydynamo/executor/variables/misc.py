@@ -1,4 +1,5 @@
-"""Grad-mode context managers (no_grad, enable_grad, set_grad_enabled, inference_mode).
+"""Grad-mode context managers (no_grad, enable_grad, set_grad_enabled, inference_mode), and
+`os.environ` reads.
 
 Entering one records `torch._C._set_grad_enabled(mode)` in the graph and switches the traced
 grad mode (used for metadata); exiting restores the mode from before. `set_grad_enabled(mode)`
@@ -7,11 +8,15 @@ inference_mode is recorded as eager's own enter/exit calls (its outputs are infe
 """
 from __future__ import annotations
 
+import os
+
 import torch
 
 from pydynamo.exc import Unsupported
 from pydynamo.executor.variables.base import ContextVariable, VariableTracker
 from pydynamo.executor.variables.constant import ConstantVariable
+from pydynamo.guards import GuardKind
+from pydynamo.sources import MappingGetSource
 
 
 class GradModeVariable(ContextVariable):
@@ -123,3 +128,43 @@ class GradModeClassVariable(VariableTracker):
 
     def call_function(self, tx, args, kwargs):
         return GRAD_MODE_FNS[self.value](tx, args, kwargs)
+
+
+class EnvironVariable(VariableTracker):
+    """`os.environ` (with a source): reads of a constant key are constants now, each guarded on
+    `environ.get(key)` (value and presence), so a changed variable recompiles. Writes, and any
+    other use, are graph breaks (`os.getenv` is inlined down to `environ.get`)."""
+
+    def __init__(self, value, source):
+        super().__init__(source)
+        self.value = value
+
+    def python_type(self):
+        return type(self.value)
+
+    def _read(self, tx, key_vt):
+        key = key_vt.as_python_constant()
+        if not isinstance(key, str):
+            raise Unsupported("environ", "os.environ read with a non-str key")
+        value = self.value.get(key)
+        tx.add_guard(MappingGetSource(self.source, key), GuardKind.EQUALS_MATCH, value)
+        return value
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "get" and 1 <= len(args) + len(kwargs) <= 2:
+            value = self._read(tx, args[0] if args else kwargs["key"])
+            if value is not None:
+                return ConstantVariable(value)
+            return args[1] if len(args) > 1 else kwargs.get("default", ConstantVariable(None))
+        if name == "__contains__" and len(args) == 1:
+            return ConstantVariable(self._read(tx, args[0]) is not None)
+        if name == "__getitem__" and len(args) == 1:
+            value = self._read(tx, args[0])
+            if value is None:
+                raise Unsupported("key_error", f"os.environ[{args[0].as_python_constant()!r}]: KeyError")
+            return ConstantVariable(value)
+        raise Unsupported("environ", f"os.environ.{name}")
+
+
+def is_environ(value) -> bool:
+    return value is os.environ

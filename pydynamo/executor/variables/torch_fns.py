@@ -61,6 +61,33 @@ _NOT_IN_GRAPH = {torch.manual_seed, torch.seed, torch.set_default_dtype, torch.s
 DATA_DEPENDENT = {torch.allclose: "bool", torch.equal: "bool", torch.is_nonzero: "bool"}
 
 
+# torch's Python helpers (torch._assert, F.* wrappers) ask these before their real work
+HAS_TORCH_FUNCTION = {torch._C._has_torch_function, torch._C._has_torch_function_unary,
+                      torch._C._has_torch_function_variadic}
+_NO_TORCH_FUNCTION = (torch.Tensor, torch.nn.Parameter)   # their __torch_function__ is the default
+
+
+def _has_torch_function(fn, args) -> bool:
+    """The answer for traced values: False for constants and plain tensors (TENSOR_MATCH pins the
+    exact class); anything else, or a torch function mode active now, is not decided here."""
+    if torch._C._is_torch_function_mode_enabled():
+        raise Unsupported("torch_function", "a __torch_function__ mode is active")
+    leaves = list(args)
+    if fn is torch._C._has_torch_function and len(args) == 1 and isinstance(args[0], BaseListVariable):
+        leaves = list(args[0].items)
+    for v in leaves:
+        if isinstance(v, TensorVariable) and v.cls in _NO_TORCH_FUNCTION:
+            continue
+        if isinstance(v, BaseListVariable) and all(not isinstance(i, TensorVariable) and i.is_python_constant()
+                                                   for i in v.items):
+            continue
+        if not isinstance(v, TensorVariable) and v.is_python_constant() and \
+                type(v.as_python_constant()) in (type(None), bool, int, float, complex, str, bytes):
+            continue
+        raise Unsupported("torch_function", f"has_torch_function of {v}")
+    return False
+
+
 def _has_tensor_arg(args, kwargs) -> bool:
 
     def has(v):
@@ -106,6 +133,8 @@ class TorchFunctionVariable(VariableTracker):
             return ConstantVariable(COMPILING_QUERIES[fn])
         if fn in (torch.is_grad_enabled, torch._C.is_grad_enabled):
             return ConstantVariable(tx.grad_enabled)
+        if fn in HAS_TORCH_FUNCTION:
+            return ConstantVariable(_has_torch_function(fn, args))
         if fn in DATA_DEPENDENT:
             raise Unsupported("data_dependent", f"torch.{fn.__name__} returns a Python "
                               f"{DATA_DEPENDENT[fn]} computed from tensor values")

@@ -15,9 +15,12 @@ import abc
 import collections
 import collections.abc
 import dataclasses
+import enum
 import functools
 import inspect
 import types
+
+import torch
 
 from pydynamo import _C
 from pydynamo.exc import Unsupported
@@ -26,7 +29,7 @@ from pydynamo.executor.variables.constant import ConstantVariable
 from pydynamo.executor.variables.containers import ConstDictVariable, TupleVariable
 from pydynamo.executor.variables.functions import LruCacheWrapperVariable, UserFunctionVariable, UserMethodVariable
 from pydynamo.guards import GuardKind
-from pydynamo.sources import AttrSource, GetItemSource
+from pydynamo.sources import AttrSource, DictItemSource, GetItemSource
 
 
 def class_attribute(tx, obj_var: VariableTracker, cls: type, name: str):
@@ -52,6 +55,10 @@ def class_attribute(tx, obj_var: VariableTracker, cls: type, name: str):
         if raw.fget is None:
             raise Unsupported("property", f"unreadable property {name!r}")
         return tx.wrap(raw.fget, None).call_function(tx, [obj_var], {})
+    if _python_descriptor(raw, "__get__"):
+        # a descriptor written in Python (its object is class state, read without a guard like
+        # the class's functions): its __get__ inlined
+        return tx.wrap(raw, None).call_method(tx, "__get__", [obj_var, tx.wrap(cls, None)], {})
     if hasattr(raw, "__get__") and not isinstance(raw, (type, types.BuiltinFunctionType)):
         if type(raw).__name__ in ("member_descriptor", "getset_descriptor") and obj_var.source is not None:
             value = getattr(obj_var.value, name)
@@ -65,9 +72,19 @@ def class_attribute(tx, obj_var: VariableTracker, cls: type, name: str):
     return tx.wrap(raw, cls_src)
 
 
+def _python_descriptor(raw, method: str) -> bool:
+    """`raw` is an instance of a plain Python class whose `method` (__get__/__set__) is a function."""
+    return not isinstance(raw, type) and plain_metaclass(type(type(raw))) and \
+        isinstance(inspect.getattr_static(type(raw), method, None), types.FunctionType)
+
+
 # (3.13 writes __firstlineno__ and __static_attributes__ into every class body's namespace)
 _PLAIN_META_ENTRIES = {"__module__", "__doc__", "__qualname__", "__dict__", "__weakref__",
                        "__firstlineno__", "__static_attributes__"}
+
+
+# Classes whose instances are immutable values fixed by the constructor's constant arguments.
+IMMUTABLE_CLASSES = {torch.finfo, torch.iinfo}
 
 
 def plain_metaclass(meta: type, constructing: bool = False) -> bool:
@@ -173,8 +190,7 @@ class UserDefinedClassVariable(VariableTracker):
     def call_function(self, tx, args, kwargs):
         cls = self.value
         if issubclass(cls, tuple) and hasattr(cls, "_fields"):
-            bound = inspect.signature(cls).bind(*args, **kwargs)
-            bound.apply_defaults()
+            bound = inspect.signature(cls).bind(*args, **kwargs)  # defaults stay unbound: wrapped here
             items = [bound.arguments[f] if f in bound.arguments else tx.wrap(cls._field_defaults[f], None)
                      for f in cls._fields]
             return NamedTupleVariable(items, cls)
@@ -182,11 +198,19 @@ class UserDefinedClassVariable(VariableTracker):
             return ModelOutputVariable.construct(tx, cls, args, kwargs)
         if issubclass(cls, BaseException):
             raise Unsupported("exception", f"constructing exception {cls.__name__}")
+        if isinstance(cls, enum.EnumMeta) and len(args) == 1 and not kwargs and args[0].is_python_constant():
+            try:  # a member looked up by value (Mode("add")): the class is guarded by identity
+                return tx.wrap(cls(args[0].as_python_constant()), None)
+            except ValueError as e:
+                raise Unsupported("constant_raises", f"{cls.__name__}(...) raised ValueError: {e}") from None
+        if cls in IMMUTABLE_CLASSES and all(a.is_python_constant() for a in (*args, *kwargs.values())):
+            # an immutable description of constant arguments (torch.finfo(dtype)): made now
+            return tx.wrap(cls(*[a.as_python_constant() for a in args],
+                               **{k: v.as_python_constant() for k, v in kwargs.items()}), None)
         base = _dict_base(cls)
         if not plain_metaclass(type(cls), constructing=True) or \
                 cls.__new__ is not (dict.__new__ if base else object.__new__):
             raise Unsupported("user_class", f"constructing {cls.__name__} (custom metaclass or __new__)")
-        import torch
         if issubclass(cls, torch.nn.Module):
             return _construct_stateless_module(tx, cls, args, kwargs)
         obj = UserDefinedObjectVariable(None, cls=cls)
@@ -326,7 +350,7 @@ class UserDefinedObjectVariable(VariableTracker):
             if not all(isinstance(k, (str, int)) for k in self.value):
                 raise Unsupported("dict_key", "dict subclass with non-constant keys")
             tx.add_guard(self.source, GuardKind.DICT_KEYS, tuple(self.value.keys()))
-            items = {k: tx.wrap(dict.__getitem__(self.value, k), GetItemSource(self.source, k))
+            items = {k: tx.wrap(dict.__getitem__(self.value, k), DictItemSource(self.source, k))
                      for k in self.value}
             view = self._dict_view = ConstDictVariable(items, dict, self.source)
         return view
@@ -348,6 +372,9 @@ class UserDefinedObjectVariable(VariableTracker):
             raw = inspect.getattr_static(self.cls, name)
             if isinstance(raw, property) and raw.fset is not None:
                 tx.wrap(raw.fset, None).call_function(tx, [self, value], {})
+                return
+            if _python_descriptor(raw, "__set__"):
+                tx.wrap(raw, None).call_method(tx, "__set__", [self, value], {})
                 return
             raise Unsupported("descriptor", f"setting {name!r} through a descriptor")
         if "__setattr__" in {k for c in self.cls.__mro__ if c is not object for k in c.__dict__}:
@@ -476,7 +503,19 @@ class ModelOutputVariable(VariableTracker):
             return tx.tuple([tx.tuple([ConstantVariable(k), v]) for k, v in present.items()])
         if name == "get":
             return present.get(args[0].as_python_constant(), args[1] if len(args) > 1 else ConstantVariable(None))
+        if name == "__setitem__" and len(args) == 2:
+            self.setattr(tx, args[0].as_python_constant(), args[1])
+            return ConstantVariable(None)
         return super().call_method(tx, name, args, kwargs)
+
+    def setattr(self, tx, name, value):
+        # ModelOutput.__setattr__/__setitem__ write the attribute and the dict entry; a field
+        # that was None joins the dict at its end, and None is written to the attribute only:
+        # only the order-preserving case is modelled (a present field, a non-None value)
+        if name not in self._present() or (value.is_python_constant() and value.as_python_constant() is None):
+            raise Unsupported("model_output", f"setting {self.cls.__name__}.{name} (not a present field, "
+                              "or to None)")
+        self.fields[name] = value
 
     def has_unpack_var_sequence(self, tx):
         return True

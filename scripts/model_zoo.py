@@ -1,0 +1,153 @@
+"""The whole transformers model zoo under pydynamo and torch.compile, side by side (issue 17).
+
+    python scripts/model_zoo.py [--models A,B,...] [--limit N] [--timeout 120]
+                                [--engines pydynamo,torch] [--out DIR] [--reuse-torch FILE]
+
+Every base model class of transformers' auto mapping (tests/zoo/zoo_runner.py builds each from a
+tiny config and runs one forward on the CPU) under each engine. Engines run in separate worker
+processes (both install a PEP 523 hook), one model after another in a worker; a model whose
+result does not come within --timeout seconds is recorded as "timeout" and its worker replaced.
+Writes DIR/<engine>.jsonl (one row per model, zoo_runner's fields) and prints the summary table
+(tests/zoo/ZOO.md holds the last one). --reuse-torch takes torch.compile's rows from an earlier
+torch.jsonl (the reference does not change with pydynamo's code). Exit status 1 when pydynamo
+gave a wrong result or raised where eager worked.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import select
+import subprocess
+import sys
+import threading
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RUNNER = os.path.join(REPO, "tests", "zoo", "zoo_runner.py")
+sys.path.insert(0, os.path.join(REPO, "tests", "zoo"))
+
+
+def run_engine(engine: str, models: list[str], timeout: float, out_path: str, env=None) -> dict:
+    """Rows for `models` under `engine`, model by model, a fresh worker after a timeout/crash."""
+    rows, todo = {}, list(models)
+    with open(out_path, "w") as out:
+        while todo:
+            proc = subprocess.Popen(
+                ["nice", "-n", "10", sys.executable, RUNNER, "--engine", engine, *todo],
+                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+            while todo:
+                ready, _, _ = select.select([proc.stdout], [], [], timeout)
+                line = proc.stdout.readline() if ready else None
+                if not line:
+                    name = todo.pop(0)
+                    why = f"over {timeout:.0f} s" if not ready else "worker died"
+                    row = {"model": name, "engine": engine, "status": "timeout" if not ready else "error",
+                           "why": why}
+                    proc.kill()
+                    proc.wait()
+                else:
+                    row = json.loads(line)
+                    assert row["model"] == todo[0], (row["model"], todo[0])
+                    todo.pop(0)
+                rows[row["model"]] = row
+                out.write(json.dumps(row) + "\n")
+                out.flush()
+                print(f"{engine:8s} {row['status']:8s} {row['model']:40s} graphs={row.get('graphs', '-')} "
+                      f"{row.get('why', '')[:100]}", flush=True)
+                if not line:
+                    break
+            proc.wait()
+    return rows
+
+
+def _short(reason: str) -> str:
+    return reason.split(" @ ")[0][:110]
+
+
+def summarize(py: dict, tc: dict) -> str:
+    """The markdown table: per-engine counts and break reasons by how many models they cost."""
+    both = [m for m in py if m in tc and py[m]["status"] != "nobuild" and tc[m]["status"] != "nobuild"]
+    lines = []
+    counted = [m for m in both if py[m]["status"] == "ok" and tc[m]["status"] == "ok"]
+    st = collections.Counter(py[m]["status"] for m in both)
+    st_t = collections.Counter(tc[m]["status"] for m in both)
+    one = sum(py[m]["graphs"] == 1 for m in counted)
+    one_t = sum(tc[m]["graphs"] == 1 for m in counted)
+    le = [m for m in counted if py[m]["graphs"] <= tc[m]["graphs"]]
+    lines.append(f"Model classes tried: {len(py)}; built and ran eagerly: {len(both)}; "
+                 f"both engines ran: {len(counted)}")
+    lines.append("")
+    lines.append("| | pydynamo | torch.compile |")
+    lines.append("|---|---|---|")
+    lines.append(f"| status | {dict(sorted(st.items()))} | {dict(sorted(st_t.items()))} |")
+    lines.append(f"| one graph | {one}/{len(counted)} | {one_t}/{len(counted)} |")
+    lines.append(f"| graphs total | {sum(py[m]['graphs'] for m in counted)} | "
+                 f"{sum(tc[m]['graphs'] for m in counted)} |")
+    lines.append(f"| graph count <= torch.compile's | {len(le)}/{len(counted)} "
+                 f"({100.0 * len(le) / max(1, len(counted)):.1f}%) | |")
+    for title, rows in (("pydynamo", py), ("torch.compile", tc)):
+        c = collections.Counter()
+        for m in counted:
+            for r in set(_short(b) for b in rows[m].get("breaks", [])):
+                c[r] += 1
+        lines.append("")
+        lines.append(f"Break reasons, {title} (models affected):")
+        lines.append("")
+        for r, n in c.most_common():
+            lines.append(f"- {n}: `{r}`")
+    worse = [m for m in counted if py[m]["graphs"] > tc[m]["graphs"]]
+    lines.append("")
+    lines.append(f"Models where pydynamo takes more graphs than torch.compile ({len(worse)}):")
+    lines.append("")
+    for m in worse:
+        lines.append(f"- {m}: {py[m]['graphs']} vs {tc[m]['graphs']}: "
+                     f"{sorted(set(_short(b) for b in py[m]['breaks']))[:3]}")
+    bad = [m for m in both if py[m]["status"] in ("wrong", "error", "timeout")]
+    lines.append("")
+    lines.append(f"pydynamo wrong / error / timeout ({len(bad)}):")
+    lines.append("")
+    for m in bad:
+        lines.append(f"- {m}: {py[m]['status']}: {py[m].get('why', '')[:200]}")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", default="")
+    ap.add_argument("--limit", type=int, default=0)
+    ap.add_argument("--timeout", type=float, default=120.0)
+    ap.add_argument("--engines", default="pydynamo,torch")
+    ap.add_argument("--out", default="/tmp/model_zoo")
+    ap.add_argument("--reuse-torch", default="")
+    ns = ap.parse_args(argv)
+    from zoo_runner import all_model_classes
+    models = ns.models.split(",") if ns.models else all_model_classes()
+    if ns.limit:
+        models = models[:ns.limit]
+    os.makedirs(ns.out, exist_ok=True)
+    results = {}
+    if ns.reuse_torch:
+        with open(ns.reuse_torch) as f:
+            results["torch"] = {r["model"]: r for r in map(json.loads, f)}
+    engines = [e for e in ns.engines.split(",") if e not in results]
+    threads = []
+    for e in engines:
+        th = threading.Thread(target=lambda e=e: results.__setitem__(
+            e, run_engine(e, models, ns.timeout, os.path.join(ns.out, f"{e}.jsonl"))))
+        th.start()
+        threads.append(th)
+    for th in threads:
+        th.join()
+    if "pydynamo" in results and "torch" in results:
+        text = summarize(results["pydynamo"], results["torch"])
+        print("\n" + text)
+        with open(os.path.join(ns.out, "summary.md"), "w") as f:
+            f.write(text + "\n")
+    py = results.get("pydynamo", {})
+    return 1 if any(r["status"] in ("wrong", "error") for r in py.values()) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
