@@ -37,6 +37,10 @@ class Options:
     # Triton: launch kernels directly after their first call (codegen/triton_launch.py);
     # False keeps Triton's own launch path
     triton_fast_launch: bool = True
+    # the callable also takes its arguments as one list it empties (`call.boxed_entry(args)`),
+    # dropping each tensor input at its last use: the training runtime hands a backward graph
+    # its saved activations this way, so they are freed as the backward goes
+    boxed: bool = False
 
     def __post_init__(self):
         if self.backend_kernels not in (None, "cpp", "triton"):

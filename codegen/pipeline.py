@@ -162,6 +162,7 @@ def build(gm, g, backend: Backend, stats: CompileStats, options: Options):
     if kernels:
         module, kpath = backend.load(src, options)
     wp = backend.wrapper(g, steps, infos)
+    wp.boxed = options.boxed
     wsrc = backend.wrapper_source(wp, g, f"{type(gm).__name__} ({backend.name}: "
                                          f"{kpath or 'no kernels'})")
     path = codecache.write_wrapper(wsrc)
@@ -179,6 +180,8 @@ def build(gm, g, backend: Backend, stats: CompileStats, options: Options):
     ns["_eager_grad"], ns["_mismatch"] = _fallbacks(gm)
     exec(compile(wsrc, path, "exec"), ns)
     call = backend.finish(ns["call"], gm, g, options, stats, ns)
+    if options.boxed and call is ns["call"]:       # (a CUDA-graph runner copies its inputs)
+        call.boxed_entry = ns["call_boxed"]
     call.kernel_count = stats.kernels
     call.stats = stats
     call.wrapper_path = path

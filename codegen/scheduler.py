@@ -241,7 +241,29 @@ def schedule(items, outputs, mutations, fuse=True):
         steps.append(FusedKernel(f"kernel{len([s for s in steps if isinstance(s, FusedKernel)])}",
                                  outer, [node]))
     _mark_removed(steps, outputs, mutations)
+    for k in steps:
+        if isinstance(k, FusedKernel):
+            k.name += _summary(k)
     return steps
+
+
+def _summary(kernel: FusedKernel, most: int = 4) -> str:
+    """`_log_softmax_nll_loss`-style suffix of a kernel's name: the ops it computes (their first
+    few, in order), so a profile or a wrapper names what each kernel does."""
+    names: List[str] = []
+    for o in kernel.origins():
+        t = o.target
+        name = getattr(t, "_opname", None) or getattr(t, "__name__", None) or str(t)
+        name = "".join(c if c.isalnum() else "_" for c in name).strip("_")
+        if name and name not in names and name not in _NAMELESS:
+            names.append(name)
+    return "".join("_" + n for n in names[:most])
+
+
+# ops every kernel has a share of: they say nothing about it
+_NAMELESS = {"view", "reshape", "_unsafe_view", "expand", "permute", "transpose", "t",
+             "unsqueeze", "squeeze", "getitem", "alias", "detach", "as_strided", "contiguous",
+             "clone", "_to_copy", "to", "output"}
 
 
 def _fuse_into_earlier(steps, node: SchedNode) -> bool:

@@ -72,6 +72,10 @@ def _source_line(node) -> str:
 
 class WrapperPrinter:
     DEVICE_CHECK = "not {a}.is_cpu"     # entry check text; the GPU wrapper names its device
+    # Options.boxed: also emit `call_boxed(args)`, which takes the arguments as one list, empties
+    # it and drops each tensor input at its last use (a backward frees saved activations as it
+    # goes, as eager's autograd does); `call(*args)` then forwards to it
+    boxed = False
 
     def __init__(self, graph, steps, kernel_args: Dict[str, List[str]], may_err):
         self.g = graph
@@ -136,8 +140,14 @@ class WrapperPrinter:
         head = [f"# pydynamo codegen wrapper: {title}",
                 f"# {len(kernels)} kernels, {len(externs)} extern calls, "
                 f"{g.stats.native} FX nodes lowered natively, {g.stats.extern} extern",
-                "import torch", "", "",
-                f"def call({', '.join(params)}):"]
+                "import torch", "", ""]
+        if self.boxed:
+            head += ["def call(*args):", "    return call_boxed(list(args))", "", "",
+                     "def call_boxed(args):",
+                     f"    {''.join(p + ', ' for p in params)}= args",
+                     "    args.clear()        # the caller's list no longer holds them"]
+        else:
+            head.append(f"def call({', '.join(params)}):")
         self._entry_checks(params)
         start = len(self.lines)
         self._body()
@@ -151,15 +161,21 @@ class WrapperPrinter:
             # user's line of that op (the step comments above each call name it)
             sources: Dict[int, str] = {}
             handler = [f"        _extern_error(_e, {self.const(sources)})", "        raise"]
-            if g.mutations:
+            mismatch = [f"        return _mismatch({', '.join(params)})"]
+            if self.boxed:
+                # inputs may be released already: no eager replay (a backward graph writes no
+                # input, so an extern's error is eager's own; a result of a shape the plan did
+                # not foresee is an internal error, raised rather than answered wrongly)
+                mismatch = ["        raise RuntimeError('pydynamo codegen: an extern op returned "
+                            "a shape the compiled graph did not plan for') from None"]
+            elif g.mutations:
                 # eager has applied the in-place updates before the failing op, the wrapper
                 # none (write-backs come last): the graph runs eagerly on the untouched
                 # inputs, which applies them and raises eager's exception (at the user's line)
                 handler = [f"        return _extern_error(_e, {self.const(sources)}, "
                            f"lambda: _mismatch({', '.join(params)}, error=True))"]
-            self.lines[start:] = ["    try:"] + body + [
-                "    except _ShapeMismatch:", f"        return _mismatch({', '.join(params)})",
-                "    except Exception as _e:"] + handler
+            self.lines[start:] = ["    try:"] + body + ["    except _ShapeMismatch:"] + \
+                mismatch + ["    except Exception as _e:"] + handler
             text = "\n".join(head + self.lines) + "\n"
             sources.update(_source_lines(text))
             return text
@@ -237,6 +253,12 @@ class WrapperPrinter:
         self.size_names = {s.name for s in g.size_bindings}
         self.scalar_names = {a.symbol.name for a in g.scalars.args}
         life = self.life = lifetimes(self.steps, g.outputs, list(g.mutations.values()))
+        # boxed: tensor inputs dropped at their last use, except those written back at the end
+        written = {f"arg{m.position}" for m in g.mutations.values()}
+        self.released_inputs = {f"arg{b.position}" for b in g.inputs} - written \
+            if self.boxed else set()
+        for name in sorted(self.released_inputs - set(life.last_use)):
+            self.emit(f"del {name}")        # read by the entry checks only
         typed = {r.buffer.name for s in self.steps if isinstance(s, ExternCall)
                  for r in _argrefs(s.args) + _argrefs(s.kwargs)}
         typed |= {r.buffer.name for r in _argrefs(g.outputs) +
@@ -278,7 +300,9 @@ class WrapperPrinter:
         live = {self.alias.get(n, n) for n, last in self.life.last_use.items() if last > i}
         for name in dead:
             var = self.alias.get(name, name)
-            if name in self.assigned and var not in pooled and var not in live:
+            if name in self.released_inputs:
+                self.emit(f"del {name}")
+            elif name in self.assigned and var not in pooled and var not in live:
                 self.emit(f"del {var}")
                 live.add(var)       # once
 

@@ -2,13 +2,18 @@
 and torch.compile (torch.profiler), to find what separates us from torch.compile.
 
     python benchmarks/gpu/profile_gpt2.py [--layers 12] [--top 12] [--dtype bfloat16]
+    python benchmarks/gpu/profile_gpt2.py --train bf16-autocast   # forward+loss+backward
 
 Prints, per engine, the time of one forward (do_bench), its GPU time (sum of kernel times),
 the kernel-launch count, the host time to enqueue it, and the kernels that take the most time
-(grouped by name). Wall time above the GPU time is the GPU waiting for the host.
+(grouped by name). Wall time above the GPU time is the GPU waiting for the host. --train profiles
+a training step's forward, LM loss and backward instead (GPT2LMHeadModel, float32 weights, in
+fp32 or under bf16 autocast; the optimizer step is left out: it is eager in every engine), with
+each engine's peak memory of the step above what was resident before it.
 """
 import argparse
 import collections
+import copy
 import os
 import statistics
 import sys
@@ -56,7 +61,10 @@ def main():
     ap.add_argument("--top", type=int, default=12)
     ap.add_argument("--engines", default="eager,ours,ours_cudagraphs,torch_compile")
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    ap.add_argument("--train", choices=["fp32", "bf16-autocast"])
     a = ap.parse_args()
+    if a.train:
+        return train(a)
     from transformers import GPT2Config, GPT2Model
     import pydynamo
     cfg = GPT2Config(n_layer=a.layers)
@@ -86,6 +94,48 @@ def main():
                   f"one forward, rel. error {err:.1e}", flush=True)
             for k, t in by_name.most_common(a.top):
                 print(f"   {t:9.1f} us  {k}")
+
+
+def train(a):
+    from transformers import GPT2Config, GPT2LMHeadModel
+    import pydynamo
+    cfg = GPT2Config(n_layer=a.layers, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    torch.manual_seed(0)
+    base = GPT2LMHeadModel(cfg).cuda().train()
+    ids = torch.randint(0, cfg.vocab_size, (8, 256), device="cuda")
+    autocast = a.train == "bf16-autocast"
+    engines = {"eager": lambda m: m,
+               "ours": lambda m: pydynamo.optimize(m, backend="codegen"),
+               "torch_compile": lambda m: torch.compile(m)}
+    for name in a.engines.split(","):
+        if name not in engines:
+            continue
+        pydynamo.reset()
+        model = copy.deepcopy(base)
+        m = engines[name](model)
+
+        def step():
+            with torch.autocast("cuda", torch.bfloat16, enabled=autocast):
+                loss = m(input_ids=ids, labels=ids).loss
+            loss.backward()
+            for p in model.parameters():
+                p.grad = None
+        step()
+        total, n, by_name = kernel_table(step)
+        from triton.testing import do_bench
+        ms = do_bench(step, warmup=10, rep=200, return_mode="median")
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        resident = torch.cuda.memory_allocated()
+        step()
+        torch.cuda.synchronize()
+        peak = (torch.cuda.max_memory_allocated() - resident) / 2**20
+        print(f"== {name} ({a.train}): {ms:.3f} ms per fwd+loss+bwd (do_bench median), "
+              f"{total / 1000:.3f} ms GPU kernel time, {n:.0f} kernels, host {host_ms(step):.3f} "
+              f"ms to enqueue one, peak {peak:.0f} MiB above resident", flush=True)
+        for k, t in by_name.most_common(a.top):
+            print(f"   {t:9.1f} us  {k}")
+        del m, model
 
 
 if __name__ == "__main__":

@@ -8,23 +8,27 @@ Which nodes go where:
   * a node that depends on a tangent is backward work;
   * every other node the backward needs is computed in the forward and saved, unless it is
     cheaper to recompute in the backward.
-The recompute rule: a saved node is recomputed in the backward when its op is cheap and fusible
-(pointwise, a view, a layout or dtype copy, a constant fill; never random, never a reduction,
-matmul, convolution or attention) and the tensors it would need that are not saved already
-take no more bytes than it does (strictly fewer, or none at all). Applied until nothing
-changes, from the last forward node to the first, so a chain of pointwise ops collapses onto
-the expensive result it starts from (`gelu(addmm(...))` saves the addmm result only; a
-float32 upcast of a bfloat16 tensor saves the bfloat16 one). Saved bytes therefore never grow
-over "save everything the backward reads", and recomputed ops fuse into the backward kernels.
-Random ops always stay in the forward: the backward sees the forward's random values.
+The recompute rule: the backward may recompute a forward value when its op is cheap and fusible
+(pointwise, a view, a layout or dtype copy, a constant fill, a softmax along one dimension;
+never random, never another reduction, matmul, convolution or attention). Among the choices of
+what to save and what to recompute from it, the partition takes one of fewest saved bytes (a
+minimum cut, `_choose_saved`), counting an input or a view of one as free (alive anyway); ties
+go to less recomputation. So a chain of pointwise ops collapses onto the expensive result it
+starts from (`gelu(addmm(...))` saves the addmm result only), a float32 upcast of a bfloat16
+tensor saves the bfloat16 one, a weight's autocast copy is recast from the weight, and a
+log-softmax over a vocabulary saves its (narrower) logits. Saved bytes never exceed "save
+everything the backward reads", and recomputed ops fuse into the backward kernels. Random ops
+always stay in the forward: the backward sees the forward's random values.
 """
 from __future__ import annotations
 
 import operator
-from typing import Dict, List, Optional, Set
+from typing import Dict, List, Optional, Set, Tuple
 
 import torch
 import torch.fx
+
+from pydynamo.aot.mincut import INF, FlowGraph
 
 aten = torch.ops.aten
 
@@ -35,7 +39,9 @@ _CHEAP = {aten.clone.default, aten._to_copy.default, aten.full.default, aten.zer
           aten.expand.default, aten.view.default, aten._unsafe_view.default,
           aten.reshape.default, aten.t.default, aten.permute.default, aten.transpose.int,
           aten.unsqueeze.default, aten.squeeze.dim, aten.detach.default, aten.alias.default,
-          aten.where.self, aten.fill.Scalar}
+          aten.where.self, aten.fill.Scalar,
+          # one pass over what they read, fused with their consumer in the backward
+          aten._softmax.default, aten._log_softmax.default}
 
 
 def _is_random(target) -> bool:
@@ -113,23 +119,8 @@ def partition(joint_gm: torch.fx.GraphModule, num_computed: int, num_tangents: i
         if isinstance(g, torch.fx.Node) and g not in backward:
             saved.add(g)
 
-    # recompute cheap saved values from what is saved anyway
     order = {n: i for i, n in enumerate(nodes)}
-    recompute: Set[torch.fx.Node] = set()
-    changed = True
-    while changed:
-        changed = False
-        for n in sorted(saved, key=lambda n: -order[n]):
-            if not recomputable(n) or n in grads:
-                continue
-            missing = [a for a in n.all_input_nodes if a not in saved]
-            cost = sum(nbytes(a) for a in missing if not _free(a))
-            if missing and cost >= nbytes(n):
-                continue
-            saved.discard(n)
-            recompute.add(n)
-            saved.update(missing)
-            changed = True
+    saved, recompute = _choose_saved(saved, backward, set(grads), primals, written_inputs)
     saved_list = sorted(saved, key=lambda n: order[n])
 
     # forward graph
@@ -174,6 +165,47 @@ def partition(joint_gm: torch.fx.GraphModule, num_computed: int, num_tangents: i
     bw_gm.graph.eliminate_dead_code()
     bw_gm.recompile()
     return fw_gm, bw_gm, saved_list, positions, recompute
+
+
+def _choose_saved(needed: Set[torch.fx.Node], backward: Set[torch.fx.Node], grads,
+                  primals, written_inputs) -> Tuple[Set[torch.fx.Node], Set[torch.fx.Node]]:
+    """(saved, recomputed): a cheapest set of forward values to save such that every value in
+    `needed` (forward values the backward reads) is saved or recomputable from saved ones.
+
+    A minimum cut: every forward node v is two vertices, v.in -> v.out with capacity "bytes to
+    save v" (0 for an input or a view of one: kept alive anyway; a written input costs its copy;
+    a tuple-valued node cannot be saved). The source feeds v.in for every node the backward may
+    not recompute (not `recomputable`, or a gradient computed in the forward); an edge u.out ->
+    v.in (infinite) for each use; v.out feeds the sink for every needed v. A node whose v.in is
+    on the sink side is recomputed, so all it reads is saved or recomputed in turn; a node whose
+    cut edge is crossed is saved. Of the cheapest cuts, the one nearest the sink (least
+    recomputation)."""
+    relevant = _ancestors(list(needed), stop=backward)
+    flow = FlowGraph()
+    SRC, SINK = "source", "sink"
+    written = {p for k, p in enumerate(primals) if k in written_inputs}
+    for n in relevant:
+        if _is_multi_output(n):
+            cost = INF
+        elif n in written or not _free(n):
+            cost = nbytes(n)
+        else:
+            cost = 0
+        flow.add_edge((n, "in"), (n, "out"), cost)
+        if not recomputable(n) or n in grads:
+            flow.add_edge(SRC, (n, "in"), INF)
+        for a in n.all_input_nodes:
+            flow.add_edge((a, "out"), (n, "in"), INF)
+        if n in needed:
+            flow.add_edge((n, "out"), SINK, INF)
+    _, sink_side = flow.min_cut(SRC, SINK)
+    saved = {n for n in relevant if (n, "in") not in sink_side and (n, "out") in sink_side}
+    recompute = {n for n in relevant if (n, "in") in sink_side}
+    return saved, recompute
+
+
+def _is_multi_output(node: torch.fx.Node) -> bool:
+    return any(u.target is operator.getitem for u in node.users)
 
 
 def _writes(node: torch.fx.Node) -> bool:

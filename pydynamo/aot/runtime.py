@@ -124,15 +124,20 @@ class CompiledJoint:
                         "gradients")
                 counters["backward_calls"] += 1
                 tensors, others = iter(ctx.saved_tensors), iter(ctx.saved_other)
-                saved = [next(tensors) if t else next(others) for t in ctx.saved_layout]
-                tangents = [g.contiguous() for g, d in zip(grads, diff) if d]
+                args = [next(tensors) if t else next(others) for t in ctx.saved_layout]
+                del tensors
+                args += [g.contiguous() for g, d in zip(grads, diff) if d]
+                del grads
+                # without retain_graph, autograd drops the saved tensors once this returns: drop
+                # them now, so the compiled backward (which empties `args`) frees each one at
+                # its last use, as eager's backward frees a node's saved tensors after it runs
+                ctx.maybe_clear_saved_tensors()
                 prev = _C.set_eval_frame(None)
                 try:
                     with autocast_off():
                         if compiled.bw is None:
-                            compiled.bw = compiled.bw_compiler(compiled.bw_gm, saved + tangents)
-                            counters["backward_compiled"] += 1
-                        out = compiled.bw(*saved, *tangents)
+                            compiled.compile_backward(args)
+                        out = compiled.bw(args)
                 finally:
                     _C.set_eval_frame(prev)
                 result: List[Optional[torch.Tensor]] = [None] * n_inputs
@@ -141,6 +146,14 @@ class CompiledJoint:
                 return tuple(result)
 
         return CompiledFunction
+
+    def compile_backward(self, example_args: list) -> None:
+        """The backward's callable, taking one list of saved values and tangents (emptied by a
+        boxed codegen wrapper, which frees each at its last use; copied by any other)."""
+        fn = self.bw_compiler(self.bw_gm, list(example_args))
+        counters["backward_compiled"] += 1
+        boxed = getattr(fn, "boxed_entry", None)
+        self.bw = boxed if boxed is not None else lambda args: fn(*args)
 
     def __call__(self, *args):
         joint = self.joint

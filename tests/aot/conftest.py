@@ -6,6 +6,7 @@ import collections
 import os
 import sys
 
+import pytest
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -16,6 +17,17 @@ if not torch.cuda.is_available():
     os.environ["TRITON_INTERPRET"] = "1"
 
 from mutation_corpus import NOTED  # noqa: E402  (after the path and the environment are set)
+
+
+@pytest.fixture
+def fresh_aot():
+    """No compiled code and zeroed training counters before and after a test."""
+    import pydynamo
+    from pydynamo import aot
+    pydynamo.reset()
+    aot.counters.clear()
+    yield
+    pydynamo.reset()
 
 
 def pytest_terminal_summary(terminalreporter):

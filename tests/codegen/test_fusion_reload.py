@@ -70,7 +70,7 @@ def mlp_args():
 
 def kernel_bodies(src, backend):
     """{kernel name: body text} of a generated source."""
-    head = r"def (kernel\d+)\(" if backend == "triton" else r'extern "C" int (kernel\d+)\('
+    head = r"def (kernel\w+)\(" if backend == "triton" else r'extern "C" int (kernel\w+)\('
     parts = re.split(head, src)
     return dict(zip(parts[1::2], parts[2::2]))
 
