@@ -1,4 +1,12 @@
-"""pydynamo: compile PyTorch programs written in ordinary Python.
+"""pydynamo: compile PyTorch programs written in ordinary Python (a torch.compile).
+
+    compiled = pydynamo.optimize(model_or_fn)            # backend="codegen": fused C++/Triton kernels
+    print(pydynamo.explain(fn)(*args))                    # graphs, graph breaks with reasons, guards
+
+optimize (torch.compile), explain, disable, reset, graph_break, allow_in_graph, mark_dynamic,
+mark_static, list_backends, register_backend; `config` (process-wide settings), `exc` (errors
+and warnings). help(pydynamo.optimize) lists every argument; docs/USER_GUIDE.md is the guide,
+PYDYNAMO_LOGS=all shows everything it does.
 
 Re-exports only; see DESIGN.md for the map. They are resolved on first use (module
 `__getattr__`), so importing the package, or any module of it, runs nothing else: a leaf such as
@@ -14,6 +22,7 @@ from pydynamo.explain import explain
 # name -> (module, attribute); attribute None: the module itself
 _EXPORTS = {
     "config": ("pydynamo.config", None),
+    "exc": ("pydynamo.exc", None),          # errors and warnings (GraphBreakWarning, ...)
     "aot": ("pydynamo.aot", None),          # training: counters, aot_compile
     "optimize": ("pydynamo.eval_frame", "optimize"),
     "disable": ("pydynamo.eval_frame", "disable"),
