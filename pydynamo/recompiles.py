@@ -80,13 +80,14 @@ def stack_expressions(code: types.CodeType) -> dict:
     found = _exprs_cache.get(code)
     if found is not None:
         return found
-    found = {}
     origin = origin_of(code)
-    if origin is not None:
-        try:
-            found = _producers(code, *origin)
-        except Exception:   # names only: a layout the scan does not follow keeps L['___stackN']
-            found = {}
+    if origin is None:
+        return {}
+    try:
+        found = _producers(code, *origin)
+    except Exception:   # names only: a layout the scan does not follow keeps L['___stackN']
+        return {}
+    _exprs_cache.pop(code, None)   # an equal, dying key would drop the entry (see resume.py)
     _exprs_cache[code] = found
     return found
 

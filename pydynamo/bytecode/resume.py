@@ -452,6 +452,9 @@ def _remember_origin(new: CodeType, code: CodeType, body: list, origins: list) -
     if root is not None and root[0]() is not None:  # resume code of resume code: map through
         mapping = {k: root[1][v] for k, v in mapping.items() if v in root[1]}
         code = root[0]()
+    # code objects compare by content: after reset() a rebuilt resume code equals the old one,
+    # and assigning would keep the old (dying) key, whose death then drops the new entry
+    _origins.pop(new, None)
     _origins[new] = (weakref.ref(code), mapping)
 
 

@@ -346,3 +346,24 @@ def test_stack_arguments_of_resume_code_read_as_the_users_expression(capsys):
         convert_frame.RECORDERS.remove(recorded.append)
     why = "\n".join(str(r) for r in recorded if type(r).__name__ == "RecompileExplanation")
     assert "(x * 2).dtype: expected torch.float32, got torch.float64" in why and "___stack" not in why, why
+
+
+def test_resume_code_rebuilt_after_reset_keeps_its_origin(capsys):
+    """Regression: after reset() the rebuilt resume code equals the old one (code objects
+    compare by content); the origin map kept the old key, and when the old code died the new
+    one lost its origin, so its stack arguments (and its name in messages) fell back to
+    internal names."""
+    import gc
+    from pydynamo import convert_frame
+    from pydynamo.bytecode import origin_of
+
+    pydynamo.explain(prints)(torch.ones(3))        # compiles a resume code, then resets
+    frames = []
+    convert_frame.RECORDERS.append(frames.append)
+    try:
+        pydynamo.optimize(prints, backend="eager")(torch.ones(3))
+    finally:
+        convert_frame.RECORDERS.remove(frames.append)
+    gc.collect()                                   # the first resume code is gone now
+    resumed = [f.code for f in frames if isinstance(f, convert_frame.FrameResult) and f.code is not prints.__code__]
+    assert resumed and all(origin_of(c) is not None for c in resumed)
