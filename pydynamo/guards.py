@@ -135,7 +135,10 @@ def _short(v: Any) -> str:
                 f"stride={list(v.stride)} requires_grad={v.requires_grad}{keys}")
     if isinstance(v, tuple) and len(v) == 2 and isinstance(v[0], int) and v[1].__class__ is str:
         return f"id=={v[1]}"
-    text = repr(v)
+    try:
+        text = repr(v)
+    except Exception:   # a repr that raises (torch.classes' module __getattr__) names its type
+        text = f"<{type(v).__qualname__} object>"
     return text if len(text) < 80 else text[:77] + "..."
 
 

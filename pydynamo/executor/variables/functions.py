@@ -203,8 +203,10 @@ class LruCacheWrapperVariable(VariableTracker):
     function is inlined (as torch.compile does) when that cannot be told apart from a hit: the
     arguments are constants or objects that exist outside the frame, and the call writes to no
     pre-existing object, adds nothing to the graph and returns an immutable constant (a config
-    lookup, a shape computation). Anything else (effects, tensors, mutable results) is a graph
-    break at the call, which then runs in Python with its cache. Read through an instance it
+    lookup, a shape computation). A call without arguments to a wrapper whose cache is filled is
+    a hit whatever the function does (`is_torch_distributed_available()`): its cached constant is
+    read now. Anything else (effects, tensors, mutable results) is a graph break at the call,
+    which then runs in Python with its cache. Read through an instance it
     binds like a function (its __get__ makes a bound method)."""
 
     def __init__(self, wrapper, source=None):
@@ -228,6 +230,14 @@ class LruCacheWrapperVariable(VariableTracker):
                 result = None
             if result is not None and tx.side_effects.writes == writes and \
                     len(tx.output.graph.nodes) == nodes and _immutable_constant(result):
+                return result
+        if not vals and getattr(self.wrapper, "cache_info", None) is not None and \
+                self.wrapper.cache_info().currsize > 0:
+            # no arguments and a filled cache: the call is certainly a hit (its one key is ()),
+            # so asking the wrapper now runs nothing and returns the object every call returns
+            value = self.wrapper()
+            result = tx.wrap_constant_result(value) if type(value) in CONSTANT_TYPES else None
+            if result is not None:
                 return result
         raise Unsupported("lru_cache", f"call to {self.wrapper.__qualname__}, wrapped by functools.lru_cache "
                           "(its cache lives outside the graph and the call has effects or a non-constant "

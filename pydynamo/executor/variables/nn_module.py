@@ -8,6 +8,8 @@ Sequential / ModuleList / ModuleDict support len, indexing, iteration and items/
 """
 from __future__ import annotations
 
+import inspect
+
 import torch
 
 from pydynamo.exc import Unsupported
@@ -29,6 +31,7 @@ class NNModuleVariable(VariableTracker):
     def __init__(self, module: torch.nn.Module, source=None):
         super().__init__(source)
         self.value = module
+        self.attrs: dict = {}   # plain attributes stored while tracing (replayed after the graph)
 
     def python_type(self):
         return type(self.value)
@@ -48,6 +51,8 @@ class NNModuleVariable(VariableTracker):
         return self.call_method(tx, "__iter__", [], {}).unpack_var_sequence(tx)
 
     def var_getattr(self, tx, name):
+        if name in self.attrs:
+            return self.attrs[name]
         m = self.value
         d = m.__dict__
         if name not in d and (name in _SPECIAL_METHODS or
@@ -71,6 +76,14 @@ class NNModuleVariable(VariableTracker):
             if reg is not None and reg.get(name) is not None and \
                     tx.wrap(reg[name], self._src(registry, name)) is value:
                 return None     # `self.count += 1`: the in-place op wrote the tensor already
+        in_registry = any(name in (d.get(r) or {}) for r in ("_parameters", "_buffers", "_modules"))
+        if self.source is not None and not in_registry and type(value) is ConstantVariable and \
+                inspect.getattr_static(type(self.value), name, None) is None:
+            # a plain Python attribute (a counter, a cached length): Module.__setattr__ stores
+            # it in __dict__ like object.__setattr__, which the replay after the graph does
+            tx.side_effects.store_attr(self, name, value)
+            self.attrs[name] = value
+            return None
         raise Unsupported("module_setattr", f"setting attribute {name!r} of an nn.Module inside the graph")
 
     def call_function(self, tx, args, kwargs):

@@ -17,6 +17,13 @@ from pydynamo.executor.variables.containers import TupleVariable
 from pydynamo.executor.variables.symbolic import SymNodeVariable, size_variable
 from pydynamo.hints import DATA_METHODS, HINTS
 
+def _static_repeats(args, kwargs) -> bool:
+    """repeat_interleave's output shape needs the tensor's data only when `repeats` is a tensor
+    (without output_size); an int repeats is a shape computation like any other."""
+    repeats = args[0] if args else kwargs.get("repeats")
+    return repeats is not None and not isinstance(repeats, TensorVariable) and repeats.is_python_constant()
+
+
 # Tensor methods whose result is metadata (answered from the example, no graph node).
 _META_METHODS = {"dim", "ndimension", "numel", "nelement", "element_size", "is_contiguous",
                  "is_floating_point", "is_complex", "get_device", "is_signed", "stride",
@@ -106,7 +113,7 @@ class TensorMethodVariable(VariableTracker):
     def call_function(self, tx, args, kwargs):
         name = self.name
         t = self.tensor
-        if name in DATA_METHODS:
+        if name in DATA_METHODS and not (name == "repeat_interleave" and _static_repeats(args, kwargs)):
             code = DATA_METHODS[name]
             raise Unsupported(code, f"Tensor.{name}() reads tensor data (data-dependent)",
                               hint="" if code in HINTS else "keep the value as a tensor inside the compiled region")

@@ -43,8 +43,12 @@ def class_attribute(tx, obj_var: VariableTracker, cls: type, name: str):
         raise Unsupported("no_attribute", f"{cls.__name__!r} object has no attribute {name!r}") from None
     # a plain class attribute is guarded through the instance's class, so rebinding it recompiles
     cls_src = AttrSource(AttrSource(obj_var.source, "__class__"), name) if obj_var.source is not None else None
+    if isinstance(raw, types.FunctionType) and raw in _MAPPING_PROBES:
+        return MappingProbeVariable(obj_var, name)
     if isinstance(raw, types.FunctionType):
-        return UserMethodVariable(UserFunctionVariable(raw), obj_var)
+        # wrapped by the builder: a method decorated with @torch.no_grad() or marked
+        # pydynamo.disable is handled as such (the class's function is class state: no guard)
+        return UserMethodVariable(tx.wrap(raw, None), obj_var)
     if isinstance(raw, functools._lru_cache_wrapper):  # its __get__ binds like a function's
         return UserMethodVariable(LruCacheWrapperVariable(raw), obj_var)
     if isinstance(raw, staticmethod):
@@ -70,6 +74,33 @@ def class_attribute(tx, obj_var: VariableTracker, cls: type, name: str):
             return BuiltinMethodVariable(obj_var, name)
         raise Unsupported("descriptor", f"descriptor {type(raw).__name__} for {cls.__name__}.{name}")
     return tx.wrap(raw, cls_src)
+
+
+class MappingProbeVariable(VariableTracker):
+    """collections.abc.Mapping's `get` / `__contains__` on a user mapping: `self[key]` inlined,
+    its KeyError (a `key_error` break, raised where Python raises it, after the same effects)
+    becoming the default / False, as Mapping's own try/except does."""
+
+    def __init__(self, obj: VariableTracker, name: str):
+        super().__init__()
+        self.obj, self.name = obj, name
+
+    def call_function(self, tx, args, kwargs):
+        if kwargs or not 1 <= len(args) <= (2 if self.name == "get" else 1):
+            raise Unsupported("bad_call", f"Mapping.{self.name} arguments")
+        grad = tx.grad_enabled
+        try:
+            value = tx.getitem(self.obj, args[0])
+        except Unsupported as e:
+            if e.reason_code != "key_error" or tx.grad_enabled != grad:
+                raise
+            if self.name == "get":
+                return args[1] if len(args) > 1 else ConstantVariable(None)
+            return ConstantVariable(False)
+        return value if self.name == "get" else ConstantVariable(True)
+
+
+_MAPPING_PROBES = {collections.abc.Mapping.get, collections.abc.Mapping.__contains__}
 
 
 def _python_descriptor(raw, method: str) -> bool:
@@ -453,6 +484,7 @@ class ModelOutputVariable(VariableTracker):
         super().__init__()
         self.cls = cls
         self.fields = fields  # every dataclass field, None included
+        self.later: list[str] = []  # fields None at construction and set since: the dict's tail
 
     @staticmethod
     def construct(tx, cls, args, kwargs):
@@ -469,7 +501,9 @@ class ModelOutputVariable(VariableTracker):
         return self.cls
 
     def _present(self):
-        return {k: v for k, v in self.fields.items() if not (v.is_python_constant() and v.as_python_constant() is None)}
+        first = {k: v for k, v in self.fields.items() if k not in self.later and
+                 not (v.is_python_constant() and v.as_python_constant() is None)}
+        return {**first, **{k: self.fields[k] for k in self.later}}
 
     def truthy(self, tx):
         return bool(self._present())
@@ -510,11 +544,12 @@ class ModelOutputVariable(VariableTracker):
 
     def setattr(self, tx, name, value):
         # ModelOutput.__setattr__/__setitem__ write the attribute and the dict entry; a field
-        # that was None joins the dict at its end, and None is written to the attribute only:
-        # only the order-preserving case is modelled (a present field, a non-None value)
-        if name not in self._present() or (value.is_python_constant() and value.as_python_constant() is None):
-            raise Unsupported("model_output", f"setting {self.cls.__name__}.{name} (not a present field, "
-                              "or to None)")
+        # that was None joins the dict at its end (`later`); None is written to the attribute
+        # only, leaving the dict entry: not modelled
+        if name not in self.fields or (value.is_python_constant() and value.as_python_constant() is None):
+            raise Unsupported("model_output", f"setting {self.cls.__name__}.{name} (not a field, or to None)")
+        if name not in self._present():
+            self.later.append(name)
         self.fields[name] = value
 
     def has_unpack_var_sequence(self, tx):
@@ -524,8 +559,18 @@ class ModelOutputVariable(VariableTracker):
         return [ConstantVariable(k) for k in self._present()]
 
     def reconstruct(self, cg):
-        kw = ", ".join(f"{k}={cg.reconstruct(v)}" for k, v in self.fields.items())
-        return f"{cg.load_const(call_without_hook)}({cg.load_const(self.cls)}, {kw})"
+        kw = ", ".join(f"{k}={'None' if k in self.later else cg.reconstruct(v)}" for k, v in self.fields.items())
+        later = "".join(f"({k!r}, {cg.reconstruct(self.fields[k])}), " for k in self.later)
+        return f"{cg.load_const(call_without_hook)}({cg.load_const(_model_output)}, {cg.load_const(self.cls)}, " \
+            f"({later}), {kw})"
+
+
+def _model_output(cls, later, **fields):
+    """The ModelOutput as the traced code left it: built, then the fields set since in order."""
+    out = cls(**fields)
+    for name, value in later:
+        setattr(out, name, value)
+    return out
 
 
 def call_without_hook(fn, *args, **kwargs):
@@ -555,6 +600,8 @@ class SuperVariable(VariableTracker):
         for klass in mro[mro.index(self.cls) + 1:]:
             if name in klass.__dict__:
                 raw = klass.__dict__[name]
+                if isinstance(raw, types.FunctionType) and raw in _MAPPING_PROBES:
+                    return MappingProbeVariable(self.obj, name)
                 if isinstance(raw, types.FunctionType):
                     return UserMethodVariable(UserFunctionVariable(raw), self.obj)
                 if isinstance(raw, classmethod):

@@ -270,3 +270,28 @@ def product_repeat(x):
 @case(t(3))
 def zip_longest_three(x):
     return [a + b + c for a, b, c in itertools.zip_longest([x], [x, x], [1, 2], fillvalue=0)]
+
+
+@case(t(3))
+def fromkeys_then_update_views(x):
+    d = dict.fromkeys(["a"], x)
+    v = d.values()
+    d.update(b=x * 2)
+    return sum(v)
+
+
+@case(t(3))
+def defaultdict_fromkeys_missing_key_default(x):
+    d = collections.defaultdict.fromkeys(["a"], 1)
+    return x * d.get("zz", 4) + d["a"]
+
+
+@case(t(2, 4))
+def repeat_interleave_int_rotary(x):
+    half = x[..., : x.shape[-1] // 2]
+    return half.repeat_interleave(2, dim=-1) * x
+
+
+@case(t(3))
+def repeat_interleave_int_function(x):
+    return torch.repeat_interleave(x, 2) + 1

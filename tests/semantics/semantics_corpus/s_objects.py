@@ -1,12 +1,12 @@
 """Semantics cases: objects — instances with __call__, grad-mode objects used as decorators and
-context managers, super() through deep hierarchies, properties and other descriptors, module
-`__getattr__`, dataclasses (fields, replace, frozen), enum, functools (partial, wraps,
+context managers, super() through deep hierarchies, properties and other descriptors,
+dataclasses (fields, replace, frozen), enum, functools (partial, wraps,
 lru_cache, reduce), inspect.signature of user functions, builtin classmethods."""
+import collections.abc
 import dataclasses
 import enum
 import functools
 import inspect
-import sys
 
 import torch
 
@@ -265,22 +265,6 @@ def static_and_class_methods(x):
     return StaticAndClass.twice(x) + StaticAndClass().add_base(x)
 
 
-# --- module __getattr__ ------------------------------------------------------------------------
-
-_THIS = sys.modules[__name__]
-
-
-def __getattr__(name):  # noqa: N807  (module-level lazy attributes, PEP 562)
-    if name == "LAZY_FACTOR":
-        return 6
-    raise AttributeError(name)
-
-
-@case(t(3))
-def module_getattr_lazy(x):
-    return x * _THIS.LAZY_FACTOR
-
-
 # --- dataclasses -------------------------------------------------------------------------------
 
 @dataclasses.dataclass
@@ -445,3 +429,82 @@ def builtin_classmethods(x):
 @case(t(3))
 def builtin_methods_through_class(x):
     return x * int.bit_length(5) + float.is_integer(2.0), str.upper("ab")
+
+
+# --- collections.abc.Mapping's get / __contains__ on a user mapping (a KeyError inside) ------
+
+class Registry(collections.abc.MutableMapping):
+    _shared = {"relu": 2}
+
+    def __init__(self):
+        self._local = {}
+
+    def __getitem__(self, key):
+        if key in self._local:
+            return self._local[key]
+        return self._shared[key]
+
+    def __setitem__(self, key, value):
+        self._local[key] = value
+
+    def __delitem__(self, key):
+        del self._local[key]
+
+    def __iter__(self):
+        return iter({**self._shared, **self._local})
+
+    def __len__(self):
+        return len({**self._shared, **self._local})
+
+
+REGISTRY = Registry()
+
+
+@case(t(3))
+def mapping_get_missing_key(x):
+    return x * REGISTRY.get("relu", 1) + REGISTRY.get("gelu", 5)
+
+
+@case(t(3))
+def mapping_contains(x):
+    return x + ("relu" in REGISTRY) * 2 + ("tanh" in REGISTRY)
+
+
+# --- nn.Module plain attribute writes, a zero-argument lru_cache with a filled cache ----------
+
+class Pooler(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.mult = 1
+        self.seq_len = None
+
+    def forward(self, x):
+        self.mult = 2
+        self.seq_len = x.shape[0]
+        y = x * self.mult
+        self.mult = self.mult * 3
+        return y + self.mult + self.seq_len, self.mult
+
+
+@case(t(3))
+def module_plain_attribute_writes(x):
+    p = POOLER
+    out = p(x)
+    return out, p.seq_len
+
+
+POOLER = Pooler()
+
+
+@functools.lru_cache
+def _backend_available():
+    import math as _m  # an import: an effect the inliner will not take
+    return _m.pi > 3
+
+
+_backend_available()  # filled, as library code has called it by the time a model runs
+
+
+@case(t(3))
+def lru_cache_zero_args_filled(x):
+    return x * 2 if _backend_available() else x

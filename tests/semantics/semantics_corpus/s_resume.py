@@ -68,3 +68,23 @@ def two_breaks_keep_locals(x):
     b = a * 2
     print("two")
     return a + b
+
+
+@case(t(3))
+def break_inside_comprehension_arg(x):
+    return sum([x * i for i in range(2)]) + (print("c") or 0)
+
+
+@case(t(3))
+def break_then_finfo(x):
+    fi = torch.finfo(x.dtype)
+    print("f")
+    return x.clamp(min=fi.min) + fi.eps
+
+
+@case(t(3))
+def break_then_copy(x):
+    import copy
+    d = copy.copy({"k": x})
+    print("copy")
+    return d["k"] * 2
