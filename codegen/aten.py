@@ -15,8 +15,8 @@ Invariants, checked when the table is built (and by tests/codegen/test_aten_grap
   * `name` is registered in LOWERINGS.
 Arguments are bound by the schema (positions, keywords, then the schema's defaults), so a row
 never depends on how the recorder spelled a call. Overloads not in the table run extern
-(`aten_canonical` returns None): matrix products (mm, bmm; addmm is in, as the torch-level
-extern lowering), convolution, embedding_dense_backward (a scatter-add), random ops
+(`aten_canonical` returns None): bmm (mm and addmm are in: codegen/gemm.py's extern lowerings,
+which pad unaligned 16-bit GEMMs), convolution, embedding_dense_backward (a scatter-add), random ops
 (native_dropout, bernoulli), in-place and out= overloads (graph.py refuses graphs with them),
 where.Scalar (two Python scalars the lowering cannot type). native_batch_norm lowers in
 evaluation only (in training it writes its running statistics: NotLowered; the functional
@@ -169,6 +169,7 @@ def _rows() -> Dict[str, Row]:
         "addcmul.default": same("addcmul", "self", "tensor1", "tensor2", value="value"),
         "addcdiv.default": same("addcdiv", "self", "tensor1", "tensor2", value="value"),
         "addmm.default": same("addmm", "self", "mat1", "mat2", beta="beta", alpha="alpha"),
+        "mm.default": same("mm", "self", "mat2"),
         # copies and casts
         "_to_copy.default": same("aten._to_copy", "self", **_factory_kw(
             non_blocking="non_blocking", memory_format="memory_format")),

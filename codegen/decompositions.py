@@ -1,8 +1,8 @@
 """Compound ops written in terms of the primitive lowerings (registered into LOWERINGS).
 
 Each decomposition mirrors the eager definition (same dtype rules, same reduction order of
-operations where it matters for accuracy, e.g. max-subtraction in softmax). Matrix products are
-extern calls; their bias/scale epilogues stay as pointwise work so they fuse into consumers.
+operations where it matters for accuracy, e.g. max-subtraction in softmax). Matrix products
+live in codegen/gemm.py.
 """
 from __future__ import annotations
 
@@ -292,16 +292,6 @@ def dropout(input, p=0.5, training=True, inplace=False):
     return input
 
 
-@register("linear")
-def linear(input, weight, bias=None):
-    if bias is not None and bias.ndim == 1 and current.graph.bias_in_extern():
-        return current.graph.call_extern(torch.nn.functional.linear, (input, weight, bias), {})
-    out = current.graph.call_extern(torch.nn.functional.linear, (input, weight), {})
-    if bias is not None:
-        out = L["add"](out, bias)
-    return out
-
-
 @register("tensor")
 def tensor(data, *, dtype=None, **kw):
     """torch.tensor of an empty list or a Python number (a cache's empty start, a scalar
@@ -336,19 +326,6 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         kwargs["enable_gqa"] = enable_gqa
     return g.call_extern(torch.nn.functional.scaled_dot_product_attention, (query, key, value),
                          kwargs)
-
-
-@register("addmm")
-def addmm(input, mat1, mat2, *, beta=1, alpha=1):
-    if beta == 1 and alpha == 1 and is_tensor(input) and input.ndim == 1 and \
-            input.dtype == mat1.dtype and current.graph.bias_in_extern():
-        return current.graph.call_extern(torch.addmm, (input, mat1, mat2), {})
-    prod = current.graph.call_extern(torch.mm, (mat1, mat2), {})
-    if alpha != 1:
-        prod = L["mul"](prod, alpha)
-    if beta == 0:
-        return prod
-    return L["add"](prod, input if beta == 1 else L["mul"](input, beta))
 
 
 @register("lerp")

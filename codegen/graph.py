@@ -501,7 +501,7 @@ class GraphLowering:
                 if isinstance(result, TensorValue) and result.buffer is None:
                     result.origins = _origins_of((args, kwargs)) + [node]
                 if isinstance(result, TensorValue) and result.buffer is None and \
-                        len(node.users) > 1 and (result.cost > 1 or (
+                        _value_readers(node) > 1 and (result.cost > 1 or (
                             any(u.op == "output" for u in node.users) and not may_alias(node))):
                     # shared by several users: compute once; a new tensor the graph returns
                     # and also views (`return v, v.view(-1)`): one buffer, so the returned
@@ -1047,8 +1047,11 @@ class GraphLowering:
         ref = self.to_arg(v)
         name = ref.buffer.name
         taken = name in seen and (owner is None or seen[name] is not owner)
-        if not aliasing and (not isinstance(ref.buffer, ComputedBuffer) or taken):
-            if not isinstance(ref.buffer, ExternBuffer) or taken:
+        # a new tensor that is part of a larger buffer (a padded GEMM's result, codegen/gemm.py)
+        # is copied out: eager's is dense
+        partial = list(ref.size) != list(ref.buffer.layout.size)
+        if not aliasing and (not isinstance(ref.buffer, ComputedBuffer) or taken or partial):
+            if not isinstance(ref.buffer, ExternBuffer) or taken or partial:
                 copy = TensorValue(list(v.size), v.dtype, v.loader, None, v.cost)
                 ref = self.to_arg(realize(copy))
         seen.setdefault(ref.buffer.name, owner)
@@ -1101,6 +1104,28 @@ def _static_size_query(name, args, kwargs):
         return x.ndim
     n = product(x.size)
     return int(n) if n.is_Integer else n
+
+
+# (op, argument position)s that read only the argument's metadata: a user through one does not
+# count when deciding to compute a shared value once (a vocabulary-wide log-softmax that
+# nll_loss_backward takes for its shape stays inlined in the one op that reads it, instead of a
+# float32 buffer written and read back: GPT-2's loss backward on an H100)
+_aten = torch.ops.aten
+_SHAPE_ONLY = {(_aten.nll_loss_backward.default, 1), (_aten.nll_loss2d_backward.default, 1),
+               (_aten.zeros_like.default, 0), (_aten.ones_like.default, 0),
+               (_aten.empty_like.default, 0), (_aten.full_like.default, 0),
+               (torch.zeros_like, 0), (torch.ones_like, 0), (torch.empty_like, 0),
+               (torch.full_like, 0)}
+
+
+def _value_readers(node) -> int:
+    n = 0
+    for u in node.users:
+        positions = [i for i, a in enumerate(u.args) if a is node]
+        if u.op != "call_function" or u.kwargs and node in u.kwargs.values() or not positions or \
+                any((u.target, i) not in _SHAPE_ONLY for i in positions):
+            n += 1
+    return n
 
 
 def _is_size_query(node) -> bool:

@@ -1436,3 +1436,4 @@ def gather(input, dim, index, *, sparse_grad=False):
 
 
 import codegen.decompositions  # noqa: E402,F401  (registers compound ops)
+import codegen.gemm  # noqa: E402,F401  (registers matrix products)

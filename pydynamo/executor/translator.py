@@ -898,11 +898,15 @@ def SET_UPDATE(tx, inst):
 def DICT_UPDATE(tx, inst):
     v = tx.pop()
     d = tx.stack[-inst.arg]
-    if inst.opname == "DICT_MERGE" and isinstance(v, ConstDictVariable) and set(v.items) & set(d.items):
-        raise Unsupported("bad_call", "got multiple values for a keyword argument")
-    if not isinstance(v, ConstDictVariable):
+    if isinstance(v, ConstDictVariable):
+        items = v.items
+    elif hasattr(v, "mapping_items"):   # a mapping tracker (dict subclass, ModelOutput): its protocol
+        items = v.mapping_items(tx)
+    else:
         raise Unsupported("dict_merge", f"** of {v}")
-    d.items.update(v.items)
+    if inst.opname == "DICT_MERGE" and set(items) & set(d.items):
+        raise Unsupported("bad_call", "got multiple values for a keyword argument")
+    d.items.update(items)
 
 
 

@@ -1,0 +1,99 @@
+"""codegen/gemm.py's padding of unaligned 16-bit GEMMs on GPU graphs (here the Triton path on CPU
+tensors through the interpreter, with the size threshold lowered so small products pad): the
+padded operands are our kernels' zero-padded copies, the product is the padded one sliced back,
+and values, gradients and output strides equal eager's; float32 and the C++ path never pad."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import pydynamo
+from codegen import codecache, gemm, pipeline
+
+TRITON = {"backend_kernels": "triton"}
+# the Triton path on CPU tensors runs under the interpreter; on a GPU machine, on the GPU
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+@pytest.fixture(autouse=True)
+def _small_threshold(monkeypatch):
+    monkeypatch.setattr(gemm, "PAD_MIN_MACS", 1)
+    pydynamo.reset()
+    yield
+    pydynamo.reset()
+
+
+def _wrapper_text(fn, *args, options=TRITON):
+    """fn compiled through pydynamo (outputs in eager's layout), with its wrapper's source."""
+    sources = []
+    write = codecache.write_wrapper
+
+    def keep(src):
+        sources.append(src)
+        return write(src)
+    pipeline.codecache.write_wrapper = keep
+    try:
+        pydynamo.reset()
+        out = pydynamo.optimize(fn, options=options)(*args)
+    finally:
+        pipeline.codecache.write_wrapper = write
+    return out, "\n".join(sources)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_unaligned_products_pad_and_match_eager(dtype):
+    torch.manual_seed(0)
+    a, b = (torch.randn(10, 12, dtype=dtype, device=DEVICE),
+            torch.randn(12, 37, dtype=dtype, device=DEVICE))
+    w, bias = (torch.randn(37, 12, dtype=dtype, device=DEVICE),
+               torch.randn(37, dtype=dtype, device=DEVICE))
+    cases = [
+        (lambda a, b: torch.mm(a, b), (a, b)),                              # N unaligned
+        (lambda a, b: torch.mm(b.t(), a.t()), (a, b)),                      # M unaligned, transposed
+        (lambda x, w, bias: F.linear(x, w, bias), (a.view(2, 5, 12), w, bias)),
+        (lambda g, b: torch.mm(g, b.t()), (torch.randn(10, 37, dtype=dtype, device=DEVICE),
+                                           b)),                             # K unaligned
+    ]
+    for fn, args in cases:
+        out, text = _wrapper_text(fn, *args)
+        want = fn(*args)
+        assert "torch.mm" in text or "mm" in text
+        assert "(16, 40)" in text or "(40, 16)" in text or "(16, 16)" in text, text
+        assert out.shape == want.shape and out.stride() == want.stride()
+        torch.testing.assert_close(out, want, rtol=1e-2, atol=1e-2)
+
+
+def test_aligned_and_float32_products_do_not_pad():
+    def rand(*shape, dtype=torch.bfloat16, device=DEVICE):
+        return torch.randn(*shape, dtype=dtype, device=device)
+    _, text = _wrapper_text(lambda a, b: torch.mm(a, b), rand(10, 12, dtype=torch.float32),
+                            rand(12, 37, dtype=torch.float32))
+    assert "(16, 40)" not in text
+    _, text = _wrapper_text(lambda a, b: torch.mm(a, b), rand(16, 16), rand(16, 40))
+    assert "kernel" not in text.split("def call", 1)[1]          # no pad copies: the extern only
+    a, b = rand(10, 12, device="cpu"), rand(12, 37, device="cpu")
+    _, text = _wrapper_text(lambda a, b: torch.mm(a, b), a, b, options={"backend_kernels": "cpp"})
+    assert "(16, 40)" not in text
+
+
+def test_language_model_head_training_under_autocast_pads_and_matches_eager():
+    """The shape of GPT-2's LM head and loss, small: logits over an odd vocabulary under bf16
+    autocast, cross entropy, backward: the forward and both backward products pad."""
+    def f(h, w, t):
+        logits = F.linear(h, w)
+        return F.cross_entropy(logits.float().view(-1, logits.shape[-1]), t), logits
+    torch.manual_seed(0)
+    h = torch.randn(2, 5, 12, device=DEVICE, requires_grad=True)
+    w = torch.randn(37, 12, device=DEVICE, requires_grad=True)
+    t = torch.randint(0, 37, (10,), device=DEVICE)
+
+    def run(fn):
+        h.grad = w.grad = None
+        with torch.autocast(DEVICE, torch.bfloat16):
+            loss, logits = fn(h, w, t)
+        loss.backward()
+        return loss, logits, h.grad.clone(), w.grad.clone()
+    got = run(pydynamo.optimize(f, options=TRITON))
+    want = run(f)
+    for a, b in zip(got, want):
+        assert a.stride() == b.stride()
+        torch.testing.assert_close(a.float(), b.float(), rtol=2e-2, atol=2e-2)
