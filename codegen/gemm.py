@@ -24,11 +24,14 @@ from __future__ import annotations
 
 from typing import List, Optional
 
+import sympy
 import torch
 
-from codegen.ir import current, realize
+from codegen.ir import current, realize, strided_view_of
 from codegen.lowering import LOWERINGS, is_tensor, register
+from codegen.ops import collect_deps
 from codegen.sizevars import static_int
+from pydynamo.symbols import loop_vars
 
 L = LOWERINGS
 ALIGN = 8                 # elements of a 16-bit dtype in 16 bytes
@@ -111,8 +114,39 @@ def _padded_mm(a, b):
 
 
 def _pad2(x, rows, cols):
-    """x zero-padded to (rows, cols), realized as one contiguous buffer (our own kernel)."""
+    """x zero-padded to (rows, cols), padded in the order it is stored: a transposed view (a
+    weight's `.t()`, a gradient's `g.t()`) is its storage padded and transposed back, so the copy
+    reads and writes contiguously and cuBLAS takes the transpose for free. One copy per padded
+    value and shape per graph (g @ W and g.t() @ h share g's)."""
     r, c = static_int(x.size[0]), static_int(x.size[1])
     if (r, c) == (rows, cols):
         return x
-    return realize(L["constant_pad_nd"](x, [0, cols - c, 0, rows - r], 0.0))
+    if _column_major(x):
+        return L["permute"](_pad_stored(L["permute"](x, [1, 0]), cols, rows), [1, 0])
+    return _pad_stored(x, rows, cols)
+
+
+def _column_major(x) -> bool:
+    """Are x's reads (of a view, or of a cast of one) contiguous down its columns?"""
+    i, j = loop_vars("g", 2)
+    reads = collect_deps(x.loader, [i, j]).reads
+    if not reads:
+        return False
+    try:
+        e = sympy.expand(next(iter(reads)).index)
+        return e.coeff(i) == 1 and e.coeff(j) != 1
+    except Exception:
+        return False
+
+
+def _pad_stored(x, rows, cols):
+    view = strided_view_of(x)
+    key = view and (view.buffer.name, view.size, view.stride, view.offset, rows, cols)
+    cache = current.graph.__dict__.setdefault("gemm_pads", {})
+    if key is None or key not in cache:
+        r, c = static_int(x.size[0]), static_int(x.size[1])
+        padded = realize(L["constant_pad_nd"](x, [0, cols - c, 0, rows - r], 0.0))
+        if key is None:
+            return padded
+        cache[key] = padded
+    return cache[key]

@@ -97,3 +97,20 @@ def test_language_model_head_training_under_autocast_pads_and_matches_eager():
     for a, b in zip(got, want):
         assert a.stride() == b.stride()
         torch.testing.assert_close(a.float(), b.float(), rtol=2e-2, atol=2e-2)
+
+
+def test_transposed_operands_pad_in_storage_order_and_share_one_copy():
+    """g @ w and g.t() @ h both pad g's columns: one pad copy of g, the second product takes its
+    transposed view; a transposed weight pads its rows and is handed over transposed."""
+    def f(g, w, h, v):
+        return torch.mm(g, w), torch.mm(g.t(), h), torch.mm(h, v.t())
+
+    def rand(*shape):
+        return torch.randn(*shape, dtype=torch.bfloat16, device=DEVICE)
+    args = (rand(10, 37), rand(37, 12), rand(10, 12), rand(37, 12))
+    out, text = _wrapper_text(f, *args)
+    assert text.count("_empty((16, 40), (40, 1)") == 1, text   # g padded once
+    assert "(40, 16), (1, 40)" in text                         # g.t(): its transposed view
+    assert "_empty((40, 16), (16, 1)" in text                  # v padded along its rows
+    for got, want in zip(out, f(*args)):
+        torch.testing.assert_close(got, want, rtol=1e-2, atol=1e-2)
