@@ -4,10 +4,14 @@ Decides whether to trace (skip rules: skipfiles.py), enforces the recompile budg
 translator and returns (guard, new_code). Policy:
   * skip: generators/coroutines, module bodies, stdlib, torch internals (except nn module
     `forward`s), pydynamo itself, functions marked `pydynamo.disable` -> SKIP_CODE.
-  * budget: once a code object has `config.recompile_limit` entries of one settings, existing
+  * stance (stance.py): under "eager_on_recompile" a miss runs the frame as is (None: asked
+    again next time, so the stance can change back); under "fail_on_recompile" it raises
+    RecompileError naming each failing guard of this settings' entries.
+  * budget: once a code object has `recompile_limit` entries of one settings (optimize's
+    argument, else `config.recompile_limit` read at each miss), existing
     entries keep serving and new inputs run eagerly (RUN_ONLY; None while callbacks of other
     settings live, and a callback made later un-marks such codes, so another optimize() of the
-    code still compiles it) — one warning; nothing good is discarded.
+    code still compiles it) — one warning naming the last failing guard; nothing good is discarded.
   * a failure inside translation runs that frame eagerly (SKIP_CODE) with one warning naming the
     user's file:line and the reason; under fullgraph=True it raises FullGraphError instead.
     Backend errors are raised (BackendCompilerFailed): they are not the user's code's fault.
@@ -33,11 +37,12 @@ import torch
 from pydynamo import _C
 from pydynamo import autocast as _autocast
 from pydynamo import config, logs
+from pydynamo import stance as _stance
 from pydynamo.backends import CODEGEN, codegen_options, lookup_backend
 from pydynamo.bytecode import resume, user_frame_name
 from pydynamo.eval_frame import on_reset
 from pydynamo.exc import (BackendCompilerFailed, FullGraphError, GraphBreak, GraphBreakWarning,
-                          RecompileLimitWarning, Unsupported)
+                          RecompileError, RecompileLimitWarning, Unsupported)
 from pydynamo.executor import installed
 from pydynamo.executor.translator import InstructionTranslator
 from pydynamo.guards import compile_guards, current_global_state, Guard, GuardKind, ShapeGuards
@@ -225,12 +230,14 @@ class CompileSettings:
     dynamic: Optional[bool]
     mode: Optional[str]
     options: Any
+    recompile_limit: Optional[int] = None   # None: config.recompile_limit, read at each miss
 
     def __str__(self) -> str:
         name = self.backend if isinstance(self.backend, str) else \
             getattr(self.backend, "__qualname__", None) or type(self.backend).__qualname__
+        limit = "" if self.recompile_limit is None else f" recompile_limit={self.recompile_limit}"
         return (f"backend={name} mode={self.mode} options={self.options} fullgraph={self.fullgraph} "
-                f"dynamic={self.dynamic}")
+                f"dynamic={self.dynamic}{limit}")
 
 
 # One callback per distinct settings (equal settings share cache entries): a weak map, so a
@@ -252,20 +259,21 @@ def _frozen(value) -> Any:
     return value
 
 
-def make_callback(backend="codegen", fullgraph=False, dynamic=None, mode=None, options=None):
+def make_callback(backend="codegen", fullgraph=False, dynamic=None, mode=None, options=None,
+                  recompile_limit=None):
     """The compile callback for these optimize() settings: the same object for equal settings
-    (same backend object, mode, options by content, fullgraph, dynamic)."""
+    (same backend object, mode, options by content, fullgraph, dynamic, recompile_limit)."""
     backend_fn = lookup_backend(backend)
     fullgraph = bool(fullgraph)
     try:
-        key = (backend_fn, fullgraph, dynamic, mode, _frozen(options))
+        key = (backend_fn, fullgraph, dynamic, mode, _frozen(options), recompile_limit)
         hash(key)
     except TypeError:   # unhashable options: a callback of its own
         key = None
     cached = _CALLBACKS.get(key) if key is not None else None
     if cached is not None:
         return cached
-    callback = _make_callback(backend, backend_fn, fullgraph, dynamic, mode, options)
+    callback = _make_callback(backend, backend_fn, fullgraph, dynamic, mode, options, recompile_limit)
     if key is not None:
         _CALLBACKS[key] = callback
     _LIVE_CALLBACKS.add(callback)
@@ -275,9 +283,9 @@ def make_callback(backend="codegen", fullgraph=False, dynamic=None, mode=None, o
     return callback
 
 
-def _make_callback(backend, backend_fn, fullgraph, dynamic, mode, options):
+def _make_callback(backend, backend_fn, fullgraph, dynamic, mode, options, recompile_limit):
     settings = CompileSettings(backend if isinstance(backend, str) else backend_fn, fullgraph, dynamic,
-                               mode, options)
+                               mode, options, recompile_limit)
     if backend in CODEGEN:
         # mode= means what it means for torch.compile: "reduce-overhead" turns on CUDA-graph
         # replay, "max-autotune" the kernel autotuner; both are codegen options.
@@ -290,12 +298,22 @@ def _make_callback(backend, backend_fn, fullgraph, dynamic, mode, options):
         if skip_reason(code) is not None:
             return _C.SKIP_CODE
         # entries compiled under other settings (another optimize() of the same code) do not
-        # count against this one's budget
-        if sum(getattr(g, "callback", None) is callback for g, _ in entries) >= config.recompile_limit:
-            _warn_once(("limit", code), f"pydynamo: {user_frame_name(code)} hit the recompile limit "
-                       f"({config.recompile_limit}, pydynamo.config.recompile_limit); existing compiled "
-                       "entries keep serving, new inputs run eagerly", RecompileLimitWarning,
-                       code.co_filename, code.co_firstlineno)
+        # count against this one's budget, nor are they this one's to explain
+        own = [e for e in entries if getattr(e[0], "callback", None) is callback]
+        stance = _stance.current()
+        if stance != "default":   # (force_eager never gets here: eval_frame turns the hook off)
+            if stance == "fail_on_recompile":
+                raise RecompileError(_recompile_message(code, own, frame_locals, frame_globals))
+            return None   # eager_on_recompile: run as is, ask again next time
+        limit = config.recompile_limit if recompile_limit is None else recompile_limit
+        if len(own) >= limit:
+            if ("limit", code) not in _warned:
+                why = explain_recompile(code, own, frame_locals, frame_globals) if own else None
+                _warn_once(("limit", code), f"pydynamo: {user_frame_name(code)} hit the recompile limit "
+                           f"({limit}, {_LIMIT_SETTING if recompile_limit is None else 'optimize(recompile_limit=...)'}"
+                           "); existing compiled entries keep serving, new inputs run eagerly"
+                           + (f"; last reason:\n{_failures_text(why)}" if why else ""),
+                           RecompileLimitWarning, code.co_filename, code.co_firstlineno)
             if len(_LIVE_CALLBACKS) > 1:
                 return None  # other settings may still compile this code: no run-only mark
             _LIMITED.add(code)
@@ -342,3 +360,25 @@ def _make_callback(backend, backend_fn, fullgraph, dynamic, mode, options):
     callback.backend = backend_fn
     callback.settings = settings
     return callback
+
+
+_LIMIT_SETTING = "pydynamo.config.recompile_limit"
+
+
+def _failures_text(why) -> str:
+    """Each failing guard of a RecompileExplanation, one `- entry N: failure` line each."""
+    lines = [f"    - entry {i + 1}: {f}" for i, fails in enumerate(why.entries) for f in fails]
+    return "\n".join(lines) or "    - (no single guard fails: rejected as a whole)"
+
+
+def _recompile_message(code: types.CodeType, entries: list, frame_locals: dict, frame_globals: dict) -> str:
+    """torch.compile's fail_on_recompile text, with pydynamo's guard failures (recompiles.py)."""
+    text = (f"Detected recompile when pydynamo stance is 'fail_on_recompile'. filename: "
+            f"{code.co_filename!r}, function name: {user_frame_name(code)!r}, line number: "
+            f"{code.co_firstlineno}")
+    if entries:
+        why = explain_recompile(code, entries, frame_locals, frame_globals)
+        text += "\n    triggered by the following guard failure(s):\n" + _failures_text(why)
+    else:
+        text += " (never compiled: compile it under the \"default\" stance first)"
+    return text

@@ -14,6 +14,8 @@ Invariants:
   COMPILE_SETTINGS guard on the callback); a fullgraph wrapper clears a "skip" mark on its
   function's own code before each call, so it traces (and raises) where another optimize()
   of the same function gave up.
+- Under the "force_eager" stance (pydynamo.stance) a compile wrapper or optimize() block sets
+  the hook off for its call, so neither compiling nor cached code happens beneath it.
 - disable() scopes are counted per thread (`_disabled`): a compile wrapper called, or an
   optimize() context entered, inside one leaves the hook off, so nothing under a disable
   compiles. optimize() validates its arguments when called (backends.check_settings).
@@ -24,11 +26,12 @@ import functools
 import inspect
 import sys
 import threading
-import warnings
 import time
+import warnings
 from typing import Any, Callable, Optional
 
 from pydynamo import _C, config, logs
+from pydynamo import stance as _stance
 from pydynamo.versions import unsupported_python
 from pydynamo.user_errors import strip_own_frames
 
@@ -77,6 +80,13 @@ class _CallbackScope:
             self.perf = logs.enabled("perf")
         return self._callback
 
+    def hook_setting(self) -> Any:
+        """What `_C` is set to for a call: the callback, or off under the "force_eager" stance
+        (no compiling and no cached code: the function runs as written)."""
+        if not self._disables and _stance.current() == "force_eager":
+            return None
+        return self.callback()
+
     def wrap(self, fn: Callable, code: Any = None) -> Callable:
         """`code`: the user code the call enters (a module's forward), when not fn's own."""
         scope = self
@@ -93,7 +103,7 @@ class _CallbackScope:
                 return fn(*args, **kwargs)   # inside disable(): the hook is already off
             if top is not None and _C.get_code_state(top) == "skip":
                 _C.set_code_state(top, "default")
-            prev = _C.set_eval_frame(scope.callback())
+            prev = _C.set_eval_frame(scope.hook_setting())
             _disabled.depth += disables
             t0 = scope.perf and time.perf_counter()
             try:
@@ -118,7 +128,7 @@ class _CallbackScope:
         if not self._disables and _disabled.depth:
             stack.append(_UNCHANGED)     # inside disable(): stays off
             return self
-        stack.append(_C.set_eval_frame(self.callback()))
+        stack.append(_C.set_eval_frame(self.hook_setting()))
         _disabled.depth += self._disables
         return self
 
@@ -210,6 +220,7 @@ def optimize(
     dynamic: Optional[bool] = None,
     mode: Optional[str] = None,
     options: Optional[dict] = None,
+    recompile_limit: Optional[int] = None,
 ):
     """Compile `fn` (a function or an nn.Module) when it is called; pydynamo's torch.compile.
 
@@ -245,6 +256,14 @@ def optimize(
         specialized; each new shape recompiles). pydynamo.mark_dynamic(x, dim) and
         mark_static mark single dimensions.
 
+    recompile_limit: how many compiled entries one function (code object) may have under these
+        settings; at the limit it warns once (pydynamo.exc.RecompileLimitWarning, naming the last
+        failing guard) and new inputs run eagerly while existing entries keep serving. None
+        (default): pydynamo.config.recompile_limit (PYDYNAMO_RECOMPILE_LIMIT, 8), read at each
+        miss. torch.compile's is torch._dynamo.config.recompile_limit. pydynamo.set_stance
+        changes what a miss does ("eager_on_recompile", "fail_on_recompile") or turns compiled
+        code off ("force_eager").
+
     Training: a graph whose inputs require grad is compiled as a joint forward/backward graph
     (pydynamo/aot), so `loss.backward()` on a compiled model's output runs compiled backward
     kernels; optimizer steps stay in Python unless compiled themselves.
@@ -264,7 +283,11 @@ def optimize(
     from pydynamo.backends import check_settings   # (deferred: importing this module stays torch-free)
 
     check_settings(backend, mode, options, fullgraph, dynamic)
-    kwargs = dict(backend=backend, fullgraph=fullgraph, dynamic=dynamic, mode=mode, options=options)
+    if recompile_limit is not None and (isinstance(recompile_limit, bool) or not isinstance(recompile_limit, int)
+                                        or recompile_limit < 0):
+        raise ValueError(f"recompile_limit must be None or an int >= 0, got {recompile_limit!r}")
+    kwargs = dict(backend=backend, fullgraph=fullgraph, dynamic=dynamic, mode=mode, options=options,
+                  recompile_limit=recompile_limit)
     scope = _CallbackScope(make_kwargs=kwargs)
     return scope if fn is None else scope(fn)
 
@@ -278,7 +301,7 @@ def _make_callback(kwargs: dict) -> Any:
         global _version_warned
         if not _version_warned:
             _version_warned = True
-            warnings.warn(why, RuntimeWarning, stacklevel=4)
+            warnings.warn(why, RuntimeWarning, stacklevel=5)  # wrapper, hook_setting, callback, here
         return False  # run-only: with no cache entries every frame runs as it is
     # Imported at first use: the executor layers are not needed to import or wrap.
     from pydynamo.convert_frame import make_callback
@@ -315,6 +338,7 @@ def _mark_own_code_skipped() -> None:
         _CallbackScope.__enter__.__code__,
         _CallbackScope.__exit__.__code__,
         _CallbackScope.callback.__code__,
+        _CallbackScope.hook_setting.__code__,
         _make_callback.__code__,
     ]
     for code in codes:

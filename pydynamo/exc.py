@@ -101,3 +101,8 @@ class RecompileLimitWarning(PydynamoWarning):
 
 class RecompileLimitExceeded(PydynamoError):
     pass
+
+
+class RecompileError(PydynamoError):
+    """A call would compile while the stance is "fail_on_recompile" (pydynamo.set_stance); the
+    message names the function and each guard that rejected the call."""

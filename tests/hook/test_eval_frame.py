@@ -93,7 +93,8 @@ def test_optimize_imports_make_callback_lazily(monkeypatch):
     fn = pydynamo.optimize(double, backend="eager", fullgraph=True, dynamic=False)
     assert made == []  # nothing built at decoration time
     assert fn(3) == 21 and fn(4) == 28
-    assert made == [dict(backend="eager", fullgraph=True, dynamic=False, mode=None, options=None)]
+    assert made == [dict(backend="eager", fullgraph=True, dynamic=False, mode=None, options=None,
+                         recompile_limit=None)]
 
     deco = pydynamo.optimize(backend="eager")
     assert deco(double)(1) == 7
