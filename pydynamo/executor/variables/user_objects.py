@@ -558,6 +558,10 @@ class ModelOutputVariable(VariableTracker):
     def unpack_var_sequence(self, tx):
         return [ConstantVariable(k) for k in self._present()]
 
+    def mapping_items(self, tx) -> dict:
+        """{key: value} as `**output` and dict(output) read it (keys() and [key])."""
+        return dict(self._present())
+
     def reconstruct(self, cg):
         kw = ", ".join(f"{k}={'None' if k in self.later else cg.reconstruct(v)}" for k, v in self.fields.items())
         later = "".join(f"({k!r}, {cg.reconstruct(self.fields[k])}), " for k in self.later)

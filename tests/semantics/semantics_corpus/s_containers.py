@@ -280,3 +280,17 @@ def islice_of_list(x):
 @case(t(3))
 def starmap_pairs(x):
     return list(itertools.starmap(lambda a, b: a * b, [(x, 2), (x, 3)]))
+
+
+class Fields(collections.OrderedDict):
+    """A dict subclass as library outputs are (ModelOutput is an OrderedDict subclass)."""
+
+
+def _combine(a, b, scale=1):
+    return a * scale + b
+
+
+@case(t(3))
+def double_star_of_dict_subclass(x):
+    f = Fields(a=x, b=x + 1)
+    return _combine(**f, scale=2)
