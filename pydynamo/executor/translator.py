@@ -43,6 +43,7 @@ from pydynamo.executor.variables.containers import (BaseListVariable, ConstDictV
                                                     SetVariable, SliceVariable, TupleVariable)
 from pydynamo.executor.variables.functions import (BaseUserFunctionVariable, CellVariable,
                                                    NestedUserFunctionVariable, UserFunctionVariable)
+from pydynamo.executor.variables.strict import strict_stack
 from pydynamo.executor.variables.tensor import TensorVariable
 from pydynamo.executor.variables.user_objects import SuperVariable
 from pydynamo.guards import Guard, GuardKind
@@ -123,6 +124,7 @@ def graph_break_handler(run):
                 e.graph_break = GraphBreak(e.reason_code, e.message, tx.code.co_filename, tx.lineno,
                                            None if col is None else col + 1, tx.user_stack(),
                                            hint_for(e.reason_code, e.hint))
+                e.strict = strict_stack(tx)[-1]   # error_on_graph_break where it happens
             if tx.parent is None and getattr(e, "breakpoint", None) is None and tx.current is not None:
                 e.breakpoint = _breaks.BreakPoint(tx.current.offset, tx.visits.get(tx.current.offset, 1))
             raise
@@ -1163,7 +1165,7 @@ def END_FOR_313(tx, inst):
 
 @op("RETURN_GENERATOR")
 def RETURN_GENERATOR(tx, inst):
-    """Start of a generator body (3.11, 3.12): the value 'sent' on first resume is None."""
+    """Start of a generator body (every version): the value 'sent' on first resume is None."""
     if getattr(tx, "yields", None) is None:
         raise Unsupported("generator", "generator frame")
     tx.push(ConstantVariable(None))
@@ -1171,7 +1173,7 @@ def RETURN_GENERATOR(tx, inst):
 
 @op("YIELD_VALUE")
 def YIELD_VALUE(tx, inst):
-    """Generators are run to completion when called (3.11, 3.12): collect the value, resume with None."""
+    """Generators are run to completion when called (every version): collect the value, resume with None."""
     if getattr(tx, "yields", None) is None:
         raise Unsupported("generator", "yield outside an inlined generator")
     tx.yields.append(tx.pop())
