@@ -3,7 +3,7 @@
     compiled = pydynamo.optimize(model_or_fn)            # backend="codegen": fused C++/Triton kernels
     print(pydynamo.explain(fn)(*args))                    # graphs, graph breaks with reasons, guards
 
-optimize (torch.compile), explain, disable, reset, set_stance, graph_break, allow_in_graph, mark_dynamic,
+optimize (torch.compile), explain, disable, reset, set_stance, error_on_graph_break, graph_break, allow_in_graph, mark_dynamic,
 mark_static, list_backends, register_backend; `config` (process-wide settings), `exc` (errors
 and warnings). help(pydynamo.optimize) lists every argument; docs/USER_GUIDE.md is the guide,
 PYDYNAMO_LOGS=all shows everything it does.
@@ -28,6 +28,7 @@ _EXPORTS = {
     "disable": ("pydynamo.eval_frame", "disable"),
     "reset": ("pydynamo.eval_frame", "reset"),
     "set_stance": ("pydynamo.stance", "set_stance"),
+    "error_on_graph_break": ("pydynamo.stance", "error_on_graph_break"),
     "list_backends": ("pydynamo.backends", "list_backends"),
     "register_backend": ("pydynamo.backends", "register_backend"),
     "graph_break": ("pydynamo.hints", "graph_break"),

@@ -5,7 +5,8 @@ forward/backward graph recorded, partitioned and run with eager aten ops, pydyna
 debugging the training path), "codegen" (ours, imported lazily; "inductor" is an alias so
 torch.compile call sites port unchanged; a graph that needs autograd takes the training path with
 codegen compiling its forward and backward graphs; an inference graph that writes tensors in
-place is functionalized by the same recorder and codegen compiles the functional graph). The "codegen" backend hands
+place is functionalized by the same recorder and codegen compiles the functional graph),
+"cudagraphs" (CUDA-graph replay of the graph's eager ops, pydynamo/cudagraphs.py). The "codegen" backend hands
 `optimize(..., mode=..., options={...})` to `codegen.compile_fx` as the fields of one
 codegen.Options (codegen/options.py: fusion, dynamic dims, CUDA graphs, autotuning, kernel
 variants); codegen reads nothing else of pydynamo's but the process-wide cache dir and log
@@ -22,6 +23,7 @@ import torch
 
 from pydynamo import aot
 from pydynamo import autocast as _autocast
+from pydynamo.cudagraphs import cudagraphs
 from pydynamo.exc import InvalidArgument, InvalidBackend, PydynamoWarning
 from pydynamo.mutation import node_mutation
 
@@ -43,7 +45,7 @@ def register_backend(name: str, fn: Callable | None = None):
 
 def list_backends() -> list[str]:
     """The names `pydynamo.optimize(backend=...)` accepts: "codegen" (the default) and its alias
-    "inductor", "eager", "aot_eager", and every name given to register_backend."""
+    "inductor", "eager", "aot_eager", "cudagraphs", and every name given to register_backend."""
     return sorted(_REGISTRY)
 
 
@@ -175,3 +177,4 @@ def _writes_in_place(gm) -> bool:
 
 
 register_backend("inductor", codegen_backend)
+register_backend("cudagraphs", cudagraphs)   # CUDA-graph replay of the eager ops (pydynamo/cudagraphs.py)

@@ -13,7 +13,8 @@ translator and returns (guard, new_code). Policy:
     settings live, and a callback made later un-marks such codes, so another optimize() of the
     code still compiles it) — one warning naming the last failing guard; nothing good is discarded.
   * a failure inside translation runs that frame eagerly (SKIP_CODE) with one warning naming the
-    user's file:line and the reason; under fullgraph=True it raises FullGraphError instead.
+    user's file:line and the reason; under fullgraph=True, or where pydynamo.error_on_graph_break
+    is on at the failing instruction (Unsupported.strict), it raises FullGraphError instead.
     Backend errors are raised (BackendCompilerFailed): they are not the user's code's fault.
   * settings: make_callback gives one callback per distinct optimize() settings (backend, mode,
     options, fullgraph, dynamic); each entry it compiles is guarded on being called under that
@@ -117,12 +118,16 @@ def translate(code: types.CodeType, frame_locals: dict, frame_globals: dict, bui
     bltins = builtins if builtins is not None else frame_globals.get("__builtins__", {})
     backend_fn = lookup_backend(backend)
     tx = InstructionTranslator(code, frame_locals, frame_globals, bltins, backend_fn, dynamic=dynamic, auto=auto)
+    strict = _stance.error_on_graph_break_now()
+    tx.strict_breaks = [strict]   # error_on_graph_break's value while tracing (variables/strict.py)
     reason = None
     try:
         tx.run()
     except Unsupported as e:
         bp = getattr(e, "breakpoint", None)
-        if not allow_breaks or bp is None or e.reason_code in UNBREAKABLE:
+        if getattr(e, "strict", None) is None:
+            e.strict = strict
+        if not allow_breaks or bp is None or e.reason_code in UNBREAKABLE or e.strict:
             raise
         reason = e.graph_break
         tx = InstructionTranslator(code, frame_locals, frame_globals, bltins, backend_fn, breakpoint=bp,
@@ -336,6 +341,8 @@ def _make_callback(backend, backend_fn, fullgraph, dynamic, mode, options, recom
                 rec(gb)
             if fullgraph:  # the translator's traceback only when asked for (PYDYNAMO_VERBOSE=1)
                 raise FullGraphError(gb) from (e if config.verbose else None)
+            if getattr(e, "strict", False):
+                raise FullGraphError(gb, "error_on_graph_break(True) is on") from (e if config.verbose else None)
             logs.log("graph_breaks", "%s", gb)
             warn_break(gb, f"{gb.message} [{gb.reason_code}]; running {user_frame_name(code)} in Python"
                        + (f" (hint: {gb.hint})" if gb.hint else ""))

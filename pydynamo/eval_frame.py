@@ -236,7 +236,8 @@ def optimize(
         an alias of it, so torch.compile call sites port unchanged — it is pydynamo's code
         generator, not PyTorch's Inductor), "eager" (run each captured graph as is: checks
         capture alone), "aot_eager" (the training path's joint forward/backward graphs, run
-        eagerly), a name registered with pydynamo.register_backend, or any callable
+        eagerly), "cudagraphs" (CUDA-graph replay of each graph's eager ops on CUDA inputs;
+        plain eager execution elsewhere), a name registered with pydynamo.register_backend, or any callable
         `backend(gm, example_inputs) -> callable`. See pydynamo.list_backends(). An unknown
         name raises pydynamo.exc.InvalidBackend (a RuntimeError, like torch.compile's).
     mode: None / "default", "reduce-overhead" (CUDA-graph replay of the compiled calls on GPU),
@@ -250,7 +251,9 @@ def optimize(
         the known ones (as torch.compile does), a bad value ValueError. Unlike torch.compile,
         mode and options may be given together. A callable backend gets them as keywords.
     fullgraph: True raises pydynamo.exc.FullGraphError (with the user's file:line and a hint)
-        where the function would need a graph break, instead of running that part in Python.
+        where the function would need a graph break, instead of running that part in Python;
+        pydynamo.error_on_graph_break(True/False) does the same for a region (and, False,
+        allows breaks again in a sub-call when fullgraph is False).
     dynamic: None (default: automatic — a size that changes between calls is recompiled once
         as a symbol), True (every size symbolic from the first call), False (every size
         specialized; each new shape recompiles). pydynamo.mark_dynamic(x, dim) and

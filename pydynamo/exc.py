@@ -57,10 +57,11 @@ class ReturnValue(Exception):
 
 
 class FullGraphError(PydynamoError):
-    """fullgraph=True and the function needs a graph break."""
+    """fullgraph=True (or pydynamo.error_on_graph_break(True): `because`) and the function needs
+    a graph break."""
 
-    def __init__(self, graph_break: GraphBreak):
-        text = f"fullgraph=True but the function cannot be captured in one graph:\n  {graph_break}"
+    def __init__(self, graph_break: GraphBreak, because: str = "fullgraph=True"):
+        text = f"{because} but the function cannot be captured in one graph:\n  {graph_break}"
         if len(graph_break.user_stack) > 1:
             text += "\n  user stack (outermost first):\n" + graph_break.stack_text("    ")
         super().__init__(text)

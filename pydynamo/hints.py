@@ -16,6 +16,7 @@ HINTS: dict[str, str] = {
                "marked pydynamo.disable",
     "lru_cache": "the call runs in Python with its cache (only a pure call returning a constant is inlined)",
     "explicit_break": "pydynamo.graph_break() asked for this break",
+    "error_on_graph_break": "call pydynamo.error_on_graph_break with a constant True or False",
     "tensor_branch": "branching on a tensor value: use torch.where, or move the test out of the compiled code",
     "tensor_item": "reading a tensor as a Python number: keep it a tensor (e.g. x.sum() instead of x.sum().item())",
     "tensor_tolist": "tolist() reads tensor data: keep the values as a tensor",

@@ -16,11 +16,18 @@ was in force before it on leaving a `with` block; as a decorator it undoes its o
 sets the stance only for each call of the function. It may not be called inside compiled code
 (torch.compile forbids it too): the translator breaks the graph at it (it is marked as pydynamo's
 own, like `disable`), and the call then raises.
+`error_on_graph_break(on)` (torch._dynamo.error_on_graph_break) is the other switch here: a
+graph break under it raises instead of breaking. Run in Python (around a compiled call, a
+decorated function's call) it sets a per-thread value, the start value of every frame compiled
+then; inside traced code the translator keeps its own stack of it (executor/variables/strict.py,
+on the root translator), and a break records the value in force where it happened
+(translator.graph_break_handler), which convert_frame turns into FullGraphError.
 A leaf: imports nothing of the project but the C hook (to tell whether a compiled region is active).
 """
 from __future__ import annotations
 
 import functools
+import threading
 from typing import Callable
 
 from pydynamo import _C
@@ -99,3 +106,68 @@ def _check_outside_compiled_code() -> None:
     if cb is not None and cb is not False:
         raise RuntimeError("pydynamo.set_stance cannot be called inside a compiled function "
                            "(torch.compiler.set_stance cannot either): set it before the call")
+
+
+# --- error_on_graph_break ---------------------------------------------------------------------
+
+class _Strict(threading.local):
+    on = False
+
+
+_strict = _Strict()   # per thread: the switch as set by blocks and decorators run in Python
+
+
+def error_on_graph_break_now() -> bool:
+    """The switch where Python code (not traced code) sets it: the start value of each frame
+    compiled now."""
+    return _strict.on
+
+
+class _ErrorOnGraphBreak:
+    """What error_on_graph_break(on) returns. Run in Python it sets the per-thread switch for a
+    block or a decorated call; traced, the translator models it (executor/variables/strict.py)
+    and this object is only rebuilt, never entered, so its __exit__ then restores nothing."""
+
+    def __init__(self, on: bool):
+        self.on = bool(on)
+        self._prev = []
+
+    def __enter__(self):
+        self._prev.append(_strict.on)
+        _strict.on = self.on
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        if self._prev:
+            _strict.on = self._prev.pop()
+
+    def __call__(self, fn: Callable) -> Callable:
+        on = self.on
+
+        @functools.wraps(fn)
+        def _pydynamo_error_on_graph_break_wrapper(*args, **kwargs):
+            prev, _strict.on = _strict.on, on
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                _strict.on = prev
+
+        _pydynamo_error_on_graph_break_wrapper.__pydynamo_error_on_graph_break__ = on
+        return _pydynamo_error_on_graph_break_wrapper
+
+    def __repr__(self) -> str:
+        return f"pydynamo.error_on_graph_break({self.on})"
+
+
+def error_on_graph_break(on: bool) -> _ErrorOnGraphBreak:
+    """With `on`, a graph break in compiled code raises pydynamo.exc.FullGraphError instead of
+    running that part in Python (fullgraph=True for a region); with False, breaks are allowed
+    again (torch._dynamo.error_on_graph_break). A context manager or a decorator, usable inside
+    compiled code (switch it off for one sub-call) and around compiled calls. fullgraph=True
+    cannot be switched off by it (as in torch.compile).
+    Limitation: after a graph break taken inside an `error_on_graph_break(False)` block, the rest
+    of the frame (its resume function) starts from the switch as set outside compiled code."""
+    return _ErrorOnGraphBreak(on)
+
+
+error_on_graph_break.__pydynamo_error_on_graph_break__ = "factory"

@@ -42,6 +42,7 @@ from pydynamo.executor.variables import copying  # noqa: F401  (registers copy.c
 from pydynamo.executor.variables.misc import (GRAD_MODE_FNS, EnvironVariable, GradModeClassVariable,
                                              GradModeWrappedFunction, is_environ)
 from pydynamo.executor.variables.nn_module import NNModuleVariable
+from pydynamo.executor.variables.strict import ErrorOnGraphBreakFactory, StrictWrappedFunction
 from pydynamo.executor.variables.symbolic import SymNodeVariable
 from pydynamo.executor.variables.torch_fns import ALLOWED_IN_GRAPH, TorchFunctionVariable, is_torch_callable
 from pydynamo.executor.variables.user_objects import (NamedTupleVariable, UserDefinedClassVariable,
@@ -172,6 +173,13 @@ class VariableBuilder:
             return DisabledFunctionVariable(value, source)
         if getattr(value, "__pydynamo_graph_break__", False):
             return GraphBreakFunctionVariable(value, source)
+        strict = getattr(value, "__pydynamo_error_on_graph_break__", None)
+        if strict is not None:   # pydynamo.error_on_graph_break, or a function it decorated
+            if source is not None:
+                tx.add_guard(source, GuardKind.ID_MATCH, (id(value), value.__qualname__))
+            if strict == "factory":
+                return ErrorOnGraphBreakFactory(value, source)
+            return StrictWrappedFunction(strict, self.wrap(tx, value.__wrapped__, None), source)
         if value.__code__.co_name == "decorate_context" and \
                 value.__code__.co_filename.endswith(os.path.join("torch", "utils", "_contextlib.py")):
             return self.grad_decorated(tx, value, source)

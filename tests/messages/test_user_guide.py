@@ -38,7 +38,7 @@ def test_user_guide_examples_run(tmp_path):
     out = p.stdout + p.stderr
     assert p.returncode == 0 and "ALL BLOCKS RAN" in out, out[-6000:]
     # what the guide says the blocks print
-    assert "['aot_eager', 'codegen', 'eager', 'inductor']" in out
+    assert "['aot_eager', 'codegen', 'cudagraphs', 'eager', 'inductor']" in out
     assert "Graph count: 2" in out and "tensor_branch" in out
     assert "[pydynamo.recompiles]" in out and "expected torch.float32, got torch.float64" in out
     assert "[pydynamo.perf] compiled" in out and "calls 2-10" in out
