@@ -1,43 +1,37 @@
 """The "cudagraphs" backend: CUDA-graph replay of a captured graph's eager ops (torch.compile's
 backend="cudagraphs").
 
-Each graph runs as is (no code generation); on CUDA its ops are recorded once per input layout
-into a torch.cuda.CUDAGraph over static copies of the tensor inputs, and later calls copy their
-inputs in and replay the recording: one launch instead of one per op.
+Each graph runs as is (no code generation): on CUDA, gm.forward is handed to codegen's
+CudaGraphRunner (codegen/cudagraphs.py, the replay mode="reduce-overhead" uses: warm-up,
+one capture per input layout, arguments read in place or copied into static buffers, fresh
+outputs, plain launches for a graph that cannot be captured), so later calls are one replay
+instead of one launch per op.
 
-Invariants (never a wrong answer):
-- Outputs are fresh tensors (clones of the recording's static outputs): a later replay never
-  overwrites what an earlier call returned.
-- A graph runs eagerly (gm.forward) instead when recording could change what it computes or
-  returns: inputs that need autograd (the training path), a tensor input not on one CUDA
-  device (CPU included), a graph that writes into an input in place, an output that is an
-  input or a view of one, or a recording that fails (an op that synchronizes or reads data);
-  the last says so once per graph with a warning.
-- Parameters are recorded in place (not copied); a call with another parameter object than
-  the recording's runs eagerly.
-- A recording is keyed by the inputs' shapes, strides, dtypes and non-tensor values; a call
-  with another key records again, up to MAX_RECORDINGS per graph, then runs eagerly.
-Untested on a GPU by its author; its CPU fallback is tested (tests/operating/test_cudagraphs.py).
+Invariants (never a wrong answer): the graph runs eagerly (gm.forward) instead when replay
+could change what it computes or returns, or cannot apply: inputs that need autograd (the
+training path), tensor inputs not all on one CUDA device (CPU included), a graph that writes
+in place (a write into an input would land in a static copy), an output that shares storage
+with an input (checked on the first call, which runs plainly: a replay would return a copy, not
+the caller's view), or codegen not importable.
+Written without a GPU at hand: the CPU paths are tested (tests/operating/test_cudagraphs.py),
+its CUDA tests were not run by its author.
 """
 from __future__ import annotations
-
-import warnings
 
 import torch
 
 from pydynamo import aot
-from pydynamo.exc import PydynamoWarning
 from pydynamo.mutation import node_mutation
-
-MAX_RECORDINGS = 8
-WARMUP_RUNS = 2   # eager runs on a side stream before recording (lazy inits, cuBLAS workspaces)
 
 
 def cudagraphs(gm: torch.fx.GraphModule, example_inputs: list):
-    reason = eager_reason(gm, example_inputs)
-    if reason is not None:
+    if eager_reason(gm, example_inputs) is not None:
         return gm.forward
-    return _Replayer(gm)
+    try:   # optional: without codegen, graphs run as they are
+        from codegen.cudagraphs import CudaGraphRunner
+    except ImportError:
+        return gm.forward
+    return _FirstCallChecked(gm.forward, CudaGraphRunner(gm.forward))
 
 
 def eager_reason(gm: torch.fx.GraphModule, example_inputs: list):
@@ -54,54 +48,23 @@ def eager_reason(gm: torch.fx.GraphModule, example_inputs: list):
     return None
 
 
-def _key(args) -> tuple:
-    return tuple((tuple(a.shape), a.stride(), a.dtype) if isinstance(a, torch.Tensor) else (type(a), a)
-                 for a in args)
+class _FirstCallChecked:
+    """Runs the first call plainly and keeps running plainly if an output shares storage with
+    an input; hands every later call to the runner otherwise."""
 
+    def __init__(self, plain, runner):
+        self.plain, self.runner = plain, runner
+        self.target = None
 
-def _in_place(a) -> bool:
-    """Parameters are recorded at their own address (not copied at every call: an optimizer
-    updates them in place, and a replay reads their values then)."""
-    return isinstance(a, torch.nn.Parameter)
-
-
-class _Recording:
-    def __init__(self, gm, args):
-        self.static_inputs = [a if _in_place(a) else a.clone() if isinstance(a, torch.Tensor) else a
-                              for a in args]
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            for _ in range(WARMUP_RUNS):
-                gm.forward(*self.static_inputs)
-        torch.cuda.current_stream().wait_stream(stream)
-        self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph):
-            self.static_outputs = gm.forward(*self.static_inputs)
-        if _aliases_input(self.static_outputs, self.static_inputs):
-            raise _Unreplayable("an output is an input or a view of one")
-
-    def run(self, args):
-        """The outputs, or None where a parameter moved since the recording."""
-        for static, a in zip(self.static_inputs, args):
-            if static is a:
-                continue
-            if _in_place(static):
-                return None
-            if isinstance(static, torch.Tensor):
-                static.copy_(a)
-        self.graph.replay()
-        return _fresh(self.static_outputs)
-
-
-class _Unreplayable(Exception):
-    pass
-
-
-def _aliases_input(outputs, inputs) -> bool:
-    storages = {t.untyped_storage().data_ptr() for t in inputs if isinstance(t, torch.Tensor)}
-    return any(isinstance(o, torch.Tensor) and o.untyped_storage().data_ptr() in storages
-               for o in _flat(outputs))
+    def __call__(self, *args):
+        if self.target is not None:
+            return self.target(*args)
+        out = self.plain(*args)
+        inputs = {a.untyped_storage().data_ptr() for a in args if isinstance(a, torch.Tensor)}
+        aliased = any(isinstance(o, torch.Tensor) and o.untyped_storage().data_ptr() in inputs
+                      for o in _flat(out))
+        self.target = self.plain if aliased else self.runner
+        return out
 
 
 def _flat(outputs):
@@ -110,43 +73,3 @@ def _flat(outputs):
             yield from _flat(o)
     else:
         yield outputs
-
-
-def _fresh(outputs):
-    if isinstance(outputs, torch.Tensor):
-        return outputs.clone()
-    if isinstance(outputs, (list, tuple)):
-        return type(outputs)(_fresh(o) for o in outputs)
-    return outputs
-
-
-class _Replayer:
-    """The callable the backend returns: replays a recording per input key, else runs eagerly."""
-
-    def __init__(self, gm):
-        self.gm = gm
-        self.recordings: dict = {}
-        self.eager = False
-        self.replays = 0
-
-    def __call__(self, *args):
-        if self.eager or torch.is_grad_enabled() and any(
-                isinstance(a, torch.Tensor) and a.requires_grad for a in args):
-            return self.gm.forward(*args)
-        key = _key(args)
-        rec = self.recordings.get(key)
-        if rec is None:
-            if len(self.recordings) >= MAX_RECORDINGS:
-                return self.gm.forward(*args)
-            try:
-                rec = self.recordings[key] = _Recording(self.gm, args)
-            except Exception as e:   # an op that cannot be recorded: this graph runs eagerly
-                self.eager = True
-                warnings.warn(f"pydynamo: cudagraphs backend: a graph cannot be recorded "
-                              f"({type(e).__name__}: {e}); running it eagerly", PydynamoWarning)
-                return self.gm.forward(*args)
-        out = rec.run(args)
-        if out is None:
-            return self.gm.forward(*args)
-        self.replays += 1
-        return out
