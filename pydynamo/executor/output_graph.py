@@ -495,11 +495,27 @@ def _closing_autocast(fn):
     return run_closing_autocast
 
 
+_NATIVE_OP_NAMESPACES = {"aten", "prims", "quantized", "_quantized", "rngprims"}
+
+
+def _runs_python_kernels(gm) -> bool:
+    """A node calls an op of a library namespace (torch.library.custom_op: transformers'
+    grouped_mm_fallback), whose kernel may be Python: its frames are not the user's either."""
+    for node in gm.graph.nodes:
+        t = node.target
+        if isinstance(t, (torch._ops.OpOverloadPacket, torch._ops.OpOverload)):
+            ns = getattr(t, "namespace", None) or t._qualified_op_name.split("::")[0]
+            if ns not in _NATIVE_OP_NAMESPACES:
+                return True
+    return False
+
+
 def _without_interception(gm, fn):
     """The compiled function must run with the frame hook off (its own Python frames are not user
     code). The plain eager backend's `gm.forward` only needs its code marked skip (no wrapper on the
     hot path); anything else runs inside a wrapper that switches the hook off."""
-    if getattr(fn, "__self__", None) is gm and getattr(fn, "__func__", None) is type(gm).forward:
+    if getattr(fn, "__self__", None) is gm and getattr(fn, "__func__", None) is type(gm).forward and \
+            not _runs_python_kernels(gm):
         _C.set_code_state(type(gm).forward.__code__, "skip")
         return fn
 

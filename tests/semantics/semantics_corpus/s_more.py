@@ -295,3 +295,11 @@ def repeat_interleave_int_rotary(x):
 @case(t(3))
 def repeat_interleave_int_function(x):
     return torch.repeat_interleave(x, 2) + 1
+
+
+import semantics_ops  # noqa: E402,F401  (registers pydynamo_semantics::scale_rows)
+
+
+@case(t(3, 2))
+def custom_op_with_python_kernel(x):
+    return torch.ops.pydynamo_semantics.scale_rows(x, torch.tensor([1.0, 2.0, 3.0])) + 1
