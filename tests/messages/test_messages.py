@@ -58,7 +58,7 @@ def test_bad_argument_raises_at_the_call_like_torch_compile(kw, valid):
 
 
 def test_unknown_backend_is_invalid_backend_naming_the_known_ones():
-    with pytest.raises(InvalidBackend, match="aot_eager, codegen, eager, inductor"):
+    with pytest.raises(InvalidBackend, match="aot_eager, codegen, cudagraphs, eager, inductor"):
         pydynamo.optimize(backend="nope")
     assert issubclass(InvalidBackend, RuntimeError)   # torch's InvalidBackend is a RuntimeError
 
