@@ -15,7 +15,8 @@ before (warm everything up under "default" first).
 was in force before it on leaving a `with` block; as a decorator it undoes its own setting and
 sets the stance only for each call of the function. It may not be called inside compiled code
 (torch.compile forbids it too): the translator breaks the graph at it (it is marked as pydynamo's
-own, like `disable`), and the call then raises.
+own, like `disable`), and the call then raises. "Inside" is read from the thread's hook setting,
+so the body of a `with pydynamo.optimize():` block counts as inside too.
 `error_on_graph_break(on)` (torch._dynamo.error_on_graph_break) is the other switch here: a
 graph break under it raises instead of breaking. Run in Python (around a compiled call, a
 decorated function's call) it sets a per-thread value, the start value of every frame compiled
