@@ -206,6 +206,7 @@ class TritonBackend(Backend):
     row_scratch = False
     dtypes = CPU_DTYPES | frozenset(HALF_DTYPES)     # half types compute in fp32, round on store
     extern_epilogues = True
+    split_reductions = True
     source_attributes = True
 
     def __init__(self, device: torch.device):

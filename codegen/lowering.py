@@ -22,7 +22,8 @@ from codegen.ir import (NotLowered, Reduction, TensorValue, body_cost, current, 
                         strided_view_of)
 from codegen.ops import ERR_INDEX, ERR_INDEX_IN_SELF, ops
 from codegen import primitives as prims
-from codegen.sizevars import _is_int_poly, contiguous_strides, equals, flat_index, product
+from codegen.sizevars import (_is_int_poly, contiguous_strides, equals, flat_index, product,
+                              static_int)
 from codegen.symbolic import same_size, size_hint, size_is_one
 from codegen.scalars import has_scalar
 from pydynamo.symbols import FloorDiv, ModIdx, broadcast
@@ -518,6 +519,9 @@ def make_reduction(x: TensorValue, dims, rtype: str, keepdim=False, src_dtype=No
 
     out_dtype = REDUCTION_OUT_DTYPE[rtype](src_dtype)
     g = current.graph
+    if rtype == "sum" and _splits(g, dims, kept, ranges, rranges, src_dtype):
+        v = cast(_split_leading_sum(x, dims, kept, ranges, rranges, xl, src_dtype), out_dtype)
+        return _keepdim_view(v, x.ndim, dims) if keepdim else v
     red = Reduction(ranges, rranges, rtype, inner_fn, src_dtype)
     buf = g.new_computed(ranges, out_dtype, red, x.origins)
     outs = [buf]
@@ -528,6 +532,45 @@ def make_reduction(x: TensorValue, dims, rtype: str, keepdim=False, src_dtype=No
     if keepdim:
         vals = [_keepdim_view(v, x.ndim, dims) for v in vals]
     return vals if rtype == "welford" else vals[0]
+
+
+# A sum over leading dims of many rows into few outputs (bias and norm-weight gradients: 2048
+# rows into 768) reads down columns: as one reduction each program takes a couple of outputs and
+# strides through every row (0.25-0.9 ms per such kernel in GPT-2's backward on an H100). Split
+# in two (Backend.split_reductions): partial sums of SPLIT_CHUNK rows each, (rows / chunk) x
+# outputs with contiguous loads across outputs, then the sum of the partials. Partials of a
+# 16-bit input stay float32, so the result is rounded once, as an unsplit sum's is.
+SPLIT_MIN_ROWS = 1024
+SPLIT_CHUNK = 64
+
+
+def _splits(g, dims, kept, ranges, rranges, src_dtype) -> bool:
+    if not g.backend.split_reductions or not kept or not is_float(src_dtype) or \
+            sorted(dims) != list(range(len(dims))):
+        return False
+    rows, outs = static_int(product(rranges)), static_int(product(ranges))
+    return rows is not None and outs is not None and rows >= SPLIT_MIN_ROWS and \
+        rows % SPLIT_CHUNK == 0 and outs <= 16 * rows
+
+
+def _split_leading_sum(x, dims, kept, ranges, rranges, xl, src_dtype) -> TensorValue:
+    nd = x.ndim
+    splits = static_int(product(rranges)) // SPLIT_CHUNK
+    part_dtype = torch.float32 if src_dtype in (torch.float16, torch.bfloat16) else src_dtype
+
+    def inner_fn(idx, ridx):
+        flat = idx[0] * SPLIT_CHUNK + ridx[0]
+        full_idx = [None] * nd
+        for d, i in zip(kept, idx[1:]):
+            full_idx[d] = i
+        for d, size, st in zip(dims, rranges, contiguous_strides(rranges)):
+            full_idx[d] = ModIdx(flat, st, size) if size != 1 else sympy.Integer(0)
+        return xl(full_idx)
+    g = current.graph
+    red = Reduction([sympy.Integer(splits)] + list(ranges), [sympy.Integer(SPLIT_CHUNK)], "sum",
+                    inner_fn, src_dtype)
+    partial = g.new_computed([sympy.Integer(splits)] + list(ranges), part_dtype, red, x.origins)
+    return make_reduction(TensorValue.of_buffer(partial), [0], "sum")
 
 
 def _keepdim_view(v: TensorValue, ndim, dims):

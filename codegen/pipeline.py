@@ -74,6 +74,8 @@ class Backend:
     # GPU extern choices: a matmul's bias in the extern's epilogue, SDPA's bool mask made a
     # float mask once per graph (codegen/decompositions.py)
     extern_epilogues = False
+    # a column-wise sum of many rows as two reductions (codegen/lowering.py, SPLIT_CHUNK)
+    split_reductions = False
     source_attributes = False       # the callable also carries .kernel_path, .kernel_source
 
     def refuse(self, gm) -> Optional[str]:
