@@ -9,6 +9,7 @@ Sequential / ModuleList / ModuleDict support len, indexing, iteration and items/
 from __future__ import annotations
 
 import inspect
+import types
 
 import torch
 
@@ -104,7 +105,11 @@ class NNModuleVariable(VariableTracker):
                 args = tx.unpack(res) if isinstance(res.python_type(), type) and issubclass(res.python_type(), tuple) \
                     else [res]
         forward = type(m).forward
-        out = tx.inline_method(self, forward, args, kwargs)
+        if isinstance(forward, types.FunctionType) and forward.__code__.co_name == "decorate_context":
+            # `@torch.no_grad()` on forward: the builder knows the wrapper (the mode around the call)
+            out = tx.wrap(forward, None).call_function(tx, [self, *args], kwargs)
+        else:
+            out = tx.inline_method(self, forward, args, kwargs)
         for hid, hook in list(m._forward_hooks.items()):
             if hid in m._forward_hooks_with_kwargs:
                 raise Unsupported("module_hooks", "forward hook with kwargs")

@@ -508,3 +508,20 @@ _backend_available()  # filled, as library code has called it by the time a mode
 @case(t(3))
 def lru_cache_zero_args_filled(x):
     return x * 2 if _backend_available() else x
+
+
+class SinusoidalPositions(torch.nn.Module):
+    """A module whose forward is decorated with @torch.no_grad() (position tables do this)."""
+
+    @torch.no_grad()
+    def forward(self, x):
+        return torch.sin(x * 3)
+
+
+SINUS = SinusoidalPositions()
+
+
+@case(t(3, requires_grad=True))
+def no_grad_decorated_module_forward(x):
+    p = SINUS(x)
+    return p + x, p.requires_grad
