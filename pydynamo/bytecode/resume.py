@@ -263,6 +263,13 @@ def _build(code: CodeType, insts: list[Instruction], k: int, slots: Sequence[str
         for inst in seq:
             inst.exn_tab_entry = entry
         pro += seq
+    if prefix == "__break_at" and target.opname in _BOOL_JUMPS:
+        # 3.13's conditional jumps take exact bools; the executor hands over the value its
+        # TO_BOOL / COMPARE_OP(bool) left unconverted (the truth is decided at the jump, as on
+        # 3.11/3.12), so the break code converts it here, raising where the original would
+        to_bool = Instruction("TO_BOOL")
+        to_bool.exn_tab_entry = target.exn_tab_entry
+        pro.append(to_bool)
     pro += emit.jump(target)
     for inst in pro:
         inst.positions = target.positions
@@ -394,6 +401,7 @@ def _as_attr_load(inst: Instruction) -> list[Instruction]:
 
 
 _RAISES = frozenset({"RAISE_VARARGS", "RERAISE"})
+_BOOL_JUMPS = frozenset({"POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE"}) if opcodes.PY313 else frozenset()
 # no continuation after these (or one that a resume function cannot express)
 _NO_BREAK = opcodes.TERMINATORS | {"FOR_ITER", "SEND", "YIELD_VALUE", "RETURN_GENERATOR"}
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import sys
 import types
 
 import torch
@@ -124,23 +123,6 @@ def break_start(tx, index: int) -> int:
     return start
 
 
-def break_end(tx, index: int) -> int:
-    """Index of the last instruction that runs in CPython for a break at `index`: on 3.13 a
-    truth value (TO_BOOL, or COMPARE_OP's bool flag) feeds the conditional jump after it, which
-    takes only exact bools, so that jump runs in CPython too and the frame resumes at its
-    successors (as 3.11/3.12 break at the jump itself)."""
-    inst = tx.instructions[index]
-    to_bool = inst.opname == "TO_BOOL" or (inst.opname == "COMPARE_OP" and inst.arg & 16
-                                           and sys.version_info >= (3, 13))
-    k = index + 1
-    while k < len(tx.instructions) and tx.instructions[k].opname == "EXTENDED_ARG":
-        k += 1  # dis lists a prefix apart; the jump starts at its first prefix (index + 1)
-    if to_bool and k < len(tx.instructions) \
-            and tx.instructions[k].opname in ("POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE"):
-        return index + 1
-    return index
-
-
 def take_break(tx, inst) -> None:
     """Finish the root frame at `inst` (not yet run): sets tx.result, raises ReturnValue."""
     origin = origin_of(tx.code)
@@ -152,8 +134,8 @@ def take_break(tx, inst) -> None:
     nulls = [i for i, v in enumerate(stack) if v is NULL]
     reenter = [i for i, v in enumerate(stack) if isinstance(v, WithExitVariable) and reentered(v)]
     try:
-        bf = make_break_function(tx.code, start, tx.instructions[break_end(tx, index)].offset,
-                                 nstack=len(stack), null_slots=nulls, reenter_with=reenter)
+        bf = make_break_function(tx.code, start, inst.offset, nstack=len(stack), null_slots=nulls,
+                                 reenter_with=reenter)
     except ValueError as e:
         raise Unsupported("unbreakable", f"cannot resume after {inst.opname}: {e}") from None
     _C.set_code_state(bf.code, "skip")

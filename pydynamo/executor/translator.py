@@ -6,8 +6,9 @@ changed in 3.13), and `UNSUPPORTED` lists opcodes we decline on purpose with the
 `coverage(sys.version_info)` lets a test check every opcode of the running interpreter is one or
 the other. Stack conventions: a call site is [NULL | callable, callable | self, *args] on 3.11
 and 3.12, [callable, NULL | self, *args] on 3.13; `NULL` is variables/base.py's sentinel. 3.13's
-conditional jumps take exact bools: TO_BOOL and COMPARE_OP's bool flag decide the truth value
-(a tensor's raises there, and executor/breaks.py runs that instruction with its jump in CPython).
+conditional jumps take exact bools, converted by TO_BOOL or COMPARE_OP's bool flag: before a
+POP_JUMP_IF_TRUE/FALSE those leave the value as it is and the jump decides its truth, as on
+3.11/3.12 (same graphs and breaks; a break at the jump converts with TO_BOOL in its break code).
 
 The root translator owns the OutputGraph, side effects, guards and the builder; an
 InliningTranslator runs a called user function on the same state and returns its value.
@@ -769,16 +770,27 @@ def BINARY_OP(tx, inst):
 def COMPARE_OP(tx, inst):
     b, a = tx.pop(), tx.pop()
     res = B.compare(tx, _COMPARE[inst.argval], a, b)
-    if PY >= V313 and inst.arg & 16:  # 3.13: the result goes to a conditional jump as a bool
+    if PY >= V313 and inst.arg & 16 and not _truth_at_jump(tx):  # 3.13: coerced to bool
         res = ConstantVariable(res.truthy(tx))
     tx.push(res)
 
 
 @op("TO_BOOL", (V313,))
 def TO_BOOL(tx, inst):
-    """bool(TOS) for the conditional jump after it (3.13's jumps take exact bools): decided here,
-    as 3.11/3.12 decide it at the jump."""
-    tx.push(ConstantVariable(tx.pop().truthy(tx)))
+    """bool(TOS) (3.13). Before a conditional jump the value stays as it is: the jump decides
+    its truth, as on 3.11/3.12, so a tensor's breaks the graph at the jump with the tensor
+    computed in the graph (bytecode.resume converts it in the break code)."""
+    if not _truth_at_jump(tx):
+        tx.push(ConstantVariable(tx.pop().truthy(tx)))
+
+
+def _truth_at_jump(tx) -> bool:
+    """Is the next instruction a POP_JUMP_IF_TRUE/FALSE (that decides the truth itself)?"""
+    k = tx.ip
+    while k < len(tx.instructions) and tx.instructions[k].opname == "EXTENDED_ARG":
+        k += 1
+    return k < len(tx.instructions) and tx.instructions[k].opname in ("POP_JUMP_IF_TRUE",
+                                                                        "POP_JUMP_IF_FALSE")
 
 
 @op("IS_OP")

@@ -61,8 +61,9 @@ def _run_both(cnt, fn, *argsets):
 
 
 def test_branch_on_tensor_truth_breaks_and_takes_the_right_side(cnt):
-    # 3.13: TO_BOOL / COMPARE_OP(bool) decide the truth before POP_JUMP_IF_*, which takes only exact
-    # bools; the break runs both in CPython (a tensor handed to the jump alone would read as true)
+    # 3.13: POP_JUMP_IF_* takes only exact bools (TO_BOOL / COMPARE_OP(bool) convert first); the
+    # executor decides the truth at the jump as on 3.11/3.12, and the break code converts the
+    # handed-over tensor with TO_BOOL (without it a tensor reads as true: wrong on negative input)
     def by_truth(x):
         y = x * 2
         if (y > 0).all():
@@ -92,8 +93,8 @@ def test_branch_on_tensor_truth_breaks_and_takes_the_right_side(cnt):
             _run_both(cnt, fn, (torch.ones(3),), (-torch.ones(3),))
             # the graph before the branch (once: the break is the same), then each side's graph
             assert cnt.count == 3, (fn.__name__, cnt.count)
-            # each side resumes in its own function, as where the jump itself breaks (3.11/3.12):
-            # no translated code is translated again for the other side (no recompile)
+            # each side resumes in its own function, as on 3.11/3.12: no translated code is
+            # translated again for the other side (no recompile)
             codes = [r.code for r in seen if isinstance(r, convert_frame.FrameResult)]
             assert len(codes) == len(set(codes)) == 3, (fn.__name__, [c.co_name for c in codes])
     finally:
