@@ -39,6 +39,7 @@ from pydynamo import _C
 from pydynamo import autocast as _autocast
 from pydynamo import config, logs
 from pydynamo import stance as _stance
+from pydynamo.aot.recorder import user_hooks_hidden
 from pydynamo.backends import CODEGEN, codegen_options, lookup_backend
 from pydynamo.bytecode import resume, user_frame_name
 from pydynamo.eval_frame import on_reset
@@ -122,7 +123,8 @@ def translate(code: types.CodeType, frame_locals: dict, frame_globals: dict, bui
     tx.strict_breaks = [strict]   # error_on_graph_break's value while tracing (variables/strict.py)
     reason = None
     try:
-        tx.run()
+        with user_hooks_hidden():   # tracing's meta examples are not theirs
+            tx.run()
     except Unsupported as e:
         bp = getattr(e, "breakpoint", None)
         if getattr(e, "strict", None) is None:
@@ -133,7 +135,8 @@ def translate(code: types.CodeType, frame_locals: dict, frame_globals: dict, bui
         tx = InstructionTranslator(code, frame_locals, frame_globals, bltins, backend_fn, breakpoint=bp,
                                    dynamic=dynamic, auto=auto)
         try:
-            tx.run()
+            with user_hooks_hidden():   # tracing's meta examples are not theirs
+                tx.run()
         except Unsupported as e2:  # cannot cut here: the whole frame runs eagerly, say why
             e.message = user_message(f"{e.message} (and no graph break possible there: {e2.message})")
             if e.graph_break is not None:

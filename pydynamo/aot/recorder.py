@@ -554,7 +554,7 @@ class Recorder:
 
         grad_mode = torch.is_grad_enabled()
         try:
-            with _Mode(self), torch.set_grad_enabled(self.with_grad):
+            with _Mode(self), torch.set_grad_enabled(self.with_grad), user_hooks_hidden():
                 outs = Run(self.source_gm).run(*values)
                 outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
                 joint = self._finish(values, grad_wrt, outs)
@@ -661,6 +661,19 @@ class Recorder:
 
 
 _MATMULS = (torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__, __import__("operator").matmul)
+
+
+def user_hooks_hidden():
+    """The user's saved-tensor hooks (activation offloading, checkpointing) are for the tensors
+    autograd saves when compiled code runs, not for tracing's meta examples or the recorder's
+    stand-ins: called on those, a hook reading data raised at every op (a graph break each) and
+    its own frame was traced. Autograd uses the innermost pair of hooks, so identity hooks hide
+    the user's (convert_frame's tracing and the recorder both run under this)."""
+    return torch.autograd.graph.saved_tensors_hooks(_same, _same)
+
+
+def _same(t):
+    return t
 
 
 def _vector_operand(args, kwargs) -> bool:
