@@ -156,11 +156,14 @@ class VariableBuilder:
         return ConstDictVariable(items, type(value), source, default_factory=factory)
 
     def set_(self, tx, value, source):
-        if not all(type(k) in CONSTANT_TYPES for k in value):
+        # constants, or classes (dataclasses' frozenset of atomic types): hashed by value/identity,
+        # so the EQUALS_MATCH guard on the whole set pins every item
+        if not all(type(k) in CONSTANT_TYPES or isinstance(k, type) for k in value):
             raise Unsupported("set_item", "set with non-constant items")
         if source is not None:
             tx.add_guard(source, GuardKind.EQUALS_MATCH, value)
-        return SetVariable([ConstantVariable(v) for v in value], type(value), source)
+        return SetVariable([ConstantVariable(v) if type(v) in CONSTANT_TYPES else self.wrap(tx, v, None)
+                            for v in value], type(value), source)
 
     def slice_(self, tx, value, source):
         if source is not None:
