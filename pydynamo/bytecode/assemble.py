@@ -19,6 +19,7 @@ co_code, co_exceptiontable and co_stacksize exactly (tests/bytecode/test_roundtr
 from __future__ import annotations
 
 import dis
+import itertools
 import math
 from dataclasses import dataclass, field
 from types import CodeType
@@ -186,8 +187,13 @@ def _ext_count(arg: int | None) -> int:
 
 def _layout_jumps(insts: Sequence[Instruction]) -> list[int]:
     """Fix jump opnames/args and return each instruction's byte offset (prefix included)."""
-    ext = [_ext_count(i.arg) if not i.is_jump else 0 for i in insts]
     index = {id(i): k for k, i in enumerate(insts)}
+    # 3.13's assembler starts a jump's size from its target's instruction index and lets sizes
+    # shrink as well as grow; where two prefix layouts are both consistent it keeps the one it
+    # reached that way, so starting alike reproduces its co_code. Earlier versions grow from 0.
+    two_way = ops.PY313
+    ext = [_ext_count(i.arg) if not i.is_jump
+           else (_ext_count(index.get(id(i.target), 0)) if two_way else 0) for i in insts]
     for inst in insts:
         if inst.is_jump and id(inst.target) not in index:
             raise ValueError(f"{inst!r}: jump target is not in the instruction list")
@@ -195,7 +201,9 @@ def _layout_jumps(insts: Sequence[Instruction]) -> list[int]:
             # 3.12's FOR_ITER skips one unit past its target when the iterator is exhausted
             # (3.13's two: END_FOR and the POP_TOP after it)
             raise ValueError(f"{inst!r}: on 3.12+ FOR_ITER must target an END_FOR")
-    while True:
+    for rounds in itertools.count():
+        if rounds > 32:
+            two_way = False  # not settling (hand-built code): grow only, which always ends
         offsets, pos = [], 0
         for k, inst in enumerate(insts):
             offsets.append(pos)
@@ -214,7 +222,7 @@ def _layout_jumps(insts: Sequence[Instruction]) -> list[int]:
             inst.arg = (after - dest) // 2 if backward else (dest - after) // 2
             inst.argval = dest
             need = _ext_count(inst.arg)
-            if need > ext[k]:
+            if need > ext[k] or (two_way and need != ext[k]):
                 ext[k] = need
                 changed = True
         if not changed:
