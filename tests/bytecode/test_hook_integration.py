@@ -82,4 +82,4 @@ def test_split_frame_and_intercepted_resume_function():
     LOG.clear()
     got, seen = _run_hooked(user_fn, {code: prefix}, 5, Holder(2))
     assert got == (11, 3) and LOG == [3]
-    assert rf.name in seen  # the hook saw the resume function's frame like any other
+    assert rf.code.co_name in seen  # the hook saw the resume function's frame like any other
