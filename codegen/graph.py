@@ -246,6 +246,9 @@ class GraphLowering:
         """A lowering value -> what an extern call receives (ArgRef for tensors)."""
         if isinstance(v, TensorValue):
             ref = strided_view_of(v)
+            if ref is None and v.permuted is not None:
+                source, dims = v.permuted
+                ref = strided_view_of(LOWERINGS["permute"](realize(source), dims))
             if ref is None or any(self.hint(st) < 0 for st in ref.stride):
                 ref = strided_view_of(realize(v))   # (torch.as_strided refuses negative strides)
             return ref

@@ -918,7 +918,10 @@ def permute(input, *dims):
     if sorted(dims) != list(range(input.ndim)):
         raise NotLowered("bad permutation")
     inv = [dims.index(i) for i in range(input.ndim)]
-    return _view(input, [input.size[d] for d in dims], lambda idx: [idx[inv[i]] for i in range(len(inv))])
+    out = _view(input, [input.size[d] for d in dims], lambda idx: [idx[inv[i]] for i in range(len(inv))])
+    if input.buffer is None and dims != sorted(dims):
+        out.permuted = (input, dims)
+    return out
 
 
 @register("transpose", "swapaxes", "swapdims")

@@ -39,6 +39,7 @@ them (runtime.py keys compiled joints by the inputs' sizes when the forward grap
 from __future__ import annotations
 
 import bisect
+import contextlib
 import dataclasses
 import operator
 from typing import Any, Dict, List, Optional
@@ -663,17 +664,24 @@ class Recorder:
 _MATMULS = (torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__, __import__("operator").matmul)
 
 
+@contextlib.contextmanager
 def user_hooks_hidden():
     """The user's saved-tensor hooks (activation offloading, checkpointing) are for the tensors
     autograd saves when compiled code runs, not for tracing's meta examples or the recorder's
     stand-ins: called on those, a hook reading data raised at every op (a graph break each) and
-    its own frame was traced. Autograd uses the innermost pair of hooks, so identity hooks hide
-    the user's (convert_frame's tracing and the recorder both run under this)."""
-    return torch.autograd.graph.saved_tensors_hooks(_same, _same)
-
-
-def _same(t):
-    return t
+    its own frame was traced. They are taken off autograd's stack for the while and put back.
+    (Not replaced by identity hooks: with any hooks autograd skips its check that a saved
+    tensor was not modified in place, and the recorder relies on eager's error there.)"""
+    ag = torch._C._autograd
+    taken = []
+    while ag._top_saved_tensors_default_hooks(False) is not None:
+        taken.append(ag._top_saved_tensors_default_hooks(False))
+        ag._pop_saved_tensors_default_hooks()
+    try:
+        yield
+    finally:
+        for pack, unpack in reversed(taken):
+            ag._push_saved_tensors_default_hooks(pack, unpack)
 
 
 def _vector_operand(args, kwargs) -> bool:
