@@ -251,6 +251,13 @@ class TritonBackend(Backend):
         return TritonLauncher(fn, cfg.xblock, cfg.num_warps, wp.launch_kinds[kernel.name],
                               options.triton_fast_launch)
 
+    def binding_spec(self, kernel, info, wp) -> dict:
+        return {"name": info.name, "xblock": info.config.xblock,
+                "num_warps": info.config.num_warps, "launch": wp.launch_kinds.get(kernel.name)}
+
+    def source_path(self, kpath):
+        return kpath            # the module is its source
+
     def finish(self, call, gm, g, options, stats, ns):
         if self.on_gpu:
             call = maybe_wrap(call, gm, g, options, stats, ns.get("matches"))

@@ -25,7 +25,7 @@ from typing import Any, Dict, FrozenSet, List, Optional, Tuple
 
 import torch
 
-from codegen import codecache
+from codegen import codecache, standalone
 from codegen.cpp import generate_source as cpp_source
 from codegen.graph import EagerFallback, GraphLowering
 from codegen.ir import ExternCall
@@ -105,6 +105,14 @@ class Backend:
         fn.restype = ctypes.c_int
         return fn
 
+    def binding_spec(self, kernel, arg_names, wp) -> dict:
+        """What `bind` reads of the wrapper printer, as literals (codegen/standalone.py)."""
+        return {"args": list(arg_names), "kinds": {a: wp.arg_kind(a) for a in arg_names}}
+
+    def source_path(self, kpath: Optional[str]) -> Optional[str]:
+        """The kernels' source file beside what `load` returned (the library's .cpp)."""
+        return kpath[:-3] + ".cpp" if kpath else None
+
     def finish(self, call, gm, g, options: Options, stats: CompileStats, ns):
         return call
 
@@ -129,7 +137,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: List[Any], backend: 
             g = backend.lowering(gm, example_inputs, options.dynamic, specialize_floats,
                                  backend).run()
             step = f"{backend.name} codegen"
-            return build(gm, g, backend, stats, options)
+            return build(gm, g, backend, stats, options, example_inputs)
         except EagerFallback as e:
             return _eager(gm, str(e), stats)
         except SpecializeFloats as e:
@@ -147,7 +155,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: List[Any], backend: 
             return _eager(gm, f"internal {step} error: {type(e).__name__}: {e}", stats)
 
 
-def build(gm, g, backend: Backend, stats: CompileStats, options: Options):
+def build(gm, g, backend: Backend, stats: CompileStats, options: Options, example_inputs=()):
     """A lowered graph -> the compiled callable (schedule, kernels, wrapper, namespace)."""
     mutations = list(g.mutations.values())
     steps = schedule(g.buffers, g.outputs, mutations, fuse=options.fuse)
@@ -167,19 +175,19 @@ def build(gm, g, backend: Backend, stats: CompileStats, options: Options):
     wp.boxed = options.boxed
     wsrc = backend.wrapper_source(wp, g, f"{type(gm).__name__} ({backend.name}: "
                                          f"{kpath or 'no kernels'})")
+    wsrc += standalone.footer(backend, options, backend.source_path(kpath), {
+        k.name: backend.binding_spec(k, infos[k.name], wp) for k in kernels}, wp, g,
+        example_inputs)
     path = codecache.write_wrapper(wsrc)
     logs.log("output_code", "%s kernels %s\n%s\nwrapper %s\n%s", backend.name, kpath,
              src if kernels else "", path, wsrc)
 
-    ns: Dict[str, Any] = {"torch": torch, "_consts": wp.consts, "_externs": wp.externs,
-                          "_grad_enabled": torch.is_grad_enabled, "_kernel_error": kernel_error,
-                          "_extern_error": extern_error, "_ShapeMismatch": ShapeMismatch,
-                          "_scalar_fns": g.scalars.callables, **backend.namespace(g)}
+    ns = base_namespace(wp.consts, wp.externs, g.scalars.callables, backend.namespace(g),
+                        *_fallbacks(gm))
     for b in g.constants:           # module parameters / traced constants, held by reference
         ns[b.name] = b.tensor
     for k in kernels:
         ns[k.name] = backend.bind(module, k, infos[k.name], wp, options)
-    ns["_eager_grad"], ns["_mismatch"] = _fallbacks(gm)
     exec(compile(wsrc, path, "exec"), ns)
     call = backend.finish(ns["call"], gm, g, options, stats, ns)
     if options.boxed and call is ns["call"]:       # (a CUDA-graph runner copies its inputs)
@@ -195,6 +203,16 @@ def build(gm, g, backend: Backend, stats: CompileStats, options: Options):
     counters[f"{backend.name}_graphs_compiled"] += 1
     counters["kernels"] += stats.kernels
     return call
+
+
+def base_namespace(consts, externs, scalar_fns, backend_ns, eager_grad, mismatch) -> Dict[str, Any]:
+    """What every wrapper's code refers to besides its kernels and constants (also rebuilt by a
+    wrapper run on its own: codegen/standalone.py)."""
+    return {"torch": torch, "_consts": consts, "_externs": externs,
+            "_grad_enabled": torch.is_grad_enabled, "_kernel_error": kernel_error,
+            "_extern_error": extern_error, "_ShapeMismatch": ShapeMismatch,
+            "_scalar_fns": scalar_fns, **backend_ns, "_eager_grad": eager_grad,
+            "_mismatch": mismatch}
 
 
 def _eager(gm, reason: str, stats: CompileStats):

@@ -1,0 +1,73 @@
+"""Running a generated wrapper file on its own (`python <wrapper file>`; codegen/standalone.py
+writes the footer that calls `run`): its namespace rebuilt from the footer's spec through the
+backends' own `load` and `bind`, random inputs and constants of the recorded layouts, the median
+time per call printed."""
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from types import SimpleNamespace
+from typing import Any, Dict, List
+
+import torch
+
+from codegen.gpu_wrapper import TritonBackend
+from codegen.options import Options
+from codegen.pipeline import CPP, base_namespace
+from codegen.standalone import _EVAL_NAMES, _random, resolve
+
+
+def namespace(spec) -> Dict[str, Any]:
+    """The namespace pipeline.build executes a wrapper in, rebuilt from its footer's spec."""
+    options = Options(vector_width=spec["vector_width"],
+                      triton_fast_launch=spec["fast_launch"])
+    backend = CPP if spec["backend"] == "cpp" else TritonBackend(torch.device(spec["device"]))
+
+    def refuse(*args, **kwargs):
+        raise RuntimeError("the inputs differ from the recorded ones (this standalone run has no "
+                           "graph to run them eagerly)")
+    ns = base_namespace([eval(t, dict(_EVAL_NAMES)) for t in spec["consts"]],
+                        [resolve(n) for n in spec["externs"]], {}, backend.namespace(None),
+                        refuse, refuse)
+    for name, layout in spec["constants"].items():
+        ns[name] = _random(*layout)
+    if spec["kernels_path"]:
+        src = open(spec["kernels_path"]).read()
+        module, _ = backend.load(src, options)
+        for kname, b in spec["bindings"].items():
+            if spec["backend"] == "cpp":
+                wp = SimpleNamespace(arg_kind=b["kinds"].__getitem__)
+                ns[kname] = backend.bind(module, SimpleNamespace(name=kname), b["args"], wp,
+                                         options)
+            else:
+                info = SimpleNamespace(name=b["name"], config=SimpleNamespace(
+                    xblock=b["xblock"], num_warps=b["num_warps"]))
+                wp = SimpleNamespace(launch_kinds={kname: b["launch"]} if b["launch"] else {})
+                ns[kname] = backend.bind(module, SimpleNamespace(name=kname), info, wp, options)
+    return ns
+
+
+def run(path: str, spec, calls: int = 20) -> float:
+    """Execute the wrapper at `path` in its rebuilt namespace, call it on random inputs of the
+    recorded layouts and print (and return) the median microseconds per call."""
+    ns = namespace(spec)
+    exec(compile(open(path).read(), path, "exec"), ns)
+    args = [_random(*i[1:]) if i[0] == "tensor" else i[1] for i in spec["inputs"]]
+    cuda = spec["device"].startswith("cuda")
+    times: List[float] = []
+    with torch.no_grad():
+        for i in range(calls + 3):
+            if cuda:
+                torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            ns["call"](*args)
+            if cuda:
+                torch.cuda.synchronize()
+            if i >= 3:
+                times.append((time.perf_counter() - t0) * 1e6)
+    med = statistics.median(times)
+    print(f"{path}: {med:.1f} us per call (median of {calls}, random inputs of the recorded "
+          f"layouts, {spec['backend']} kernels on {spec['device']})")
+    sys.stdout.flush()
+    return med
