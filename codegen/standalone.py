@@ -40,18 +40,13 @@ def footer(backend, options, kernels_path: Optional[str], bindings: Dict[str, An
 def _spec(backend, options, kernels_path, bindings, wp, g, example_inputs):
     if getattr(g.scalars, "callables", None):
         return "a runtime float's Python function"
-    externs = []
-    for t in wp.externs:
-        name = qualified_name(t)
-        if name is None:
-            return f"extern {t!r} has no importable name"
-        externs.append(name)
-    consts = []
-    for c in wp.consts:
-        text = _text(c)
-        if text is None:
-            return f"extern argument {type(c).__name__} has no evaluable text"
-        consts.append(text)
+    externs = [qualified_name(t) for t in wp.externs]
+    consts = [_text(c) for c in wp.consts]
+    if None in externs:
+        return f"extern {wp.externs[externs.index(None)]!r} has no importable name"
+    if None in consts:
+        return f"extern argument {type(wp.consts[consts.index(None)]).__name__} has no " \
+               "evaluable text"
     inputs = []
     for x in example_inputs:
         if isinstance(x, torch.Tensor):
