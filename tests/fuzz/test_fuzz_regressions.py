@@ -593,9 +593,10 @@ def test_op_that_raises_before_a_later_raise_is_not_dropped():
 
 
 # Sweep seed 30303 (session 9 review; also at b07a0d9): under dynamic=True, a diagonal made
-# contiguous and flattened comes back sharing the input's storage with the diagonal's strides,
-# where eager's contiguous() copies. Run as the sweep generated it.
-@pytest.mark.xfail(strict=True, reason="contiguous() of a symbolic diagonal is not copied")
+# contiguous and flattened came back sharing the input's storage with the diagonal's strides,
+# where eager's contiguous() copies. Fixed in session 10 by GraphLowering._fresh_output: a new
+# tensor that is part of a larger buffer (here the input's) is copied out dense. Run as the
+# sweep generated it.
 def test_sweep_seed_30303_contiguous_of_a_diagonal_copies():
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import fuzz_runner
