@@ -48,7 +48,7 @@ def on_reset(fn: Callable[[], None]) -> Callable[[], None]:
 
 def reset() -> None:
     """Forget everything compiled (cache entries, guards, recompile counts, warnings already
-    given), so the next calls compile afresh; the equivalent of torch._dynamo.reset()."""
+    given), so the next calls compile afresh; the equivalent of torch.compile's reset."""
     _C.clear_all()
     _mark_own_code_skipped()
     for hook in list(_reset_hooks):
@@ -263,7 +263,7 @@ def optimize(
         settings; at the limit it warns once (pydynamo.exc.RecompileLimitWarning, naming the last
         failing guard) and new inputs run eagerly while existing entries keep serving. None
         (default): pydynamo.config.recompile_limit (PYDYNAMO_RECOMPILE_LIMIT, 8), read at each
-        miss. torch.compile's is torch._dynamo.config.recompile_limit. pydynamo.set_stance
+        miss. torch.compile has the same global limit. pydynamo.set_stance
         changes what a miss does ("eager_on_recompile", "fail_on_recompile") or turns compiled
         code off ("force_eager").
 

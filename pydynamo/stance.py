@@ -17,7 +17,7 @@ sets the stance only for each call of the function. It may not be called inside 
 (torch.compile forbids it too): the translator breaks the graph at it (it is marked as pydynamo's
 own, like `disable`), and the call then raises. "Inside" is read from the thread's hook setting,
 so the body of a `with pydynamo.optimize():` block counts as inside too.
-`error_on_graph_break(on)` (torch._dynamo.error_on_graph_break) is the other switch here: a
+`error_on_graph_break(on)` (torch.compile has the same switch) is the other switch here: a
 graph break under it raises instead of breaking. Run in Python (around a compiled call, a
 decorated function's call) it sets a per-thread value, the start value of every frame compiled
 then; inside traced code the translator keeps its own stack of it (executor/variables/strict.py,
@@ -163,7 +163,7 @@ class _ErrorOnGraphBreak:
 def error_on_graph_break(on: bool) -> _ErrorOnGraphBreak:
     """With `on`, a graph break in compiled code raises pydynamo.exc.FullGraphError instead of
     running that part in Python (fullgraph=True for a region); with False, breaks are allowed
-    again (torch._dynamo.error_on_graph_break). A context manager or a decorator, usable inside
+    again (as torch.compile's switch of that name). A context manager or a decorator, usable inside
     compiled code (switch it off for one sub-call) and around compiled calls. fullgraph=True
     cannot be switched off by it (as in torch.compile).
     Limitation: after a graph break taken inside an `error_on_graph_break(False)` block, the rest
