@@ -96,16 +96,13 @@ def _reference() -> str:
 
 @pytest.fixture(scope="session")
 def records(tmp_path_factory, request):
-    selected = [i.callspec.params["name"] for i in request.session.items
-                if getattr(i, "callspec", None) is not None and "name" in i.callspec.params
-                and i.originalname == "test_break_case"]
+    selected = tc._selected(request, "test_break_case")
     if any(i.originalname == "test_break_reasons_in_user_terms" for i in request.session.items):
         selected = NAMES  # that test reads every case's record
     pyd = str(tmp_path_factory.mktemp("breaks") / "pydynamo")
     tc.run_engine("pydynamo", pyd, selected or NAMES, runner=RUNNER)
     ref = _reference()
-    dirs = {"eager": os.path.join(ref, "eager"), "torch": os.path.join(ref, "torch"), "pydynamo": pyd}
-    return {e: tc._Lazy(d) for e, d in dirs.items()}
+    return tc.engine_records(ref, pyd)
 
 
 def _ops(rec) -> int:

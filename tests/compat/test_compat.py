@@ -144,6 +144,12 @@ def records(tmp_path_factory, request):
         t.start()
         ref = _ensure_reference()
         t.join()
+    return engine_records(ref, pyd)
+
+
+def engine_records(ref: str, pyd: str) -> dict:
+    """{engine: lazy records}: eager's and torch.compile's from the reference dir, ours from pyd
+    (shared by the corpora built on this harness: breaks, compat_dynamic, semantics)."""
     dirs = {"eager": os.path.join(ref, "eager"), "torch": os.path.join(ref, "torch"), "pydynamo": pyd}
     return {e: _Lazy(d) for e, d in dirs.items()}
 

@@ -47,14 +47,11 @@ def _files() -> list:
 
 @pytest.fixture(scope="session")
 def records(tmp_path_factory, request):
-    selected = [i.callspec.params["name"] for i in request.session.items
-                if getattr(i, "callspec", None) is not None and "name" in i.callspec.params
-                and i.originalname == "test_dynamic_case"]
+    selected = tc._selected(request, "test_dynamic_case")
     pyd = str(tmp_path_factory.mktemp("compat_dynamic") / "pydynamo")
     tc.run_engine("pydynamo", pyd, selected or NAMES, runner=RUNNER)
     ref = tc._ensure_reference(HERE, NAMES, RUNNER, _files())
-    dirs = {"eager": os.path.join(ref, "eager"), "torch": os.path.join(ref, "torch"), "pydynamo": pyd}
-    return {e: tc._Lazy(d) for e, d in dirs.items()}
+    return tc.engine_records(ref, pyd)
 
 
 def compare_counts(rec, ref) -> list[str]:
