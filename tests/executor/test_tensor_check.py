@@ -113,6 +113,7 @@ def test_failed_build_warns_once_and_guards_still_work(tmp_path):
     code = (
         "import warnings, logging, torch, pydynamo\n"
         "from pydynamo import tensor_check\n"
+        "tensor_check.prefer_installed = False   # the build on first use, not the install's\n"
         "assert tensor_check.module() is None and tensor_check.module() is None\n"
         "@pydynamo.optimize(backend='eager')\n"
         "def f(x): return x - 1\n"
