@@ -53,7 +53,7 @@ import warnings
 from typing import Callable, Dict, List, Optional, Tuple, TypeVar
 
 from codegen.options import VECTOR_WIDTHS
-from pydynamo import config
+from pydynamo import config, phases
 
 log = logging.getLogger("pydynamo.codegen")
 
@@ -414,7 +414,8 @@ def load_extension(rel: str, key: str, source: str, command: Callable[[str, str]
         os.replace(tmp, src)
         cmd = command(src, out)
         t0 = time.perf_counter()
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        with phases.phase("compile"):
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
         dt = time.perf_counter() - t0
         if proc.returncode != 0:
             raise RuntimeError(f"C++ compile failed ({' '.join(cmd)}):\n{proc.stderr[-4000:]}")

@@ -33,7 +33,7 @@ from codegen.options import Options
 from codegen.scalars import SpecializeFloats
 from codegen.scheduler import FusedKernel, mark_row_local, schedule
 from codegen.wrapper import ShapeMismatch, WrapperPrinter, ensure_layout, extern_error, kernel_error
-from pydynamo import logs
+from pydynamo import logs, phases
 
 log = logging.getLogger("pydynamo.codegen")
 
@@ -134,8 +134,9 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: List[Any], backend: 
     for specialize_floats in (False, True):
         step = "lowering"
         try:
-            g = backend.lowering(gm, example_inputs, options.dynamic, specialize_floats,
-                                 backend).run()
+            with phases.phase("graph passes"):
+                g = backend.lowering(gm, example_inputs, options.dynamic, specialize_floats,
+                                     backend).run()
             step = f"{backend.name} codegen"
             return build(gm, g, backend, stats, options, example_inputs)
         except EagerFallback as e:
@@ -158,27 +159,36 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: List[Any], backend: 
 def build(gm, g, backend: Backend, stats: CompileStats, options: Options, example_inputs=()):
     """A lowered graph -> the compiled callable (schedule, kernels, wrapper, namespace)."""
     mutations = list(g.mutations.values())
-    steps = schedule(g.buffers, g.outputs, mutations, fuse=options.fuse)
-    if backend.row_scratch:
-        mark_row_local(steps, g.outputs, mutations)
+    with phases.phase("graph passes"):
+        steps = schedule(g.buffers, g.outputs, mutations, fuse=options.fuse)
+        if backend.row_scratch:
+            mark_row_local(steps, g.outputs, mutations)
     kernels = [s for s in steps if isinstance(s, FusedKernel)]
     stats.kernels = len(kernels)
     stats.externs = sum(1 for s in steps if isinstance(s, ExternCall))
     stats.native_nodes, stats.extern_nodes = g.stats.native, g.stats.extern
     stats.extern_reasons = dict(g.stats.extern_reasons)
 
-    src, infos = backend.print_kernels(kernels, g.buffers_by_name, options)
+    with phases.phase("codegen"):
+        src, infos = backend.print_kernels(kernels, g.buffers_by_name, options)
     module = kpath = None
     if kernels:
-        module, kpath = backend.load(src, options)
-    wp = backend.wrapper(g, steps, infos)
-    wp.boxed = options.boxed
-    wsrc = backend.wrapper_source(wp, g, f"{type(gm).__name__} ({backend.name}: "
-                                         f"{kpath or 'no kernels'})")
-    wsrc += standalone.footer(backend, options, backend.source_path(kpath), {
-        k.name: backend.binding_spec(k, infos[k.name], wp) for k in kernels}, wp, g,
-        example_inputs)
-    path = codecache.write_wrapper(wsrc)
+        with phases.phase("loading"):       # (a build inside counts as "compile")
+            module, kpath = backend.load(src, options)
+        phases.generated("kernels", backend.source_path(kpath))
+        if backend.source_path(kpath) != kpath:
+            phases.generated("library", kpath)
+    with phases.phase("codegen"):
+        wp = backend.wrapper(g, steps, infos)
+        wp.boxed = options.boxed
+        wsrc = backend.wrapper_source(wp, g, f"{type(gm).__name__} ({backend.name}: "
+                                             f"{kpath or 'no kernels'})")
+        wsrc += standalone.footer(backend, options, backend.source_path(kpath), {
+            k.name: backend.binding_spec(k, infos[k.name], wp) for k in kernels}, wp, g,
+            example_inputs)
+    with phases.phase("loading"):
+        path = codecache.write_wrapper(wsrc)
+    phases.generated("wrapper", path)
     logs.log("output_code", "%s kernels %s\n%s\nwrapper %s\n%s", backend.name, kpath,
              src if kernels else "", path, wsrc)
 
@@ -188,8 +198,9 @@ def build(gm, g, backend: Backend, stats: CompileStats, options: Options, exampl
         ns[b.name] = b.tensor
     for k in kernels:
         ns[k.name] = backend.bind(module, k, infos[k.name], wp, options)
-    exec(compile(wsrc, path, "exec"), ns)
-    call = backend.finish(ns["call"], gm, g, options, stats, ns)
+    with phases.phase("loading"):
+        exec(compile(wsrc, path, "exec"), ns)
+        call = backend.finish(ns["call"], gm, g, options, stats, ns)
     if options.boxed and call is ns["call"]:       # (a CUDA-graph runner copies its inputs)
         call.boxed_entry = ns["call_boxed"]
     call.kernel_count = stats.kernels

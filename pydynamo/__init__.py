@@ -4,9 +4,10 @@
     print(pydynamo.explain(fn)(*args))                    # graphs, graph breaks with reasons, guards
 
 optimize (torch.compile), explain, disable, reset, set_stance, error_on_graph_break, graph_break, allow_in_graph, mark_dynamic,
-mark_static, list_backends, register_backend; `config` (process-wide settings), `exc` (errors
-and warnings). help(pydynamo.optimize) lists every argument; docs/USER_GUIDE.md is the guide,
-PYDYNAMO_LOGS=all shows everything it does.
+mark_static, list_backends, register_backend, write_report (the compile report); `config`
+(process-wide settings), `exc` (errors and warnings). help(pydynamo.optimize) lists every
+argument; docs/USER_GUIDE.md is the guide, PYDYNAMO_LOGS=all shows everything it does and
+PYDYNAMO_REPORT=dir writes it down as a page.
 
 Re-exports only; see DESIGN.md for the map. They are resolved on first use (module
 `__getattr__`), so importing the package, or any module of it, runs nothing else: a leaf such as
@@ -35,6 +36,7 @@ _EXPORTS = {
     "allow_in_graph": ("pydynamo.executor.variables.torch_fns", "allow_in_graph"),
     "mark_dynamic": ("pydynamo.shapes", "mark_dynamic"),
     "mark_static": ("pydynamo.shapes", "mark_static"),
+    "write_report": ("pydynamo.report", "write_report"),   # the compile report (PYDYNAMO_REPORT)
 }
 
 __all__ = ["explain", *_EXPORTS]

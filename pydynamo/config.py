@@ -57,6 +57,32 @@ def log_channels(text: str) -> frozenset:
 logs: str = os.environ.get("PYDYNAMO_LOGS", "")
 log_channels(logs)
 
+
+def _dir_env(name: str):
+    """A directory named by `name` (None: unset). It may not exist yet (it is made when written);
+    a path that is a file, or under one that cannot be written, warns and is None."""
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return None
+    path = os.path.abspath(os.path.expanduser(text))
+    existing = path
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing) or not os.access(existing, os.W_OK | os.X_OK):
+        why = "is not a directory" if not os.path.isdir(existing) else "cannot be written"
+        warnings.warn(f"pydynamo: {name}={text!r}: {existing} {why}; ignored", stacklevel=3)
+        return None
+    return path
+
+
+# The compile report (pydynamo/report.py): a directory that gets one HTML page per process,
+# written at exit (pydynamo.write_report() writes one on demand); None: nothing is recorded.
+report_dir: "str | None" = _dir_env("PYDYNAMO_REPORT")
+
+# Warm start (pydynamo/warm_cache.py): compiled frames are stored under cache_dir and a new
+# process loads them instead of tracing and compiling ($PYDYNAMO_WARM_START=1).
+warm_start: bool = os.environ.get("PYDYNAMO_WARM_START", "0") not in ("", "0")
+
 # The C++ compiler for kernel libraries and the guard extension ($CXX, the usual spelling).
 cxx: str = os.environ.get("CXX", "g++")
 

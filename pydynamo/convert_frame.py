@@ -27,7 +27,6 @@ from __future__ import annotations
 import collections
 import dataclasses
 import sys
-import time
 import types
 import warnings
 import weakref
@@ -37,7 +36,7 @@ import torch
 
 from pydynamo import _C
 from pydynamo import autocast as _autocast
-from pydynamo import config, logs
+from pydynamo import config, logs, phases, report
 from pydynamo import stance as _stance
 from pydynamo.aot.recorder import user_hooks_hidden
 from pydynamo.backends import CODEGEN, codegen_options, lookup_backend
@@ -53,6 +52,7 @@ from pydynamo.recompiles import explain_recompile, user_names
 from pydynamo.shapes import AutomaticDynamic, ConstraintViolation
 from pydynamo.skipfiles import skip_reason
 from pydynamo.versions import unsupported_python
+from pydynamo import warm_cache
 
 
 @dataclasses.dataclass
@@ -64,9 +64,10 @@ class FrameResult:
     guards: list
     graphs: list            # CompiledGraph records
     output_source: str
-    compile_time_s: float
+    compile_time_s: float   # the sum of `times`
     graph_break: Optional[GraphBreak] = None  # the frame was cut here (its rest is a resume function)
     shape_env: Any = None   # shapes.ShapeEnv when the frame had symbolic sizes (guards, stats)
+    times: Optional[phases.Clock] = None   # compile time by phase, files written
 
     def guard_texts(self) -> list:
         """The guards as a user reads them (a resume function's stack arguments as expressions)."""
@@ -77,8 +78,21 @@ class FrameResult:
 UNBREAKABLE = frozenset({"python_version", "grad_mode_leak", "layout", "odd_name", "name_clash"})
 
 # Observers of translations (explain() installs one); each gets a FrameResult, a GraphBreak (a
-# frame that runs eagerly as a whole) or a RecompileExplanation (before a recompile).
+# frame that runs eagerly as a whole) or a RecompileExplanation (before a recompile). The compile
+# report (config.report_dir) gets the same, and unlike these leaves the warnings on.
 RECORDERS: list[Callable[[Any], None]] = []
+
+
+def _observed() -> bool:
+    return bool(RECORDERS) or config.report_dir is not None
+
+
+def _observe(code: types.CodeType, item) -> None:
+    for rec in RECORDERS:
+        rec(item)
+    if config.report_dir is not None:
+        report.record(item, code)
+
 
 # Dynamic-shape counters over all translations (tests read them): "specialized_ops" (calls
 # without a symbolic shape rule that pinned the sizes they touched), "specializations",
@@ -107,7 +121,16 @@ def translate(code: types.CodeType, frame_locals: dict, frame_globals: dict, bui
     shapes.AutomaticDynamic; True: every dim symbolic; False: none).
     `callback`: the compile callback (make_callback) the entry is for; its guard then also
     requires that callback to be the thread's current one (a COMPILE_SETTINGS guard)."""
-    t0 = time.perf_counter()
+    with phases.compiling() as clock:
+        result = _translate(code, frame_locals, frame_globals, builtins, backend, allow_breaks,
+                            dynamic, auto, callback)
+    result.times, result.compile_time_s = clock, clock.total()
+    _log_result(result)
+    return result
+
+
+def _translate(code, frame_locals, frame_globals, builtins, backend, allow_breaks, dynamic, auto,
+               callback) -> FrameResult:
     if unsupported_python():
         raise Unsupported("python_version", unsupported_python())
     if not _autocast.modelled():
@@ -157,17 +180,15 @@ def translate(code: types.CodeType, frame_locals: dict, frame_globals: dict, bui
         COUNTERS["specialized_ops"] += env.stats["specialized_ops"]
         COUNTERS["specializations"] += env.stats["specializations"]
     guard = compile_guards(guards, frame_globals)
-    result = FrameResult(code, new_code, guard, guard.guards, tx.output.compiled, text,
-                         time.perf_counter() - t0, reason, env)
-    _log_result(result)
-    return result
+    return FrameResult(code, new_code, guard, guard.guards, tx.output.compiled, text, 0.0, reason, env)
 
 
 def _log_result(r: FrameResult) -> None:
     if logs.enabled("perf"):
-        logs.log("perf", "compiled %s (%s:%d) in %.1f ms: %d graph(s), %d op(s), %d guard(s)",
+        logs.log("perf", "compiled %s (%s:%d) in %.1f ms: %d graph(s), %d op(s), %d guard(s); %s",
                  user_frame_name(r.code), r.code.co_filename, r.code.co_firstlineno,
-                 r.compile_time_s * 1e3, len(r.graphs), sum(g.op_count for g in r.graphs), len(r.guards))
+                 r.compile_time_s * 1e3, len(r.graphs), sum(g.op_count for g in r.graphs),
+                 len(r.guards), r.times.split_text())
     if logs.enabled("graph_code"):
         for g in r.graphs:
             logs.log("graph_code", "%s %s\n%s", r.code.co_name, g.name, g.gm.code)
@@ -326,11 +347,14 @@ def _make_callback(backend, backend_fn, fullgraph, dynamic, mode, options, recom
                 return None  # other settings may still compile this code: no run-only mark
             _LIMITED.add(code)
             return _C.RUN_ONLY
-        if entries and (RECORDERS or logs.enabled("recompiles")):
+        if entries and (_observed() or logs.enabled("recompiles")):
             why = explain_recompile(code, entries, frame_locals, frame_globals)
             logs.log("recompiles", "%s", why)
-            for rec in RECORDERS:
-                rec(why)
+            _observe(code, why)
+        if config.warm_start and not RECORDERS:   # (explain() counts what tracing finds)
+            hit = warm_cache.lookup(code, frame_locals, frame_globals, callback)
+            if hit is not None:   # an entry an earlier process compiled: no tracing
+                return hit
         try:
             result = translate(code, frame_locals, frame_globals, builtins, backend_fn,
                                allow_breaks=not fullgraph, dynamic=dynamic,
@@ -340,8 +364,7 @@ def _make_callback(backend, backend_fn, fullgraph, dynamic, mode, options, recom
             raise  # not the traced code's limits: the user asked for something we cannot honour
         except Unsupported as e:
             gb = e.graph_break or GraphBreak(e.reason_code, e.message, code.co_filename, code.co_firstlineno)
-            for rec in RECORDERS:
-                rec(gb)
+            _observe(code, gb)
             if fullgraph:  # the translator's traceback only when asked for (PYDYNAMO_VERBOSE=1)
                 raise FullGraphError(gb) from (e if config.verbose else None)
             if getattr(e, "strict", False):
@@ -353,18 +376,18 @@ def _make_callback(backend, backend_fn, fullgraph, dynamic, mode, options, recom
             return None if gb.reason_code in TRANSIENT_REASONS else _C.SKIP_CODE
         except Exception as e:  # a bug in pydynamo: never a wrong answer, run eagerly
             gb = GraphBreak("internal_error", f"{type(e).__name__}: {e}", code.co_filename, code.co_firstlineno)
-            for rec in RECORDERS:
-                rec(gb)
+            _observe(code, gb)
             if fullgraph or config.verbose:
                 raise
             warn_break(gb, f"internal error while tracing {user_frame_name(code)} ({gb.message}); "
                        "running it in Python (a pydynamo bug: PYDYNAMO_VERBOSE=1 shows its traceback)")
             return _C.SKIP_CODE
+        if config.warm_start:
+            warm_cache.store(code, result, frame_locals, frame_globals, callback)
         if result.graph_break is not None:
             _report_break(code, result.graph_break)
-        for rec in RECORDERS:
-            rec(result)
         result.guard.callback = callback
+        _observe(code, result)
         return result.guard, result.new_code
 
     callback.backend = backend_fn

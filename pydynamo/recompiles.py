@@ -38,7 +38,7 @@ class GuardFailure:
     origin: str        # user file:line that created the guard
 
     def __str__(self) -> str:
-        return f"{self.what}: expected {_text(self.expected)}, got {_text(self.actual)} " \
+        return f"{self.what}: expected {value_text(self.expected)}, got {value_text(self.actual)} " \
                f"({self.kind}, guard from {self.origin})"
 
 
@@ -140,7 +140,8 @@ def _source_of(code: types.CodeType, pos) -> str:
     return f"({text})" if " " in text else text     # (x * 2).dtype, not x * 2.dtype
 
 
-def _text(v: Any) -> str:
+def value_text(v: Any) -> str:
+    """A guarded value as messages show it (strings quoted, lists bracketed)."""
     if isinstance(v, (list, tuple)) and not isinstance(v, str):
         return "[" + ", ".join(map(str, v)) + "]" if isinstance(v, list) else str(v)
     return str(v) if not isinstance(v, str) else repr(v)

@@ -32,7 +32,7 @@ from typing import Callable, Dict, List, Optional
 import torch
 import torch.fx
 
-from pydynamo import _C, logs
+from pydynamo import _C, logs, phases
 from pydynamo.aot.partition import nbytes, partition
 from pydynamo.aot.recorder import Joint, Unsupported, record
 
@@ -72,9 +72,10 @@ class CompiledJoint:
         self.joint = joint
         self.name = name
         self.signature = _signature(example_inputs)
-        fw_gm, bw_gm, saved, positions, recompute = partition(
-            joint.gm, len(joint.computed), joint.num_tangents, joint.num_inputs,
-            {i for i, *_ in joint.mutated})
+        with phases.phase("graph passes"):
+            fw_gm, bw_gm, saved, positions, recompute = partition(
+                joint.gm, len(joint.computed), joint.num_tangents, joint.num_inputs,
+                {i for i, *_ in joint.mutated})
         self.fw_gm, self.bw_gm = fw_gm, bw_gm
         self.num_saved = len(saved)
         self.saved_bytes = sum(nbytes(s) for s in saved if s.op != "placeholder")
@@ -226,7 +227,8 @@ def aot_compile(gm: torch.fx.GraphModule, example_inputs, fw_compiler: Callable,
     """The training callable for `gm`: joint graph recorded, partitioned, forward compiled now,
     backward at first use. A graph the recorder refuses runs `gm.forward` (eager autograd)."""
     try:
-        joint = record(gm, example_inputs)
+        with phases.phase("graph passes"):     # (the joint graph)
+            joint = record(gm, example_inputs)
         first = CompiledJoint(joint, example_inputs, fw_compiler, bw_compiler, name)
     except Unsupported as e:
         return _fallback(gm, str(e))
@@ -243,7 +245,8 @@ def functional_compile(gm: torch.fx.GraphModule, example_inputs, compiler: Calla
     compiled as a functional graph, the writes and aliases replayed by the epilogue. None when
     the recorder refuses it (the caller compiles the graph its own way)."""
     try:
-        joint = record(gm, example_inputs, with_grad=False)
+        with phases.phase("graph passes"):
+            joint = record(gm, example_inputs, with_grad=False)
         first = CompiledJoint(joint, example_inputs, compiler, None, name)
     except Exception as e:
         logs.log("aot", "%s: not functionalized (%s: %s)", name, type(e).__name__, e)
