@@ -89,3 +89,11 @@ cxx: str = os.environ.get("CXX", "g++")
 # Guards check tensors with the compiled C++ extension (pydynamo/tensor_check.py); False
 # (PYDYNAMO_C_TENSOR_GUARDS=0): the Python conditions, same answers, slower cache hits.
 c_tensor_guards: bool = os.environ.get("PYDYNAMO_C_TENSOR_GUARDS", "1") != "0"
+
+# Under DistributedDataParallel, graphs are split at DDP's gradient buckets so each bucket's
+# all-reduce overlaps the rest of the backward (pydynamo/distributed.py); False: compiled whole.
+optimize_ddp: bool = True
+
+# Ranks check with one all-gather per call of a compiled frame that they take the same guard
+# outcome, raising distributed.GuardDivergence instead of diverging (pydynamo/distributed.py).
+distributed_guard_check: bool = False

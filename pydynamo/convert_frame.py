@@ -41,6 +41,7 @@ from pydynamo import stance as _stance
 from pydynamo.aot.recorder import user_hooks_hidden
 from pydynamo.backends import CODEGEN, codegen_options, lookup_backend
 from pydynamo.bytecode import resume, user_frame_name
+from pydynamo.distributed import check_miss, checked_guard, ddp_aware
 from pydynamo.eval_frame import on_reset
 from pydynamo.exc import (BackendCompilerFailed, FullGraphError, GraphBreak, GraphBreakWarning,
                           RecompileError, RecompileLimitWarning, Unsupported)
@@ -322,6 +323,8 @@ def _make_callback(backend, backend_fn, fullgraph, dynamic, mode, options, recom
     if options:
         inner = backend_fn
         backend_fn = lambda gm, ex: inner(gm, ex, **options)  # noqa: E731
+    # a graph traced inside a DDP forward reaches the backend split at DDP's gradient buckets
+    traced_backend = ddp_aware(backend_fn)
 
     def callback(code, frame_locals, frame_globals, builtins, entries):
         if skip_reason(code) is not None:
@@ -329,6 +332,8 @@ def _make_callback(backend, backend_fn, fullgraph, dynamic, mode, options, recom
         # entries compiled under other settings (another optimize() of the same code) do not
         # count against this one's budget, nor are they this one's to explain
         own = [e for e in entries if getattr(e[0], "callback", None) is callback]
+        # every rank agrees on this miss (opt-in, pydynamo/distributed.py), or all raise
+        check_miss(code, own, lambda: _failures_text(explain_recompile(code, own, frame_locals, frame_globals)))
         stance = _stance.current()
         if stance != "default":   # (force_eager never gets here: eval_frame turns the hook off)
             if stance == "fail_on_recompile":
@@ -356,7 +361,7 @@ def _make_callback(backend, backend_fn, fullgraph, dynamic, mode, options, recom
             if hit is not None:   # an entry an earlier process compiled: no tracing
                 return hit
         try:
-            result = translate(code, frame_locals, frame_globals, builtins, backend_fn,
+            result = translate(code, frame_locals, frame_globals, builtins, traced_backend,
                                allow_breaks=not fullgraph, dynamic=dynamic,
                                auto=automatic_dynamic(code) if dynamic is None else None,
                                callback=callback)
@@ -388,7 +393,7 @@ def _make_callback(backend, backend_fn, fullgraph, dynamic, mode, options, recom
             _report_break(code, result.graph_break)
         result.guard.callback = callback
         _observe(code, result)
-        return result.guard, result.new_code
+        return checked_guard(result.guard, code), result.new_code
 
     callback.backend = backend_fn
     callback.settings = settings

@@ -1,0 +1,154 @@
+"""What the ranks run (module level, so the forkserver's children find them by name).
+
+`train(rank, world, model, backend, ...)`: one model built from seed 0 on every rank, wrapped in
+DistributedDataParallel (eager DDP when backend is None, else pydynamo.optimize of the DDP module),
+STEPS steps of SGD on a per-rank batch; returns the losses, the final parameters, the graph
+counts and, per step, the trace of DDP's bucket all-reduce launches: (bucket index, number of
+compiled backward pieces run so far in this step) from a DDP communication hook.
+"""
+from __future__ import annotations
+
+import os
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+STEPS = 5
+
+
+class MLP(nn.Module):
+    def __init__(self, width=32, depth=4):
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Linear(width if i else 16, width) for i in range(depth))
+        self.head = nn.Linear(width, 5)
+
+    def forward(self, x, y):
+        for layer in self.layers:
+            x = torch.relu(layer(x))
+        return F.cross_entropy(self.head(x), y)
+
+
+def mlp():
+    return MLP()
+
+
+class MLPUnused(MLP):
+    """An MLP with a layer its forward never uses (find_unused_parameters=True in DDP)."""
+
+    def __init__(self):
+        super().__init__()
+        self.unused = nn.Linear(32, 32)
+
+
+def mlp_batch_varying(gen, step, rank):
+    """Rank 1's third batch has 9 rows where every other batch has 8: its guards fail there."""
+    n = 9 if rank == 1 and step == 2 else 8
+    return dict(x=torch.randn(n, 16, generator=gen), y=torch.randint(0, 5, (n,), generator=gen))
+
+
+def mlp_batch(gen, step, rank):
+    return dict(x=torch.randn(8, 16, generator=gen), y=torch.randint(0, 5, (8,), generator=gen))
+
+
+class GPT2Loss(nn.Module):
+    def __init__(self):
+        super().__init__()
+        import transformers as t
+        cfg = t.GPT2Config(n_layer=2, n_embd=64, n_head=2, vocab_size=128, n_positions=64,
+                           resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0,
+                           eos_token_id=0, use_cache=False)
+        self.model = t.GPT2LMHeadModel(cfg).train()
+
+    def forward(self, input_ids, labels):
+        return self.model(input_ids=input_ids, labels=labels).loss
+
+
+def gpt2():
+    return GPT2Loss()
+
+
+def gpt2_batch(gen, step, rank):
+    ids = torch.randint(0, 128, (2, 16), generator=gen)
+    return dict(input_ids=ids, labels=ids.clone())
+
+
+MODELS = {"mlp": (mlp, mlp_batch), "gpt2": (gpt2, gpt2_batch), "mlp_unused": (MLPUnused, mlp_batch),
+          "mlp_varying": (mlp, mlp_batch_varying)}
+
+
+def _comm_trace(log):
+    """A DDP communication hook that records each bucket's all-reduce launch with the number of
+    compiled backward pieces run so far, then all-reduces as DDP's default does."""
+    from pydynamo import aot
+
+    def hook(state, bucket):
+        log.append((bucket.index(), aot.counters["backward_calls"]))
+        t = bucket.buffer()
+        t.div_(dist.get_world_size())
+        return dist.all_reduce(t, async_op=True).get_future().then(lambda f: f.value()[0])
+    return hook
+
+
+def train(rank, world, model="mlp", backend=None, bucket_cap_mb=None, steps=STEPS,
+          accumulate=1, no_sync_steps=(), ddp_kwargs=None, options=None, config=None,
+          trace=True):
+    import pydynamo
+    from pydynamo import aot, convert_frame, distributed
+    for k, v in (config or {}).items():
+        setattr(pydynamo.config, k, v)
+    factory, make_batch = MODELS[model]
+    torch.manual_seed(0)
+    net = factory()
+    kwargs = dict(ddp_kwargs or {})
+    if bucket_cap_mb is not None:
+        kwargs["bucket_cap_mb"] = bucket_cap_mb
+    ddp = DDP(net, **kwargs)
+    log: list = []
+    if trace:
+        ddp.register_comm_hook(None, _comm_trace(log))
+    step_fn = ddp if backend is None else pydynamo.optimize(ddp, backend=backend, options=options)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
+    gen = torch.Generator().manual_seed(100 + rank)
+    frames = []
+    convert_frame.RECORDERS.append(frames.append)
+    aot.counters.clear()
+    losses, traces, pieces = [], [], []
+    for step in range(steps):
+        opt.zero_grad(set_to_none=True)
+        for micro in range(accumulate):
+            batch = make_batch(gen, step, rank)
+            sync = step not in no_sync_steps and micro == accumulate - 1
+            ctx = ddp.no_sync() if not sync else _null()
+            with ctx:
+                start = aot.counters["backward_calls"]
+                del log[:]
+                loss = step_fn(**batch)
+                loss.backward()
+                traces.append([(b, n - start) for b, n in log])
+                pieces.append(aot.counters["backward_calls"] - start)
+            losses.append(loss.detach())
+        opt.step()
+    convert_frame.RECORDERS.remove(frames.append)
+    results = [f for f in frames if isinstance(f, convert_frame.FrameResult)]
+    return dict(losses=torch.stack(losses), params={k: v.detach().clone() for k, v in
+                                                    net.state_dict().items()},
+                graphs=sum(len(f.graphs) for f in results), frames=len(results),
+                traces=traces, pieces=pieces, counters=dict(aot.counters),
+                guard_checks=distributed.counters["guard_checks"])
+
+
+class _null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        return False
+
+
+def train_kw(rank, world, model, backend, cap, kw):
+    return train(rank, world, model, backend, cap, **kw)
+
