@@ -103,3 +103,27 @@ def test_ddp_modes_match_eager(case):
         if case == "no_sync_accumulate":
             # the no_sync micro-step launches no all-reduce, the synced one every bucket
             assert [len(t) > 0 for t in o["traces"]] == [False, True] * workloads.STEPS
+
+
+@pytest.mark.parametrize("case", ["batchnorm_dropout", "dynamic_batch", "autocast"])
+def test_ddp_graph_kinds(case):
+    """BatchNorm (a piece writes running statistics in place) with Dropout; a batch size per
+    step (a recompile with a symbolic batch dim: pieces with symbolic sizes); an autocast region
+    (compiled whole, warned, correct)."""
+    model = {"batchnorm_dropout": "mlp_bn", "dynamic_batch": "mlp_sizes",
+             "autocast": "mlp_autocast"}[case]
+    cap = 0.003      # mlp_bn's parameters: 7.3 KB
+    ref = harness.run_ranks(workloads.train_kw, model, None, cap, {}, timeout=TIMEOUT)
+    out = _run(model, "aot_eager", cap)
+    tol = dict(rtol=2e-2, atol=2e-2) if case == "autocast" else TOL   # bf16: op order differs
+    for r, (o, e) in enumerate(zip(out, ref)):
+        torch.testing.assert_close(o["losses"], e["losses"], **tol)
+        for k, v in e["params"].items():
+            torch.testing.assert_close(o["params"][k], v, **tol, msg=lambda m, k=k: f"rank {r} {k}: {m}")
+        assert o["counters"].get("eager_fallback", 0) == 0, o["counters"]
+        if case == "autocast":
+            assert o["pieces"] == [1] * workloads.STEPS and o["ddp"]["ddp_unsplit"] == 1
+            assert any("switches grad or autocast mode" in w for w in o["warnings"]), o["warnings"]
+        else:
+            assert min(o["pieces"]) >= 2, o["pieces"]
+    assert out[0]["graphs"] == out[1]["graphs"] == (2 if case == "dynamic_batch" else 1)

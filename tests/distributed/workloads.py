@@ -9,6 +9,7 @@ compiled backward pieces run so far in this step) from a DDP communication hook.
 from __future__ import annotations
 
 import os
+import warnings
 
 import torch
 import torch.distributed as dist
@@ -44,6 +45,36 @@ class MLPUnused(MLP):
         self.unused = nn.Linear(32, 32)
 
 
+class MLPBN(nn.Module):
+    """BatchNorm1d in train mode (running statistics written in place by a piece; DDP
+    broadcasts the buffers from rank 0 before each forward) and Dropout (the RNG stream)."""
+
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(16, 32), nn.BatchNorm1d(32), nn.ReLU(), nn.Dropout(0.2),
+                                 nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 5))
+
+    def forward(self, x, y):
+        return F.cross_entropy(self.net(x), y)
+
+
+class MLPAutocast(MLP):
+    """An autocast region inside the traced forward: compiled whole under DDP (warned)."""
+
+    def forward(self, x, y):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            for layer in self.layers:
+                x = torch.relu(layer(x))
+            x = self.head(x)
+        return F.cross_entropy(x.float(), y)
+
+
+def mlp_batch_sizes(gen, step, rank):
+    """A batch size per step, the same on every rank: a recompile with a symbolic batch dim."""
+    n = (8, 12, 16, 6, 10)[step]
+    return dict(x=torch.randn(n, 16, generator=gen), y=torch.randint(0, 5, (n,), generator=gen))
+
+
 def mlp_batch_varying(gen, step, rank):
     """Rank 1's third batch has 9 rows where every other batch has 8: its guards fail there."""
     n = 9 if rank == 1 and step == 2 else 8
@@ -77,7 +108,8 @@ def gpt2_batch(gen, step, rank):
 
 
 MODELS = {"mlp": (mlp, mlp_batch), "gpt2": (gpt2, gpt2_batch), "mlp_unused": (MLPUnused, mlp_batch),
-          "mlp_varying": (mlp, mlp_batch_varying)}
+          "mlp_varying": (mlp, mlp_batch_varying), "mlp_bn": (MLPBN, mlp_batch),
+          "mlp_sizes": (mlp, mlp_batch_sizes), "mlp_autocast": (MLPAutocast, mlp_batch)}
 
 
 def _comm_trace(log):
@@ -103,6 +135,7 @@ def train(rank, world, model="mlp", backend=None, bucket_cap_mb=None, steps=STEP
     factory, make_batch = MODELS[model]
     torch.manual_seed(0)
     net = factory()
+    torch.manual_seed(1 + rank)          # dropout's stream: per rank, the same in eager
     kwargs = dict(ddp_kwargs or {})
     if bucket_cap_mb is not None:
         kwargs["bucket_cap_mb"] = bucket_cap_mb
@@ -114,6 +147,9 @@ def train(rank, world, model="mlp", backend=None, bucket_cap_mb=None, steps=STEP
     opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
     gen = torch.Generator().manual_seed(100 + rank)
     frames = []
+    warned = warnings.catch_warnings(record=True)
+    caught = warned.__enter__()
+    warnings.simplefilter("always")
     convert_frame.RECORDERS.append(frames.append)
     aot.counters.clear()
     losses, traces, pieces = [], [], []
@@ -133,12 +169,15 @@ def train(rank, world, model="mlp", backend=None, bucket_cap_mb=None, steps=STEP
             losses.append(loss.detach())
         opt.step()
     convert_frame.RECORDERS.remove(frames.append)
+    warned.__exit__(None, None, None)
     results = [f for f in frames if isinstance(f, convert_frame.FrameResult)]
     return dict(losses=torch.stack(losses), params={k: v.detach().clone() for k, v in
                                                     net.state_dict().items()},
                 graphs=sum(len(f.graphs) for f in results), frames=len(results),
                 traces=traces, pieces=pieces, counters=dict(aot.counters),
-                guard_checks=distributed.counters["guard_checks"])
+                guard_checks=distributed.counters["guard_checks"],
+                ddp=dict(distributed.counters),
+                warnings=sorted({str(w.message) for w in caught if "pydynamo" in str(w.message)}))
 
 
 class _null:
@@ -152,3 +191,52 @@ class _null:
 def train_kw(rank, world, model, backend, cap, kw):
     return train(rank, world, model, backend, cap, **kw)
 
+
+
+def train_fsdp(rank, world, model="mlp", backend=None, steps=STEPS, bf16=False):
+    """FSDP2: fully_shard on each layer (the MLP's Linears, GPT-2's blocks) and the root (CPU,
+    gloo), bf16: MixedPrecisionPolicy(param_dtype=bfloat16, reduce_dtype=float32); returns
+    losses, full parameters (gathered), graph counts, graph breaks and warnings."""
+    import pydynamo
+    from pydynamo import aot, convert_frame
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+    factory, make_batch = MODELS[model]
+    torch.manual_seed(0)
+    net = factory()
+    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) \
+        if bf16 else MixedPrecisionPolicy()
+    layers = net.layers if model == "mlp" else net.model.transformer.h
+    for layer in layers:
+        fully_shard(layer, mp_policy=policy)
+    fully_shard(net, mp_policy=policy)
+    step_fn = net if backend is None else pydynamo.optimize(net, backend=backend)
+    opt = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
+    gen = torch.Generator().manual_seed(100 + rank)
+    frames = []
+    warned = warnings.catch_warnings(record=True)
+    caught = warned.__enter__()
+    warnings.simplefilter("always")
+    convert_frame.RECORDERS.append(frames.append)
+    aot.counters.clear()
+    losses = []
+    try:
+        for step in range(steps):
+            opt.zero_grad(set_to_none=True)
+            loss = step_fn(**make_batch(gen, step, rank))
+            loss.backward()
+            opt.step()
+            losses.append(loss.detach())
+    finally:
+        convert_frame.RECORDERS.remove(frames.append)
+        warned.__exit__(None, None, None)
+    params = {k: v.full_tensor().detach().clone() if hasattr(v, "full_tensor") else v.detach().clone()
+              for k, v in net.state_dict().items()}
+    results = [f for f in frames if isinstance(f, convert_frame.FrameResult)]
+    return dict(losses=torch.stack(losses), params=params, graphs=sum(len(f.graphs) for f in results),
+                frames=len(results), counters=dict(aot.counters),
+                breaks=[str(f.graph_break)[:200] for f in results if getattr(f, "graph_break", None)],
+                warnings=sorted({str(w.message)[:300] for w in caught if "pydynamo" in str(w.message)}))
+
+
+def fsdp_kw(rank, world, model, backend, bf16):
+    return train_fsdp(rank, world, model, backend, bf16=bf16)
