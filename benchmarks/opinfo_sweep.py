@@ -1,4 +1,5 @@
-"""Full OpInfo sweep of the codegen backend against eager (float32, int64, bool on CPU).
+"""Full OpInfo sweep of the codegen backend against eager on CPU (float32, int64, bool; bfloat16
+and float16 with half-type tolerances: tests/codegen/opinfo_harness.py _tolerance).
 
     python benchmarks/opinfo_sweep.py --variants all [--layouts ...] [--samples N]
                                       [--ops add,mul] [--dtypes float32] [--jobs N] [--shard i/n] [--table] [--out f.json]
@@ -28,7 +29,8 @@ sys.path.insert(0, ROOT)
 
 import torch  # noqa: E402
 
-DTYPES = {"float32": torch.float32, "int64": torch.int64, "bool": torch.bool}
+DTYPES = {"float32": torch.float32, "int64": torch.int64, "bool": torch.bool,
+          "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 def _work_variants(item):

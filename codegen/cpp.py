@@ -33,9 +33,16 @@ from codegen.scheduler import FusedKernel, _same
 from codegen.sizevars import contiguous_strides, flat_index, product, static_int
 from pydynamo.symbols import cexpr, index_symbol, size_symbol
 
+# the C type a value of each dtype is computed in (fp16/bf16: float, codegen/kernel_printer.py)
 CTYPES = {torch.float32: "float", torch.float64: "double", torch.int64: "int64_t",
           torch.int32: "int32_t", torch.int16: "int16_t", torch.int8: "int8_t",
-          torch.uint8: "uint8_t", torch.bool: "bool"}
+          torch.uint8: "uint8_t", torch.bool: "bool", torch.float16: "float",
+          torch.bfloat16: "float"}
+# where it is stored differently: the element type of its buffer arguments, and the functions
+# that widen an element on load and round a float to one on store (PREAMBLE)
+STORAGE = {torch.bool: ("uint8_t", None, None),
+           torch.bfloat16: ("uint16_t", "pd_bf16_to_float", "pd_float_to_bf16"),
+           torch.float16: ("uint16_t", "pd_fp16_to_float", "pd_float_to_fp16")}
 
 PARALLEL_MIN_WORK = 32768
 NUM_THREADS = os.cpu_count() or 1
@@ -56,6 +63,38 @@ PREAMBLE = r"""
 #include <type_traits>
 #include <omp.h>
 
+// fp16/bf16 elements as their bits (uint16_t): widened to float exactly; rounded from float to
+// nearest even, as c10::BFloat16 and c10::Half round (a NaN becomes bf16's 0x7FC0, fp16's
+// quiet NaN of the same sign); branch-free bit arithmetic, so `omp simd` loops vectorize it.
+static inline float pd_bits_to_float(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
+static inline uint32_t pd_float_to_bits(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
+static inline float pd_bf16_to_float(uint16_t h) { return pd_bits_to_float(uint32_t(h) << 16); }
+static inline uint16_t pd_float_to_bf16(float f) {
+  uint32_t u = pd_float_to_bits(f);
+  uint16_t r = uint16_t((u + (((u >> 16) & 1u) + 0x7FFFu)) >> 16);
+  return f != f ? uint16_t(0x7FC0) : r;
+}
+static inline float pd_fp16_to_float(uint16_t h) {
+  uint32_t w = uint32_t(h) << 16, sign = w & 0x80000000u, two_w = w + w;
+  float normal = pd_bits_to_float((two_w >> 4) + (0xE0u << 23)) * 0x1.0p-112f;
+  float denormal = pd_bits_to_float((two_w >> 17) | (126u << 23)) - 0.5f;
+  return pd_bits_to_float(sign | (two_w < (1u << 27) ? pd_float_to_bits(denormal)
+                                                      : pd_float_to_bits(normal)));
+}
+static inline uint16_t pd_float_to_fp16(float f) {
+  // scaling by 2^112 then 2^-110 rounds the mantissa at fp16's precision (denormals included)
+  // and overflows to inf where fp16 does; the exponent is rebiased by the float add below
+  float base = (std::fabs(f) * 0x1.0p+112f) * 0x1.0p-110f;
+  uint32_t w = pd_float_to_bits(f), shl1_w = w + w, sign = w & 0x80000000u;
+  uint32_t bias = shl1_w & 0xFF000000u;
+  bias = bias < 0x71000000u ? 0x71000000u : bias;
+  base = pd_bits_to_float((bias >> 1) + 0x07800000u) + base;
+  uint32_t bits = pd_float_to_bits(base);
+  uint32_t nonsign = ((bits >> 13) & 0x00007C00u) + (bits & 0x00000FFFu);
+  return uint16_t((sign >> 16) | (shl1_w > 0xFF000000u ? 0x7E00u : nonsign));
+}
+static inline float pd_round_bf16(float f) { return pd_bf16_to_float(pd_float_to_bf16(f)); }
+static inline float pd_round_fp16(float f) { return pd_fp16_to_float(pd_float_to_fp16(f)); }
 template <typename T> static inline bool pd_isnan(T a) {
   if constexpr (std::is_floating_point_v<T>) return std::isnan(a); else return false;
 }
@@ -261,6 +300,15 @@ class CppKernelPrinter(KernelPrinter):
     def op_expr(self, prim, args):
         return prim.cpp.format(*args)
 
+    def cast_expr(self, x, cd):
+        return f"static_cast<{CTYPES[cd]}>({x})"
+
+    def round_half_expr(self, x, dtype):
+        return f"pd_round_{'bf16' if dtype == torch.bfloat16 else 'fp16'}({x})"
+
+    def bool_expr(self, x):
+        return f"static_cast<bool>({x})"
+
     # ------------------------------------------------------------ loops
     def open_loop(self, var, size, pragma=None):
         if pragma:
@@ -297,9 +345,14 @@ class CppKernelPrinter(KernelPrinter):
         if name in self.kernel.removed:
             raise RuntimeError(f"load of register-only buffer {name} not forwarded")
         self.params.setdefault(name, False)
-        if self.buffers[name].dtype == torch.bool:     # passed as bytes (see _signature)
+        dt = self.buffers[name].dtype
+        if dt == torch.bool:     # passed as bytes (see _signature)
             return self.tmp(f"({key} != 0)", torch.bool)
-        return self.tmp(key, self.buffers[name].dtype)
+        if dt in STORAGE:
+            v = self.tmp(f"{STORAGE[dt][1]}({key})", dt)
+            self.half_exact.add(v.name)
+            return v
+        return self.tmp(key, dt)
 
     def store(self, name, index, value):
         if name in self.kernel.local:
@@ -312,15 +365,14 @@ class CppKernelPrinter(KernelPrinter):
         if name in self.kernel.removed:
             return
         self.params[name] = True
+        dt = self.buffers[name].dtype
+        if dt in STORAGE and STORAGE[dt][2]:
+            self.line(f"{key} = {STORAGE[dt][2]}({value});")
+            return
         self.line(f"{key} = {value};")
 
     def index_expr(self, expr, dtype):
         return self.tmp(f"static_cast<{CTYPES[dtype]}>({self.idx(expr)})", dtype)
-
-    def to_dtype(self, x, dtype):
-        if x.dtype == dtype:
-            return x
-        return self.tmp(f"static_cast<{CTYPES[dtype]}>({x})", dtype)
 
     def print_indirect(self, name, value, sz, code):
         self.line(f"int64_t {name} = static_cast<int64_t>({value});")
@@ -366,7 +418,7 @@ class CppKernelPrinter(KernelPrinter):
             # value to per-element branches (masked_fill in attention: 4-7x slower than
             # eager); `load` compares each byte with 0, a plain vector compare
             dt = self.buffers[name].dtype
-            ct = "uint8_t" if dt == torch.bool else CTYPES[dt]
+            ct = STORAGE[dt][0] if dt in STORAGE else CTYPES[dt]
             params.append(f"{'' if written else 'const '}{ct}* __restrict__ {name}")
         for s in sorted(self.size_syms, key=lambda s: s.name):
             params.append(f"int64_t {s.name}")

@@ -26,14 +26,13 @@ from codegen.cudagraphs import maybe_wrap
 from codegen.graph import GraphLowering
 from codegen.ir import ArgRef, ComputedBuffer, ExternBuffer
 from codegen.options import Options
-from codegen.pipeline import CPP, CPU_DTYPES, Backend, counters
+from codegen.pipeline import CPP, Backend, counters
 from codegen.scheduler import same_index
 from codegen.sizevars import static_int
 from codegen.triton import generate_source
 from codegen.triton_launch import TritonLauncher, current_stream, interpreting, load_module
 from codegen.wrapper import FRESH_RESULT_EXTERNS, KernelSite, WrapperPrinter, _py, ensure_layout
 
-HALF_DTYPES = (torch.float16, torch.bfloat16)
 
 
 class GpuWrapperPrinter(WrapperPrinter):
@@ -204,7 +203,6 @@ class TritonBackend(Backend):
     name = "triton"
     lowering = DeviceLowering
     row_scratch = False
-    dtypes = CPU_DTYPES | frozenset(HALF_DTYPES)     # half types compute in fp32, round on store
     extern_epilogues = True
     split_reductions = True
     source_attributes = True

@@ -14,10 +14,12 @@ open scope. This base holds the machinery independent of the language:
   * the ops whose meaning is language-independent: `constant` (a runtime float used as a
     literal becomes `scalar`), `scalar` (records the kernel argument), and every pointwise
     primitive, printed from its column in codegen/primitives.py.
+fp16/bf16 values are computed in fp32 by both languages (`to_dtype` holds the rounding rule).
 A subclass supplies the language: `declare(value, expr)` (a temporary's statement),
 `print_index(expr)`, `literal(value, dtype)`, `scalar_expr(name, dtype)`,
-`print_indirect(name, value, size, code)` and `op_expr(prim, args)` (an expression, or a value
-it computed), plus loads, stores, casts and the kernel structure.
+`print_indirect(name, value, size, code)`, `op_expr(prim, args)` (an expression, or a value
+it computed), the conversions `cast_expr`, `round_half_expr` and `bool_expr`, plus loads,
+stores and the kernel structure.
 """
 from __future__ import annotations
 
@@ -32,6 +34,14 @@ from codegen.primitives import PRIMITIVES
 from codegen.scalars import SpecializeFloats, has_scalar, is_scalar_symbol, scalar_name
 from codegen.sizevars import contiguous_strides, flat_index, simplify_index
 from pydynamo.symbols import index_symbol
+
+# fp16/bf16 are storage types: both printers compute them in fp32 (loads widen, stores round,
+# a conversion to a half type rounds), as eager's CPU and CUDA kernels compute one op
+HALF = (torch.float16, torch.bfloat16)
+
+
+def compute_dtype(dt):
+    return torch.float32 if dt in HALF else dt
 
 
 @dataclass
@@ -68,6 +78,7 @@ class KernelPrinter(HandlerBase):
         self.n_ind = 0
         self.ranges: Dict[sympy.Symbol, sympy.Expr] = {}
         self.var_map: Dict[sympy.Symbol, sympy.Expr] = {}   # loop var -> expr of flat indices
+        self.half_exact: set = set()      # fp32 temporaries holding an exact fp16/bf16 value
 
     # ------------------------------------------------------------ emission
     def line(self, s):
@@ -128,6 +139,31 @@ class KernelPrinter(HandlerBase):
             value = float(value) if not value.is_Integer else int(value)
         v = self.tmp(self.literal(value, dtype), dtype)
         return KValue(v.name, v.dtype, value)
+
+    def to_dtype(self, x, dtype):
+        """`x` as `dtype`, as eager converts: a half value is rounded to its type before it
+        is widened (a fused producer computed it in fp32), a conversion to a half type rounds
+        and keeps computing in fp32. The language gives `cast_expr(x, compute dtype)`,
+        `round_half_expr(x computed in fp32, half dtype)` and `bool_expr(x)`."""
+        if x.dtype == dtype:
+            return x
+        if x.dtype in HALF and x.name not in self.half_exact:
+            x = self.tmp(self.round_half_expr(x, x.dtype), x.dtype)
+            self.half_exact.add(x.name)
+        if dtype == torch.bool:
+            return self.tmp(self.bool_expr(x), dtype)
+        if dtype in HALF:
+            # eager converts an integer to a half type through float (c10::BFloat16 and
+            # c10::Half are built from a float): beyond 2**24 it rounds twice, as here
+            src = x if compute_dtype(x.dtype) == torch.float32 else \
+                KValue(self.cast_expr(x, torch.float32), torch.float32)
+            v = self.tmp(self.round_half_expr(src, dtype), dtype)
+            self.half_exact.add(v.name)
+            return v
+        cd = compute_dtype(dtype)
+        if compute_dtype(x.dtype) == cd:
+            return KValue(x.name, dtype)
+        return self.tmp(self.cast_expr(x, cd), dtype)
 
     def scalar(self, name, dtype):
         if name not in self.scalar_args:

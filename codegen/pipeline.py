@@ -39,9 +39,9 @@ log = logging.getLogger("pydynamo.codegen")
 
 counters: collections.Counter = collections.Counter()
 
-# dtypes the C++ printer computes in (fp16/bf16 tensors stay extern or run eagerly there)
-CPU_DTYPES = frozenset({torch.float32, torch.float64, torch.int64, torch.int32, torch.int16,
-                        torch.int8, torch.uint8, torch.bool})
+# dtypes the kernel printers take (fp16/bf16 are computed in fp32: codegen/kernel_printer.py)
+KERNEL_DTYPES = frozenset({torch.float32, torch.float64, torch.int64, torch.int32, torch.int16,
+                           torch.int8, torch.uint8, torch.bool, torch.float16, torch.bfloat16})
 
 
 @dataclass
@@ -65,7 +65,7 @@ class Backend:
     called through ctypes); TritonBackend (codegen/gpu_wrapper.py) overrides it."""
     name = "cpp"
     lowering = GraphLowering                    # (the Triton one adds a layout probe)
-    dtypes: FrozenSet[torch.dtype] = CPU_DTYPES  # tensors of other dtypes stay extern
+    dtypes: FrozenSet[torch.dtype] = KERNEL_DTYPES  # tensors of other dtypes stay extern
     devices: Tuple[str, ...] = ("cpu",)         # device types whose tensors lower natively
     device: Optional[torch.device] = None       # factories naming another index stay extern
     # decomposition choices: a row-local scratch for values a kernel's inner loops read in their

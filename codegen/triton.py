@@ -36,7 +36,7 @@ import sympy
 import torch
 
 from codegen.ir import Reduction
-from codegen.kernel_printer import KernelPrinter, KValue
+from codegen.kernel_printer import HALF, KernelPrinter, KValue, compute_dtype
 from codegen.ops import set_handler
 from codegen.primitives import CUSTOM, PRIMITIVES
 from codegen.scheduler import RFLAT, FusedKernel, flat_form
@@ -49,16 +49,12 @@ TL_DTYPES = {torch.float32: "tl.float32", torch.float64: "tl.float64",
              torch.float16: "tl.float16", torch.bfloat16: "tl.bfloat16",
              torch.int64: "tl.int64", torch.int32: "tl.int32", torch.int16: "tl.int16",
              torch.int8: "tl.int8", torch.uint8: "tl.uint8", torch.bool: "tl.int1"}
-HALF = (torch.float16, torch.bfloat16)
 INT32_LIMIT = 2 ** 31 - 1
 
 
 class TritonUnsupported(Exception):
     """This kernel cannot be printed as Triton (the graph then runs eagerly, with a warning)."""
 
-
-def compute_dtype(dt):
-    return torch.float32 if dt in HALF else dt
 
 
 texpr = TritonExprPrinter(TritonUnsupported)
@@ -91,7 +87,6 @@ class TritonKernelPrinter(KernelPrinter):
         self.config: Optional[KernelConfig] = None
         self.idx64 = False
         self.tiled = False
-        self.half_exact: set = set()      # fp32 temporaries holding an exact fp16/bf16 value
         # forwarding keys: the scheduler's `flat_form` of the current node's indices, its inner
         # group's flat index named r<g>; buffers stored since the last block barrier
         self.key_inner, self.key_group = ((), ()), None
@@ -196,25 +191,14 @@ class TritonKernelPrinter(KernelPrinter):
             return self.tmp(f"tl.full([], {i}, {TL_DTYPES[cd]})", dtype)
         return self.tmp(f"({i}).to({TL_DTYPES[cd]})", dtype)
 
-    def to_dtype(self, x, dtype):
-        if x.dtype == dtype:
-            return x
-        if dtype == torch.bool:
-            return self.tmp(f"({x} != 0)", dtype)
-        if dtype in HALF:   # round like eager, keep computing in fp32
-            # eager converts an integer to a half type through float (c10::BFloat16 and
-            # c10::Half are built from a float): beyond 2**24 it rounds twice, as here
-            src = "" if x.dtype.is_floating_point else ".to(tl.float32)"
-            v = self.tmp(f"{x}{src}.to({TL_DTYPES[dtype]}).to(tl.float32)", dtype)
-            self.half_exact.add(v.name)
-            return v
-        cd = compute_dtype(dtype)
-        if x.dtype in HALF and x.name not in self.half_exact:
-            # a half value computed in fp32 leaves its type rounded, as eager's would be
-            x = self.tmp(f"{x}.to({TL_DTYPES[x.dtype]}).to(tl.float32)", x.dtype)
-        if compute_dtype(x.dtype) == cd:
-            return KValue(x.name, dtype)
-        return self.tmp(f"{x}.to({TL_DTYPES[cd]})", dtype)
+    def cast_expr(self, x, cd):
+        return f"{x}.to({TL_DTYPES[cd]})"
+
+    def round_half_expr(self, x, dtype):
+        return f"{x}.to({TL_DTYPES[dtype]}).to(tl.float32)"
+
+    def bool_expr(self, x):
+        return f"({x} != 0)"
 
     def print_indirect(self, name, value, sz, code):
         self.line(f"{name} = {value}.to(tl.int64)")

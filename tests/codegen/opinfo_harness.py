@@ -20,7 +20,7 @@ Three entry points:
   twice, each call followed by torch.autograd.grad with fixed random cotangents: outputs and
   input grads against eager under torch.testing's default tolerances (section at the end).
 Integers and bools always compare exactly (a relative tolerance calls 20001 equal to 20000);
-floats with rtol=atol=1e-4.
+floats with rtol=atol=1e-4 (fp16/bf16: two units in the last place, `_tolerance`).
 """
 from __future__ import annotations
 
@@ -166,6 +166,15 @@ class _Slot:
         self.i = i
 
 
+def _tolerance(dtype) -> float:
+    """1e-4, or for fp16/bf16 two units in the last place at 1: eager rounds a composite op's
+    intermediates to the half type, a fused kernel keeps them in fp32 (codegen computes half
+    types in fp32, as eager computes one op), so a result may differ in its last bit or two."""
+    if dtype in (torch.float16, torch.bfloat16):
+        return 2 * torch.finfo(dtype).eps
+    return 1e-4
+
+
 def _equal(a, b, path="out"):
     if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
         if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
@@ -178,8 +187,9 @@ def _equal(a, b, path="out"):
                 bad = (a.cpu() != b.cpu()).nonzero()[:1].tolist()
                 return f"{path}: integer/bool values differ (first at {bad})"
             return None
+        tol = _tolerance(a.dtype)
         try:
-            torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4, equal_nan=True)
+            torch.testing.assert_close(a, b, rtol=tol, atol=tol, equal_nan=True)
         except AssertionError as e:
             return f"{path}: {str(e).splitlines()[0]} {str(e).splitlines()[-1] if len(str(e).splitlines()) > 1 else ''}"
         return None
@@ -285,7 +295,7 @@ def op_db():
 
 
 def supported_dtypes(op):
-    want = [torch.float32, torch.int64, torch.bool]
+    want = [torch.float32, torch.int64, torch.bool, torch.bfloat16, torch.float16]
     try:
         have = op.supported_dtypes("cpu")
     except Exception:
