@@ -83,10 +83,12 @@ class Page(html.parser.HTMLParser):
         self.chunks.append(data)
 
 
-def _browser(*args, timeout=120) -> subprocess.CompletedProcess:
-    # --no-sandbox: CI and this machine run tests as root, where Chromium's sandbox refuses
-    return subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
-                           "--hide-scrollbars", *args], capture_output=True, text=True, timeout=timeout)
+def _browser(profile, *args, timeout=120) -> subprocess.CompletedProcess:
+    # --no-sandbox: CI and this machine run tests as root, where Chromium's sandbox refuses;
+    # a profile of its own: CI runs three Pythons' tests side by side
+    return subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                           f"--user-data-dir={profile}", *args], capture_output=True, text=True,
+                          timeout=timeout)
 
 
 def _check_links(page: Page) -> int:
@@ -117,7 +119,7 @@ def test_report_renders_in_chromium(tmp_path):
         run.stdout[-3000:] + run.stderr[-3000:]
     pages = list(out.iterdir())
     assert [p.name for p in pages] == [f"pydynamo-report-{_pid(pages[0])}.html"], pages
-    dom = _browser("--dump-dom", pages[0].as_uri())
+    dom = _browser(tmp_path / "profile", "--dump-dom", pages[0].as_uri())
     assert dom.returncode == 0, dom.stderr[-2000:]
     page = Page(dom.stdout)
     assert "pydynamo compile report" in page.text
@@ -138,7 +140,7 @@ def test_report_renders_in_chromium(tmp_path):
     assert _check_links(page) >= 3      # wrapper, kernel source and library of a codegen graph
 
     shot = tmp_path / "report.png"
-    r = _browser(f"--screenshot={shot}", "--window-size=1280,2400", pages[0].as_uri())
+    r = _browser(tmp_path / "profile", f"--screenshot={shot}", "--window-size=1280,2400", pages[0].as_uri())
     assert r.returncode == 0 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", r.stderr[-2000:]
     assert shot.stat().st_size > 20000          # not a blank page
     keep = os.environ.get("PYDYNAMO_REPORT_SCREENSHOT")
