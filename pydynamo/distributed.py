@@ -53,6 +53,7 @@ from typing import Callable, Optional
 import torch
 import torch.fx
 
+from pydynamo import autocast as _autocast
 from pydynamo import config
 
 # "ddp_pieces": pieces compiled from graphs split at DDP's buckets; "ddp_split_graphs": graphs
@@ -105,7 +106,6 @@ def ddp_parameters(ddp) -> dict:
 def _mode_switches(gm) -> bool:
     """The graph changes grad mode or enters/leaves autocast: a piece would not see the mode the
     node before it set."""
-    from pydynamo import autocast as _autocast
     state = {torch._C._set_grad_enabled, *_autocast.GRAPH_NODES}
     return any(n.op == "call_function" and n.target in state for n in gm.graph.nodes)
 
@@ -157,8 +157,15 @@ def compile_ddp_graph(gm: torch.fx.GraphModule, example_inputs, ddp, backend: Ca
     if n == 1:
         counters["ddp_unsplit"] += 1
         return backend(gm, example_inputs)
+    try:
+        run = _split(gm, pieces, n, backend)
+    except Exception as e:     # never worse than no split: the graph compiled whole
+        _warn_once("split", f"pydynamo: a graph under DistributedDataParallel could not be split at "
+                   f"DDP's buckets ({type(e).__name__}: {e}); it is compiled whole (no overlap)")
+        counters["ddp_unsplit"] += 1
+        return backend(gm, example_inputs)
     counters["ddp_split_graphs"] += 1
-    return _split(gm, pieces, n, backend)
+    return run
 
 
 class _Piece:

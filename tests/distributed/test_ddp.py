@@ -127,3 +127,16 @@ def test_ddp_graph_kinds(case):
         else:
             assert min(o["pieces"]) >= 2, o["pieces"]
     assert out[0]["graphs"] == out[1]["graphs"] == (2 if case == "dynamic_batch" else 1)
+
+
+@pytest.mark.parametrize("wrap", ["inner", "step"])
+def test_ddp_wrappings(wrap):
+    """DDP(pydynamo.optimize(net)), and a compiled function that calls the DDP module (DDP's
+    forward is library code: it runs in Python, the module it calls is traced): split and
+    overlapped as pydynamo.optimize(DDP(net))."""
+    ref = harness.run_ranks(workloads.train_kw, "mlp", None, CAPS["mlp"], {}, timeout=TIMEOUT)
+    out = _run("mlp", "aot_eager", CAPS["mlp"], wrap=wrap)
+    _same(out, ref)
+    for o in out:
+        assert o["graphs"] == 1 and o["pieces"] == [2] * workloads.STEPS, (o["graphs"], o["pieces"])
+        assert all(t[0][1] < 2 for t in o["traces"][1:]), o["traces"]

@@ -127,7 +127,7 @@ def _comm_trace(log):
 
 def train(rank, world, model="mlp", backend=None, bucket_cap_mb=None, steps=STEPS,
           accumulate=1, no_sync_steps=(), ddp_kwargs=None, options=None, config=None,
-          trace=True):
+          trace=True, wrap="outer"):
     import pydynamo
     from pydynamo import aot, convert_frame, distributed
     for k, v in (config or {}).items():
@@ -139,11 +139,19 @@ def train(rank, world, model="mlp", backend=None, bucket_cap_mb=None, steps=STEP
     kwargs = dict(ddp_kwargs or {})
     if bucket_cap_mb is not None:
         kwargs["bucket_cap_mb"] = bucket_cap_mb
-    ddp = DDP(net, **kwargs)
+    if backend is not None and wrap == "inner":        # DDP(pydynamo.optimize(net))
+        ddp = DDP(pydynamo.optimize(net, backend=backend, options=options), **kwargs)
+    else:
+        ddp = DDP(net, **kwargs)
     log: list = []
     if trace:
         ddp.register_comm_hook(None, _comm_trace(log))
-    step_fn = ddp if backend is None else pydynamo.optimize(ddp, backend=backend, options=options)
+    if backend is None or wrap == "inner":
+        step_fn = ddp
+    elif wrap == "step":                                # a compiled function that calls DDP
+        step_fn = pydynamo.optimize(lambda **b: ddp(**b), backend=backend, options=options)
+    else:                                               # pydynamo.optimize(DDP(net))
+        step_fn = pydynamo.optimize(ddp, backend=backend, options=options)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
     gen = torch.Generator().manual_seed(100 + rank)
     frames = []
