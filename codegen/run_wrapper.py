@@ -18,8 +18,14 @@ from codegen.pipeline import CPP, base_namespace
 from codegen.standalone import _EVAL_NAMES, _random, resolve
 
 
-def namespace(spec) -> Dict[str, Any]:
-    """The namespace pipeline.build executes a wrapper in, rebuilt from its footer's spec."""
+def namespace(spec, fallbacks=None, constants=None, kernels_source=None, consts=None
+              ) -> Dict[str, Any]:
+    """The namespace pipeline.build executes a wrapper in, rebuilt from its footer's spec.
+    A run on its own has no graph and no values: inputs that differ from the recorded ones are
+    refused and constants are random. The warm cache (pydynamo/warm_cache.py) passes the real
+    ones: `fallbacks` (pipeline._fallbacks(gm): the eager escapes), `constants` (name -> tensor),
+    `kernels_source` (the kernels' text: the file at kernels_path may not exist) and `consts`
+    (the extern arguments themselves, where some have no evaluable text)."""
     options = Options(vector_width=spec["vector_width"],
                       triton_fast_launch=spec["fast_launch"])
     backend = CPP if spec["backend"] == "cpp" else TritonBackend(torch.device(spec["device"]))
@@ -27,13 +33,15 @@ def namespace(spec) -> Dict[str, Any]:
     def refuse(*args, **kwargs):
         raise RuntimeError("the inputs differ from the recorded ones (this standalone run has no "
                            "graph to run them eagerly)")
-    ns = base_namespace([eval(t, dict(_EVAL_NAMES)) for t in spec["consts"]],
+    if consts is None:
+        consts = [eval(t, dict(_EVAL_NAMES)) for t in spec["consts"]]
+    ns = base_namespace(consts,
                         [resolve(n) for n in spec["externs"]], {}, backend.namespace(None),
-                        refuse, refuse)
+                        *(fallbacks or (refuse, refuse)))
     for name, layout in spec["constants"].items():
-        ns[name] = _random(*layout)
+        ns[name] = constants[name] if constants is not None else _random(*layout)
     if spec["kernels_path"]:
-        src = open(spec["kernels_path"]).read()
+        src = kernels_source if kernels_source is not None else open(spec["kernels_path"]).read()
         module, _ = backend.load(src, options)
         for kname, b in spec["bindings"].items():
             if spec["backend"] == "cpp":

@@ -73,15 +73,19 @@ def qualified_name(target) -> Optional[str]:
         return f"torch.ops.{target.namespace}.{target._opname}.{target._overloadname}"
     if type(target).__name__ == "_MethodCaller":
         return f"Tensor.{target.name}"
-    module, qual = getattr(target, "__module__", None), getattr(target, "__qualname__", None)
+    module = getattr(target, "__module__", None)
+    # torch's builtins have a class in their qualname (_VariableFunctionsClass.mm): the plain
+    # name is the one torch exports
+    names = (getattr(target, "__qualname__", None), getattr(target, "__name__", None))
     for mod in ("torch", "torch.nn.functional", module):
-        # only names a fresh process imports the same way: torch's and the standard library's
-        if mod and qual and "<" not in qual and mod.split(".")[0] in _IMPORTABLE:
-            try:
-                if resolve(f"{mod}.{qual}") is target:
-                    return f"{mod}.{qual}"
-            except Exception:
-                continue
+        for qual in names:
+            # only names a fresh process imports the same way: torch's and the standard library's
+            if mod and qual and "<" not in qual and mod.split(".")[0] in _IMPORTABLE:
+                try:
+                    if resolve(f"{mod}.{qual}") is target:
+                        return f"{mod}.{qual}"
+                except Exception:
+                    continue
     return None
 
 

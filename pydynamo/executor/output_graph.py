@@ -71,6 +71,7 @@ class CompiledGraph:
     example_inputs: list
     compiled_fn: Any
     op_count: int
+    backend_fn: Any = None   # what the backend returned, before wrap_compiled (warm_cache stores it)
 
 
 def _meta_failed(target, e: Exception) -> Unsupported:
@@ -445,12 +446,11 @@ class OutputGraph:
         except Exception as e:
             raise BackendCompilerFailed(f"backend {getattr(self.backend, '__name__', self.backend)!r} "
                                         f"failed: {type(e).__name__}: {e}") from e
-        compiled_fn = _without_interception(gm, compiled_fn)
-        if any(n.target is _autocast.enter_autocast for n in self.graph.nodes):
-            compiled_fn = _closing_autocast(compiled_fn)
+        backend_fn, compiled_fn = compiled_fn, wrap_compiled(gm, compiled_fn)
         name = f"__pydynamo_compiled_fn_{gid}"
         install(self.frame_globals, name, compiled_fn)
-        self.compiled.append(CompiledGraph(name, gm, example_inputs, compiled_fn, self.op_count()))
+        self.compiled.append(CompiledGraph(name, gm, example_inputs, compiled_fn, self.op_count(),
+                                           backend_fn))
         return name
 
     def _drop_state_only(self) -> None:
@@ -479,6 +479,18 @@ class OutputGraph:
         for node in reversed(list(self.graph.nodes)):
             if node.op in ("call_function", "call_method") and not node.users and not _is_impure(node):
                 self.graph.erase_node(node)
+
+
+def wrap_compiled(gm, fn, autocast=None):
+    """What the output code calls for the backend's `fn` of graph `gm` (also for a graph loaded
+    from the warm cache, pydynamo/warm_cache.py): run with the hook off, and leave autocast
+    regions the graph entered if it raises (`autocast`: whether it enters any; None: read `gm`)."""
+    fn = _without_interception(gm, fn)
+    if autocast is None:
+        autocast = any(n.target is _autocast.enter_autocast for n in gm.graph.nodes)
+    if autocast:
+        fn = _closing_autocast(fn)
+    return fn
 
 
 def _closing_autocast(fn):

@@ -104,7 +104,7 @@ def _drop_capabilities():
         raise OSError(ctypes.get_errno(), "capset")
 
 
-def _fork(req) -> tuple:
+def _fork(req, run) -> tuple:
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:                          # the child: one scenario, report on the pipe
@@ -112,8 +112,7 @@ def _fork(req) -> tuple:
         signal.alarm(300)                 # a hung child is reported (SIGALRM), not a hung test
         code = 0
         try:
-            out = json.dumps(scenario(req["cache"], req.get("modes", []), req.get("config"),
-                                      req.get("options"))).encode()
+            out = json.dumps(run(req)).encode()
             with os.fdopen(w, "wb") as fw:
                 fw.write(out)
         except BaseException:
@@ -150,11 +149,17 @@ def _preload():
     (torch.ones(2, 3, device="meta") * 2 + 1).sin().sum(0)
 
 
-def serve():
+def _run_request(req) -> dict:
+    return scenario(req["cache"], req.get("modes", []), req.get("config"), req.get("options"))
+
+
+def serve(run=_run_request):
+    """Answer request lines on stdin, each scenario `run(request)` in forked children (the warm
+    start tests' warm_child.py serves its own scenarios through this)."""
     _preload()
     for line in sys.stdin:
         req = json.loads(line)
-        children = [_fork(req) for _ in range(req.get("parallel", 1))]
+        children = [_fork(req, run) for _ in range(req.get("parallel", 1))]
         sys.stdout.write(json.dumps([_answer(pid, r) for pid, r in children]) + "\n")
         sys.stdout.flush()
 

@@ -30,19 +30,25 @@ CHILD = os.path.join(HERE, "cache_child.py")
 
 
 class Server:
-    def __init__(self):
-        self.proc = subprocess.Popen([sys.executable, CHILD, "--server"], cwd=ROOT, text=True,
+    """A scenario server (`python CHILD --server`, cache_child.py's `serve`); test_warm_start.py
+    starts one on warm_child.py."""
+
+    def __init__(self, child=CHILD):
+        self.proc = subprocess.Popen([sys.executable, child, "--server"], cwd=ROOT, text=True,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE)
 
-    def run(self, cache, modes=(), config=None, options=None, parallel=1):
-        self.proc.stdin.write(json.dumps({"cache": str(cache), "modes": list(modes),
-                                          "config": config or {}, "options": options or {},
-                                          "parallel": parallel}) + "\n")
+    def ask(self, request: dict, parallel: int = 1):
+        """Each of `parallel` children's answer to `request` (the answer itself for one)."""
+        self.proc.stdin.write(json.dumps(dict(request, parallel=parallel)) + "\n")
         self.proc.stdin.flush()
         line = self.proc.stdout.readline()
         assert line, "the scenario server died"
         answers = json.loads(line)
         return answers if parallel > 1 else answers[0]
+
+    def run(self, cache, modes=(), config=None, options=None, parallel=1):
+        return self.ask({"cache": str(cache), "modes": list(modes), "config": config or {},
+                         "options": options or {}}, parallel)
 
     def close(self):
         self.proc.stdin.close()

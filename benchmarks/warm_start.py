@@ -1,0 +1,140 @@
+"""First-call time of a new process: eager, pydynamo cold and warm (pydynamo/warm_cache.py), and
+torch.compile with its caches warm, side by side (issue 20's acceptance: warm <= 2x eager).
+
+    python benchmarks/warm_start.py [--models demo gpt2] [--backend codegen] [--repeat 3]
+
+Every figure is the first call of a fresh process (`--child`), timed around the call only (the
+model is built and the inputs made before it, under torch.no_grad(): inference on CPU):
+  * eager: the model itself (its first call pays torch's one-time CPU kernel setup too);
+  * pydynamo cold: an empty cache dir (tracing, codegen, C++ kernels compiled);
+  * pydynamo warm: the cache the cold run filled (the frame loads from disk, kernels verified);
+  * torch.compile cold / warm: inductor with an empty cache dir, then in a new process with the
+    cache it filled (its FX-graph and AOT caches hit; dynamo traces again, as it does by default).
+Eager and the warm runs are repeated (--repeat; the median is printed, runs interleaved); cold
+runs once each. Ratios are against eager's median. The machine is shared: compare ratios.
+
+Caveats, stated so the figures are read right: children write bytecode caches into a temporary
+pycache prefix filled by one throwaway run first (an installed package has its .pyc files; this
+checkout runs with PYTHONDONTWRITEBYTECODE set); and pydynamo's version key (its files' names,
+sizes and mtimes) is computed once here and handed to every child, so an edit of the tree by
+someone else during the run does not turn the warm runs cold.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def build(model: str):
+    import torch
+    torch.manual_seed(0)
+    if model == "demo":
+        from pydynamo.demo.model import build_model, example_inputs
+        return build_model().eval(), (example_inputs(),)
+    if model == "gpt2":
+        import transformers
+        from transformers import GPT2Config, GPT2Model
+        transformers.logging.set_verbosity_error()
+        return GPT2Model(GPT2Config()).eval(), (torch.randint(0, 50257, (1, 64)),)
+    raise ValueError(model)
+
+
+def child(model: str, engine: str, cache: str, backend: str, versions: str) -> dict:
+    """One first call in this process (the --child side)."""
+    import torch
+    m, args = build(model)
+    stats = {}
+    with torch.no_grad():
+        if engine == "eager":
+            fn = m
+        elif engine.startswith("pydynamo"):
+            import pydynamo
+            from pydynamo import warm_cache
+            pydynamo.config.cache_dir = cache
+            pydynamo.config.warm_start = True
+            warm_cache._versions[:] = [versions]
+            fn = pydynamo.optimize(m, backend=backend)
+            stats = warm_cache.stats
+        else:
+            os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache
+            fn = torch.compile(m)
+        t0 = time.perf_counter()
+        out = fn(*args)
+        dt = time.perf_counter() - t0
+        want = m(*args)
+    out = getattr(out, "last_hidden_state", out)
+    want = getattr(want, "last_hidden_state", want)
+    return {"seconds": dt, "ok": bool(torch.allclose(out, want, atol=1e-4)), "stats": dict(stats)}
+
+
+def run_child(model, engine, cache, backend, versions, env) -> dict:
+    r = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", model, engine,
+                        cache, backend, versions], capture_output=True, text=True, env=env,
+                       timeout=1800)
+    if r.returncode != 0:
+        raise RuntimeError(f"{model} {engine} failed:\n{r.stderr[-3000:]}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--models", nargs="+", default=["demo", "gpt2"])
+    ap.add_argument("--backend", default="codegen")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--child", nargs=5)
+    a = ap.parse_args()
+    if a.child:
+        print(json.dumps(child(*a.child)))
+        return
+    from pydynamo import warm_cache
+    versions = warm_cache.versions()
+    tmp = tempfile.mkdtemp(prefix="warm-start-bench-")
+    env = dict(os.environ, PYTHONPYCACHEPREFIX=os.path.join(tmp, "pyc"))
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    rows = []
+    try:
+        for model in a.models:
+            pd_cache, tc_cache = os.path.join(tmp, model, "pd"), os.path.join(tmp, model, "tc")
+            run_child(model, "eager", "-", a.backend, versions, env)    # fills the pycache
+            times = {"eager": [], "pydynamo warm": [], "torch.compile warm": []}
+            cold = {"pydynamo cold": run_child(model, "pydynamo", pd_cache, a.backend, versions, env),
+                    "torch.compile cold": run_child(model, "torch.compile", tc_cache, a.backend,
+                                                    versions, env)}
+            checks = [c["ok"] for c in cold.values()]
+            for _ in range(a.repeat):
+                for name, engine, cache in (("eager", "eager", "-"),
+                                            ("pydynamo warm", "pydynamo", pd_cache),
+                                            ("torch.compile warm", "torch.compile", tc_cache)):
+                    r = run_child(model, engine, cache, a.backend, versions, env)
+                    times[name].append(r["seconds"])
+                    checks.append(r["ok"])
+                    if engine == "pydynamo" and r["stats"].get("hits", 0) < 1:
+                        raise RuntimeError(f"{model}: the warm run missed the cache: {r['stats']}")
+            eager = statistics.median(times["eager"])
+            for name in ("eager", "pydynamo cold", "pydynamo warm", "torch.compile cold",
+                         "torch.compile warm"):
+                t = statistics.median(times[name]) if name in times else cold[name]["seconds"]
+                spread = f"{min(times[name]):.3f}-{max(times[name]):.3f}" if name in times else "(1 run)"
+                rows.append((model, name, t, t / eager, spread))
+            if not all(checks):
+                raise RuntimeError(f"{model}: a compiled output differs from eager")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"first call of a new process (CPU, inference, backend={a.backend}, median of "
+          f"{a.repeat} for eager and warm)")
+    print(f"{'model':6} {'engine':20} {'seconds':>9} {'x eager':>8}  range")
+    for model, name, t, ratio, spread in rows:
+        print(f"{model:6} {name:20} {t:9.3f} {ratio:8.2f}  {spread}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,711 @@
+"""The warm-start cache: compiled frames persisted on disk, so a new process skips tracing and
+compiling a frame an earlier process compiled (on when `config.warm_start`, $PYDYNAMO_WARM_START=1).
+
+On a miss of the in-memory cache, convert_frame's callback asks `lookup` before translating; after
+a translation it calls `store`. An entry is everything the hook needs to run the frame: the
+replacement code object (marshal), its guards (re-bound in this process, below), the names the
+code reads from the frame's globals (`__pydynamo_*`: compiled graphs and constants) and, for each
+compiled graph, what rebuilds it without lowering: the FX graph (pickled: the eager backend runs
+it, and codegen's eager escapes), and for codegen's C++ wrapper its source, its kernels' source
+(the kernel library itself is codegen's own verified disk cache, so loading it compiles nothing),
+its footer's spec (codegen/standalone.py) and its constants' values; codegen/run_wrapper.py
+rebuilds the namespace from those, the one way a wrapper is rebuilt outside the pipeline.
+
+Key, under <cache dir>/frames/<k2>/<key>/<entry>.pkl: the code object's content (marshal: bytecode,
+constants, names, filename, qualname, first line), the optimize() settings (backend by its
+registered name, mode, options, fullgraph, dynamic) and `versions()` (pydynamo's own files, torch
+version and commit, Python, the CPU's instruction-set flags and C library). `entry` is the hash of
+the guards' text, so processes that compile the same entry write the same file.
+
+Re-binding guards (the unsafe part of a warm start; nothing of the old process is trusted):
+  * ID_MATCH pins an object's identity, which no process shares. At store time the guarded
+    object, read again through the guard's source, must be nameable: None/True/False/Ellipsis, a
+    module (by its name in sys.modules), or an object pickle writes by reference (functions,
+    classes, builtins, dtypes: module + qualified name, verified to name the same object). At
+    load the name is resolved in the new process and the guard re-made with that object's id, so
+    the source is re-evaluated against the object the name denotes now. A Python function also
+    records a hash of its code: a function of that name with other code (edited, monkeypatched)
+    makes the entry stale. An nn.Module instance becomes a TYPE_MATCH on its class: a module's
+    identity only stood for "this module", and everything the trace read from it (parameters,
+    buffers, submodules, attributes, hooks) is guarded through its own source
+    (executor/variables/nn_module.py). Anything else (a plain object guarded by identity)
+    makes the frame uncacheable, said in one log line.
+  * Classes (TYPE_MATCH, tensor classes) and functions are found by name; the code they carry is
+    not: the source files of the frame and of every guarded class (its MRO) and function outside
+    torch, pydynamo and the standard library (those are covered by the versions) are hashed at
+    store time and checked at load, so an edited model file makes its entries stale.
+  * EQUALS_MATCH values must be plain data (numbers, strings, bytes, None, dtypes, devices,
+    tuples/lists/frozensets of these); TENSOR_MATCH only CPU tensors; no SHAPE_ENV guard (dynamic
+    shapes) and no graph break (resume functions) yet; a backend other than "eager", "codegen"/
+    "inductor" (the C++ wrapper, or its eager fallback), or a custom callable: not cached.
+  * COMPILE_SETTINGS is re-made for the callback asking (the key already holds the settings).
+
+Safety: entries are sealed like codecache's binaries (trailer: key, sha256, size) and verified
+before they are unpickled; a damaged or foreign entry is ignored with one CacheWarning and
+replaced by the next store; an entry that verifies but no longer loads or binds here (a name
+gone, a file edited) is stale: skipped, logged, replaced. Writes are codecache.publish's (temp
+file, fsync, rename: racing writers each publish a complete file). Entries are pickles, so the
+frames folder must be private: it is created 0700 and a folder another user owns or others may
+write is not read (one warning). A read-only cache dir still serves; stores go to codecache's
+per-process fallback dir. `save_artifacts()` / `load_artifacts(data)` move the frames and the
+compiled code they use to another machine of the same kind (same versions, else unused).
+"""
+from __future__ import annotations
+
+import collections
+import hashlib
+import io
+import itertools
+import linecache
+import logging
+import marshal
+import os
+import pickle
+import stat
+import sys
+import sysconfig
+import types
+import warnings
+import zipfile
+from typing import Any, Optional
+
+import torch
+
+from codegen import codecache
+from pydynamo import autocast as _autocast
+from pydynamo import config
+from pydynamo.executor import installed
+from pydynamo.executor.output_graph import _graph_ids, wrap_compiled
+from pydynamo.executor.reconstruct import _const_ids
+from pydynamo.guards import Guard, GuardKind, TensorSpec, compile_guards
+
+log = logging.getLogger("pydynamo.warm_cache")
+
+FORMAT = "1"
+
+# hits: frames loaded instead of traced; stores: entries written; uncacheable: translations
+# not stored (logged with why); stale: verified entries that no longer bind; damaged: entries
+# failing verification (one CacheWarning each)
+stats: collections.Counter = collections.Counter()
+
+_ROOTS = tuple(os.path.realpath(p) + os.sep for p in {
+    sysconfig.get_paths()["stdlib"], os.path.dirname(torch.__file__),
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__)))} if p)
+_PLAIN = (int, float, complex, str, bytes, bool, type(None), torch.dtype, torch.device)
+
+
+class Uncacheable(Exception):
+    """Why a translated frame cannot be stored (one log line)."""
+
+
+class Stale(Exception):
+    """Why a verified entry does not bind in this process (skipped, then replaced)."""
+
+
+# ------------------------------------------------------------------ keys
+
+_versions: list = []
+
+
+def versions() -> str:
+    """What every entry depends on besides its frame: pydynamo's and codegen's files (name, size,
+    mtime: an edit of the compiler invalidates), torch, Python, the CPU and C library."""
+    if not _versions:
+        h = hashlib.sha256()
+        here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        for pkg in ("pydynamo", "codegen"):
+            for d, dirs, files in sorted(os.walk(os.path.join(here, pkg))):
+                dirs.sort()
+                for f in sorted(files):
+                    if f.endswith((".py", ".cpp", ".so")):
+                        st = os.stat(os.path.join(d, f))
+                        h.update(f"{d}/{f}:{st.st_size}:{st.st_mtime_ns}\n".encode())
+        _versions.append(" | ".join([FORMAT, h.hexdigest(), torch.__version__,
+                                     str(torch.version.git_version), sys.version,
+                                     codecache.target_id()]))
+    return _versions[0]
+
+
+def _settings_key(callback) -> str:
+    s = getattr(callback, "settings", None)
+    if s is None or not isinstance(s.backend, str):
+        raise Uncacheable("a custom backend callable (only registered backend names are cached)")
+    if s.backend not in ("eager", "codegen", "inductor"):
+        raise Uncacheable(f"backend {s.backend!r} (cached: eager, codegen)")
+    return repr((s.backend, s.fullgraph, s.dynamic, s.mode, _plain(s.options, "options")))
+
+
+def frame_key(code: types.CodeType, callback) -> str:
+    return codecache.key_of("frame", _code_hash(code),
+                            code.co_filename, code.co_qualname, str(code.co_firstlineno),
+                            _settings_key(callback), versions())
+
+
+def _plain(v, what):
+    if isinstance(v, _PLAIN):
+        return v
+    if isinstance(v, (tuple, list, frozenset)):
+        return type(v)(_plain(x, what) for x in v)
+    if isinstance(v, dict):
+        return {_plain(k, what): _plain(x, what) for k, x in v.items()}
+    raise Uncacheable(f"{what} holds a {type(v).__qualname__}, not plain data")
+
+
+# ------------------------------------------------------------------ the folder
+
+def _frames_dir(create: bool) -> Optional[str]:
+    """<cache dir>/frames if it is ours and private (created 0700), else None (one warning)."""
+    d = os.path.join(codecache.cache_dir(), "frames")
+    if create:
+        try:
+            os.makedirs(d, mode=0o700, exist_ok=True)
+        except OSError:
+            pass        # read-only: stores go to codecache's fallback
+    try:
+        st = os.stat(d)
+    except OSError:
+        return None
+    if st.st_uid != os.getuid() or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        if d not in _distrusted:
+            _distrusted.add(d)
+            warnings.warn(f"pydynamo warm cache: {d} is not private to this user (owner "
+                          f"{st.st_uid}, mode {stat.filemode(st.st_mode)}); not reading it",
+                          codecache.CacheWarning, stacklevel=4)
+        return None
+    return d
+
+
+_distrusted: set = set()
+
+
+def _entry_rel(key: str, entry: str) -> str:
+    return os.path.join("frames", key[:2], key, entry + ".pkl")
+
+
+def _entry_names(key: str) -> list:
+    """Entry files for `key` in the cache dir and this process's fallback dir, newest first."""
+    names = {}
+    for root in [codecache.cache_dir()] + ([codecache._fallback[codecache.cache_dir()]]
+                                           if codecache.cache_dir() in codecache._fallback else []):
+        d = os.path.join(root, "frames", key[:2], key)
+        if root == codecache.cache_dir() and _frames_dir(False) is None:
+            continue
+        try:
+            for n in os.listdir(d):
+                if n.endswith(".pkl"):
+                    names.setdefault(n[:-4], os.stat(os.path.join(d, n)).st_mtime)
+        except OSError:
+            continue
+    return sorted(names, key=names.get, reverse=True)
+
+
+# ------------------------------------------------------------------ storing
+
+def store(code, result, frame_locals: dict, frame_globals: dict, callback) -> bool:
+    """Write the entry for a translation (convert_frame.FrameResult); False with one log line
+    when it cannot be cached."""
+    try:
+        key = frame_key(code, callback)
+        payload = _serialize(code, result, frame_locals, frame_globals)
+        blob = pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
+    except Uncacheable as e:
+        stats["uncacheable"] += 1
+        log.info("pydynamo warm cache: %s (%s:%d) not cached: %s", code.co_qualname,
+                 code.co_filename, code.co_firstlineno, e)
+        return False
+    except Exception as e:          # pickling something unexpected: not cached, not an error
+        stats["uncacheable"] += 1
+        log.info("pydynamo warm cache: %s not cached: %s: %s", code.co_qualname,
+                 type(e).__name__, e)
+        return False
+    entry = hashlib.sha256("\n".join(payload["guard_texts"]).encode()).hexdigest()[:32]
+    _frames_dir(True)
+
+    def produce(tmp):
+        with open(tmp, "wb") as f:
+            f.write(blob)
+    try:
+        codecache._publish_sealed(_entry_rel(key, entry), key + entry, produce,
+                                  "warm-start frame entry", versions())
+    except OSError as e:
+        log.info("pydynamo warm cache: could not write an entry: %s", e)
+        return False
+    stats["stores"] += 1
+    _seen.setdefault(key, set()).add(entry)     # (this process has it in memory already)
+    return True
+
+
+def _serialize(code, result, frame_locals, frame_globals) -> dict:
+    if result.graph_break is not None:
+        raise Uncacheable("a graph break (resume functions are not cached yet)")
+    files = {}
+    _add_file(files, code.co_filename)
+    guards = [_portable_guard(g, frame_locals, frame_globals, files) for g in result.guards]
+    graphs = {g.name: g for g in result.graphs}
+    names = {}
+    for name in _global_names(result.new_code):
+        if not name.startswith("__pydynamo_"):
+            continue
+        if name in graphs:
+            names[name] = ("graph", _portable_graph(graphs[name]))
+        elif name in frame_globals:      # a value the output code uses (identity unused)
+            value = frame_globals[name]
+            try:
+                names[name] = ("value", ("const", _plain(value, name)))
+            except Uncacheable:
+                names[name] = ("value", _ref(value, name, files))
+        else:
+            raise Uncacheable(f"the output code reads {name}, which is not in the frame's globals")
+    new_code = result.new_code
+    source = linecache.cache.get(new_code.co_filename)
+    return {"format": FORMAT, "new_code": marshal.dumps(new_code), "guards": guards,
+            "guard_texts": [g.describe() for g in result.guards], "names": names,
+            "files": files, "source_lines": source[2] if source else None}
+
+
+def _global_names(code) -> set:
+    out = set(code.co_names)
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            out |= _global_names(c)
+    return out
+
+
+def _add_file(files: dict, path: Optional[str]) -> None:
+    """Record the sha256 of a source file that is not covered by versions()."""
+    if not path or path in files:
+        return
+    real = os.path.realpath(path)
+    if real.startswith(_ROOTS):
+        return
+    try:
+        with open(path, "rb") as f:
+            files[path] = hashlib.sha256(f.read()).hexdigest()
+    except OSError:
+        raise Uncacheable(f"source file {path} cannot be read (code not from a file)")
+
+
+def _add_class(files: dict, cls) -> None:
+    for c in getattr(cls, "__mro__", (cls,)):
+        mod = sys.modules.get(getattr(c, "__module__", None) or "")
+        if mod is not None and getattr(mod, "__file__", None):
+            _add_file(files, mod.__file__)
+
+
+def _ref(obj, where: str, files: dict):
+    """A portable stand-in for `obj` (see the module docstring), or Uncacheable."""
+    if obj is None or obj is True or obj is False or obj is Ellipsis:
+        return ("const", obj)
+    if isinstance(obj, float):
+        return ("const", obj)
+    if isinstance(obj, types.ModuleType):
+        if sys.modules.get(obj.__name__) is not obj:
+            raise Uncacheable(f"{where}: module {obj.__name__} is not sys.modules' own")
+        _add_file(files, getattr(obj, "__file__", None))
+        return ("module", obj.__name__)
+    if isinstance(obj, torch.nn.Module):
+        _add_class(files, type(obj))
+        return ("instance", _named(type(obj), where, files))
+    if isinstance(obj, types.CodeType):     # (read as fn.__code__): found again by content
+        _add_file(files, obj.co_filename)
+        return ("code", None, obj.co_qualname, _code_hash(obj), None)
+    try:
+        return ("named", _named(obj, where, files))
+    except Uncacheable:
+        if type(obj) is not types.FunctionType:
+            raise
+    # a function with no name that finds it (a closure, a decorator's wrapped function): found
+    # again through the guard's source in the new frame, and accepted only with the same code,
+    # the same module globals, and (through the guards on them) the same defaults and cells
+    _add_file(files, obj.__code__.co_filename)
+    return ("code", obj.__module__, obj.__qualname__, _code_hash(obj.__code__),
+            _module_globals(obj))
+
+
+def _module_globals(fn) -> bool:
+    mod = sys.modules.get(fn.__module__ or "")
+    return mod is not None and fn.__globals__ is mod.__dict__
+
+
+def _named(obj, where: str, files: dict):
+    """(pickled reference, module, qualname, code hash) for an object pickle writes by name."""
+    try:
+        data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+        same = pickle.loads(data) is obj
+    except Exception:
+        same = False
+    if not same:
+        raise Uncacheable(f"{where} holds a {type(obj).__qualname__} with no stable identity "
+                          "across processes")
+    code = getattr(obj, "__code__", None)
+    if isinstance(obj, type):
+        _add_class(files, obj)
+    elif isinstance(code, types.CodeType):
+        _add_file(files, code.co_filename)
+    return (data, getattr(obj, "__module__", None), getattr(obj, "__qualname__", None),
+            _code_hash(code))
+
+
+def _code_hash(code) -> Optional[str]:
+    """A content hash of a code object, the same in every process (marshal's bytes are not:
+    they depend on reference counts)."""
+    if not isinstance(code, types.CodeType):
+        return None
+    h = hashlib.sha256()
+    _hash_code(h, code)
+    return h.hexdigest()
+
+
+def _hash_code(h, code) -> None:
+    for part in (code.co_code, code.co_linetable, code.co_exceptiontable):
+        h.update(len(part).to_bytes(8, "little") + part)
+    h.update(repr((code.co_names, code.co_varnames, code.co_freevars, code.co_cellvars,
+                   code.co_filename, code.co_qualname, code.co_firstlineno, code.co_flags,
+                   code.co_argcount, code.co_posonlyargcount, code.co_kwonlyargcount,
+                   code.co_stacksize)).encode())
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            _hash_code(h, c)
+        else:
+            h.update(f"{type(c).__qualname__}:{c!r}\0".encode())
+
+
+def _portable_guard(g: Guard, frame_locals, frame_globals, files) -> tuple:
+    k = g.kind
+    where = f"a guard on {g.source.name() if g.source is not None else k.value}"
+    if k is GuardKind.COMPILE_SETTINGS:
+        return ("settings",)
+    if k is GuardKind.SHAPE_ENV:
+        raise Uncacheable("dynamic shapes (a SHAPE_ENV guard)")
+    if k is GuardKind.ID_MATCH:
+        obj = eval(g.source.guard_expr(), {"L": frame_locals, "G": frame_globals})
+        if id(obj) != g.expected[0]:
+            raise Uncacheable(f"{where}: the object changed during tracing")
+        return ("id", g.source, _ref(obj, where, files), g.expected[1], g.origin)
+    if k is GuardKind.TYPE_MATCH:
+        return ("type", g.source, _named(g.expected, where, files), g.origin)
+    if k is GuardKind.TENSOR_MATCH:
+        s: TensorSpec = g.expected
+        if s.device.type != "cpu":
+            raise Uncacheable(f"{where}: a {s.device.type} tensor (only CPU entries are cached)")
+        return ("tensor", g.source, _named(s.cls, where, files), s, g.origin)
+    if k is GuardKind.GLOBAL_STATE:
+        return ("plain", g.source, k, _plain(g.expected, where), g.origin)
+    if k in (GuardKind.EQUALS_MATCH, GuardKind.LEN, GuardKind.DICT_KEYS):
+        return ("plain", g.source, k, _plain(g.expected, where), g.origin)
+    if k is GuardKind.ALIASING:
+        return ("plain", g.source, k, g.expected, g.origin)
+    raise Uncacheable(f"{where}: guard kind {k.value}")
+
+
+def _portable_graph(cg) -> tuple:
+    fn = cg.backend_fn
+    gm = pickle.dumps(cg.gm, protocol=pickle.HIGHEST_PROTOCOL)
+    if getattr(fn, "__self__", None) is cg.gm or getattr(fn, "wrapper_path", "x") is None:
+        return ("eager", gm)     # gm.forward, or codegen's eager fallback: runs the graph
+    if getattr(fn, "wrapper_path", None) is None or getattr(fn, "kernel_path", None) is not None \
+            or type(fn) is not types.FunctionType or hasattr(fn, "boxed_entry"):
+        raise Uncacheable(f"graph {cg.name}: a compiled {type(fn).__qualname__} (cached: the "
+                          "eager backend and codegen's C++ wrappers)")
+    autocast = any(n.target is _autocast.enter_autocast for n in cg.gm.graph.nodes)
+    return ("cpp", gm) + _wrapper_record(cg.name, fn) + (autocast,)
+
+
+def _wrapper_record(name: str, fn) -> tuple:
+    """What codegen/run_wrapper.namespace needs to rebuild a C++ wrapper's namespace, read from
+    the live one (`fn.__globals__`, pipeline.build's): its spec, kernels' source, extern
+    arguments and constants."""
+    import ctypes
+    from codegen import standalone
+    from codegen.options import VECTOR_WIDTHS, Options
+    from codegen.pipeline import _CTYPES_BY_KIND
+    ns = fn.__globals__
+    with open(fn.wrapper_path) as f:
+        wsrc = f.read()
+    if ns.get("_scalar_fns"):
+        raise Uncacheable(f"graph {name}: a runtime float's Python function")
+    externs = [standalone.qualified_name(t) for t in ns["_externs"]]
+    if None in externs:
+        raise Uncacheable(f"graph {name}: extern {ns['_externs'][externs.index(None)]!r} has no "
+                          "importable name")
+    kind_of = {v: k for k, v in _CTYPES_BY_KIND.items()}
+    bindings = {}
+    for k, v in ns.items():
+        if isinstance(v, ctypes._CFuncPtr):
+            kinds = {f"a{i}": kind_of[t] for i, t in enumerate(v.argtypes)}
+            bindings[k] = {"args": list(kinds), "kinds": kinds}
+    ksrc, width = None, "512"
+    if bindings:
+        lpath = fn.library_path
+        with open(lpath[:-3] + ".cpp") as f:
+            ksrc = f.read()
+        widths = [w for w in VECTOR_WIDTHS if codecache.source_key(ksrc, codecache.cxxflags(w))
+                  == os.path.basename(lpath)[:-3]]
+        if not widths:
+            raise Uncacheable(f"graph {name}: its kernels' source is not its library's")
+        width = widths[0]
+    constants = {k: v for k, v in ns.items() if isinstance(v, torch.Tensor)}
+    spec = {"backend": "cpp", "device": "cpu", "kernels_path": "<entry>" if ksrc else None,
+            "vector_width": width, "fast_launch": Options().triton_fast_launch,
+            "bindings": bindings, "externs": externs, "consts": [],
+            "constants": dict.fromkeys(constants)}
+    return (wsrc, ksrc, spec, pickle.dumps((list(ns["_consts"]), constants),
+                                           protocol=pickle.HIGHEST_PROTOCOL))
+
+
+# ------------------------------------------------------------------ loading
+
+_seen: dict = {}        # key -> entries this process already handed to the hook or stored
+
+
+def lookup(code, frame_locals: dict, frame_globals: dict, callback):
+    """(guard, new_code) of a stored entry whose guards pass on this frame, or None."""
+    try:
+        key = frame_key(code, callback)
+    except Uncacheable:
+        return None
+    seen = _seen.setdefault(key, set())
+    for entry in _entry_names(key):
+        if entry in seen:
+            continue
+        payload = _read_entry(key, entry)
+        if payload is None:
+            seen.add(entry)
+            continue
+        try:
+            guard = _bind_guards(payload, frame_locals, frame_globals, callback)
+        except _NoMatch:
+            continue
+        except Stale as e:
+            stats["stale"] += 1
+            seen.add(entry)
+            log.info("pydynamo warm cache: stale entry for %s skipped: %s", code.co_qualname, e)
+            continue
+        if not guard(frame_locals):
+            continue                # another input's entry: may serve a later call
+        try:
+            new_code = _install(payload, frame_globals)
+        except Exception as e:      # a graph that no longer rebuilds here
+            stats["stale"] += 1
+            seen.add(entry)
+            log.info("pydynamo warm cache: entry for %s does not load: %s: %s", code.co_qualname,
+                     type(e).__name__, e)
+            continue
+        seen.add(entry)
+        stats["hits"] += 1
+        guard.callback = callback
+        return guard, new_code
+    stats["misses"] += 1
+    return None
+
+
+def _read_entry(key: str, entry: str) -> Optional[dict]:
+    def use(path, data):
+        payload = pickle.loads(data)
+        if not isinstance(payload, dict) or payload.get("format") != FORMAT:
+            raise ImportError("not an entry of this format")
+        return payload
+    try:
+        return codecache._find_sealed(_entry_rel(key, entry), key + entry, use,
+                                      "warm-start frame entry")
+    except Exception as e:          # verified bytes that do not unpickle here: stale
+        stats["stale"] += 1
+        log.info("pydynamo warm cache: entry %s does not unpickle: %s: %s", entry,
+                 type(e).__name__, e)
+        return None
+
+
+class _NoMatch(Exception):
+    """An entry whose guards cannot be bound on this frame (another function at a source): it
+    does not serve this call, and may serve another."""
+
+
+def _bind_guards(payload: dict, frame_locals: dict, frame_globals: dict, callback):
+    for path, sha in payload["files"].items():
+        try:
+            with open(path, "rb") as f:
+                now = hashlib.sha256(f.read()).hexdigest()
+        except OSError:
+            now = None
+        if now != sha:
+            raise Stale(f"{path} changed")
+    return compile_guards([_guard(p, callback, frame_locals, frame_globals)
+                           for p in payload["guards"]], frame_globals)
+
+
+def _guard(p: tuple, callback, frame_locals: dict, frame_globals: dict) -> Guard:
+    tag = p[0]
+    if tag == "settings":
+        return Guard(None, GuardKind.COMPILE_SETTINGS, callback)
+    if tag == "plain":
+        return Guard(p[1], p[2], p[3], p[4])
+    if tag == "type":
+        return Guard(p[1], GuardKind.TYPE_MATCH, _resolve_named(p[2]), p[3])
+    if tag == "tensor":
+        import dataclasses
+        return Guard(p[1], GuardKind.TENSOR_MATCH,
+                     dataclasses.replace(p[3], cls=_resolve_named(p[2])), p[4])
+    if tag == "id":
+        ref = p[2]
+        if ref[0] == "instance":
+            return Guard(p[1], GuardKind.TYPE_MATCH, _resolve_named(ref[1]), p[4])
+        if ref[0] == "code":
+            return Guard(p[1], GuardKind.ID_MATCH, (id(_by_code(p[1], ref, frame_locals,
+                                                                frame_globals)), p[3]), p[4])
+        return Guard(p[1], GuardKind.ID_MATCH, (id(_resolve(ref)), p[3]), p[4])
+    raise Stale(f"unknown guard record {tag!r}")
+
+
+def _by_code(source, ref, frame_locals, frame_globals):
+    """The function (or code object: `module` None) at `source` in this frame, if it is the
+    recorded one by content."""
+    _, module, qualname, code_hash, module_globals = ref
+    try:
+        fn = eval(source.guard_expr(), {"L": frame_locals, "G": frame_globals})
+    except Exception:
+        raise _NoMatch(f"{source.name()} cannot be read")
+    if module is None:
+        same = isinstance(fn, types.CodeType) and _code_hash(fn) == code_hash
+    else:
+        same = type(fn) is types.FunctionType and (fn.__module__, fn.__qualname__) == \
+            (module, qualname) and _code_hash(fn.__code__) == code_hash and \
+            _module_globals(fn) == module_globals
+    if not same:
+        raise _NoMatch(f"{source.name()} is another function")
+    return fn
+
+
+def _resolve(ref):
+    if ref[0] == "const":
+        return ref[1]
+    if ref[0] == "module":
+        import importlib
+        return importlib.import_module(ref[1])
+    return _resolve_named(ref[1])
+
+
+def _resolve_named(named):
+    data, module, qualname, code_hash = named
+    try:
+        obj = pickle.loads(data)
+    except Exception as e:
+        raise Stale(f"{module}.{qualname} is gone ({type(e).__name__}: {e})")
+    if (getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)) != (module, qualname):
+        raise Stale(f"{module}.{qualname} now names {getattr(obj, '__qualname__', obj)!r}")
+    if code_hash is not None and _code_hash(getattr(obj, "__code__", None)) != code_hash:
+        raise Stale(f"{module}.{qualname} has other code now")
+    return obj
+
+
+def _install(payload: dict, frame_globals: dict) -> types.CodeType:
+    """Rebuild the entry's globals under fresh names (this process's counters: a later compile
+    never reuses them) and return the replacement code reading those names."""
+    rename, values = {}, {}
+    for name, (tag, what) in payload["names"].items():
+        if tag == "graph":
+            new = f"__pydynamo_compiled_fn_{next(_graph_ids)}"
+            values[new] = _rebuild_graph(what)
+        else:
+            new = f"__pydynamo_const_{next(_const_ids)}"
+            values[new] = _resolve(what)
+        rename[name] = new
+    new_code = _renamed(marshal.loads(payload["new_code"]), rename)
+    filename = new_code.co_filename
+    if payload["source_lines"] and filename.startswith("<pydynamo transformed"):
+        filename = filename[:-1] + f" warm {next(_loads)}>"
+        new_code = _with_filename(new_code, filename)
+        installed.register_source(filename, payload["source_lines"])
+    for name, value in values.items():
+        installed.install(frame_globals, name, value)
+    return new_code
+
+
+_loads = itertools.count()
+
+
+def _renamed(code, rename: dict):
+    consts = tuple(_renamed(c, rename) if isinstance(c, types.CodeType) else c
+                   for c in code.co_consts)
+    return code.replace(co_names=tuple(rename.get(n, n) for n in code.co_names), co_consts=consts)
+
+
+def _with_filename(code, filename: str):
+    consts = tuple(_with_filename(c, filename) if isinstance(c, types.CodeType) else c
+                   for c in code.co_consts)
+    return code.replace(co_filename=filename, co_consts=consts)
+
+
+def _rebuild_graph(rec: tuple):
+    if rec[0] == "eager":
+        gm = pickle.loads(rec[1])
+        return wrap_compiled(gm, gm.forward)
+    _, gm_data, wsrc, ksrc, spec, values, autocast = rec
+    from codegen import pipeline, run_wrapper
+    consts, constants = pickle.loads(values)
+    gm = _LazyGraph(gm_data)
+    ns = run_wrapper.namespace(spec, pipeline._fallbacks(gm), constants, ksrc, consts)
+    path = codecache.write_wrapper(wsrc)
+    exec(compile(wsrc, path, "exec"), ns)
+    call = ns["call"]
+    call.wrapper_path, call.library_path = path, None
+    return wrap_compiled(gm, call, autocast)
+
+
+class _LazyGraph:
+    """The FX graph of a C++ wrapper, unpickled (about 0.1 s for a transformer: pickle traces its
+    code again) only when one of the wrapper's eager escapes first runs it."""
+
+    def __init__(self, data: bytes):
+        self.data, self.gm = data, None
+
+    def __call__(self, *args):
+        if self.gm is None:
+            self.gm = pickle.loads(self.data)
+        return self.gm(*args)
+
+
+# ------------------------------------------------------------------ moving a warm cache
+
+_CARRIED = ("frames", "cpp", "wrappers")
+
+
+def save_artifacts() -> bytes:
+    """The warm cache (frame entries, kernel libraries and their sources, wrappers) as one zip,
+    for `load_artifacts` on another machine of the same kind (entries keyed for other versions
+    or CPUs are simply never looked up there; every file is verified again when used)."""
+    root = codecache.cache_dir()
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        for top in _CARRIED:
+            if top == "frames" and _frames_dir(False) is None:
+                continue
+            for d, _, files in os.walk(os.path.join(root, top)):
+                for f in sorted(files):
+                    if f.endswith(".tmp"):
+                        continue
+                    path = os.path.join(d, f)
+                    z.write(path, os.path.relpath(path, root))
+    return buf.getvalue()
+
+
+def load_artifacts(data: bytes) -> int:
+    """Write what save_artifacts() returned into this cache dir (atomically, file by file);
+    returns how many files. Only the folders it carries, no path outside them; the entries are
+    pickles, so `data` must come from a source as trusted as this user's own files."""
+    n = 0
+    _frames_dir(True)
+    with zipfile.ZipFile(io.BytesIO(data)) as z:
+        for info in z.infolist():
+            rel = os.path.normpath(info.filename)
+            parts = rel.split(os.sep)
+            if info.is_dir() or rel.startswith(("/", "..")) or parts[0] not in _CARRIED \
+                    or ".." in parts:
+                continue
+            blob = z.read(info)
+
+            def produce(tmp, blob=blob):
+                with open(tmp, "wb") as f:
+                    f.write(blob)
+            codecache.publish(rel, produce)
+            n += 1
+    return n

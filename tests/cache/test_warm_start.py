@@ -1,0 +1,209 @@
+"""Warm start (issue 20): a new process loads the frames an earlier one compiled instead of
+tracing them (pydynamo/warm_cache.py), and a damaged, truncated, foreign, re-versioned, stale,
+read-only, shared or contended cache never crashes a process nor gives a wrong answer; what it
+costs is counted (frames traced again, one CacheWarning per damaged entry).
+
+Each scenario runs in its own process, forked from one server that imported torch and pydynamo
+(warm_child.py on cache_child.py's server); every compiled result is checked against eager there.
+"""
+import glob
+import os
+import shutil
+import stat
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import test_cache_faults  # noqa: E402  (its scenario server)
+
+CHILD = os.path.join(HERE, "warm_child.py")
+
+
+class Server(test_cache_faults.Server):
+    def run(self, cache, fns=("f",), backend="codegen", modes=(), parallel=1):
+        return self.ask({"cache": str(cache), "fns": list(fns), "backend": backend,
+                         "modes": list(modes)}, parallel)
+
+
+@pytest.fixture(scope="module")
+def server():
+    s = Server(CHILD)
+    yield s
+    s.close()
+
+
+def check(answer, traced, warnings=0, hits=None):
+    """The scenario ran to the end, every result equals eager, nothing ran eagerly for lack of
+    a compiler, `traced` frames were traced (the rest loaded), and `warnings` CacheWarnings."""
+    assert answer["status"] == "exit 0", answer
+    rep = answer["report"]
+    assert rep["ok"], rep
+    assert rep["eager_graphs"] == 0, rep
+    assert len(rep["translations"]) == traced, rep
+    assert len(rep["cache_warnings"]) == warnings, rep["cache_warnings"]
+    if hits is not None:
+        assert rep["hits"] == hits, rep
+    return rep
+
+
+def entries(cache):
+    return sorted(glob.glob(os.path.join(cache, "frames", "*", "*", "*.pkl")))
+
+
+@pytest.fixture(scope="module")
+def base(server, tmp_path_factory):
+    """A warm cache holding f's entry (codegen, C++ kernels), built once."""
+    d = tmp_path_factory.mktemp("warm") / "cache"
+    rep = check(server.run(d), traced=1, hits=0)
+    assert rep["stores"] == 1 and rep["graphs_compiled"] == 1
+    assert len(entries(d)) == 1
+    assert stat.S_IMODE(os.stat(d / "frames").st_mode) == 0o700
+    return d
+
+
+@pytest.fixture
+def cache(base, tmp_path):
+    d = tmp_path / "cache"
+    shutil.copytree(base, d)
+    return d
+
+
+def test_a_new_process_loads_instead_of_tracing(server, cache):
+    rep = check(server.run(cache), traced=0, hits=1)
+    assert rep["graphs_compiled"] == 0 and rep["kernel_compiles"] == 0 and rep["stores"] == 0
+
+
+def test_demo_transformer_warm_start_with_both_backends(server, tmp_path):
+    for backend in ("codegen", "eager"):
+        d = tmp_path / backend
+        check(server.run(d, fns=["demo"], backend=backend), traced=1, hits=0)
+        rep = check(server.run(d, fns=["demo"], backend=backend), traced=0, hits=1)
+        assert rep["graphs_compiled"] == 0
+
+
+def test_entries_are_per_backend(server, cache):
+    """The eager backend's entry is not codegen's: a miss, then its own entry."""
+    check(server.run(cache, backend="eager"), traced=1, hits=0)
+    check(server.run(cache, backend="eager"), traced=0, hits=1)
+
+
+def test_another_input_shape_is_a_new_entry_beside_the_first(server, cache):
+    check(server.run(cache, modes=["shapes"]), traced=1, hits=1)
+    assert len(entries(cache)) == 2
+    check(server.run(cache, modes=["shapes"]), traced=0, hits=2)
+
+
+@pytest.mark.parametrize("damage", ["truncate", "overwrite", "empty", "garbage"])
+def test_damaged_entry_is_retraced_with_one_warning_then_silent(server, cache, damage):
+    (path,) = entries(cache)
+    blob = open(path, "rb").read()
+    with open(path, "wb") as fh:
+        if damage == "truncate":
+            fh.write(blob[:len(blob) // 2])
+        elif damage == "overwrite":
+            mid = len(blob) // 2
+            fh.write(blob[:mid] + bytes(b ^ 0xFF for b in blob[mid:mid + 64]) + blob[mid + 64:])
+        elif damage == "garbage":
+            fh.write(os.urandom(len(blob)))
+    rep = check(server.run(cache), traced=1, warnings=1, hits=0)
+    assert "damaged" in rep["cache_warnings"][0] and rep["stores"] == 1
+    check(server.run(cache), traced=0, hits=1)       # repaired: the next process is silent
+
+
+def test_foreign_entry_under_this_name_is_not_used(server, cache, tmp_path):
+    """Another frame's entry copied over this one's file: its trailer names another key."""
+    other = tmp_path / "other"
+    check(server.run(other, fns=["file:" + _user_file(tmp_path, 2)], backend="eager"), traced=1)
+    (theirs,) = entries(other)
+    (ours,) = entries(cache)
+    shutil.copy(theirs, ours)
+    rep = check(server.run(cache), traced=1, warnings=1, hits=0)
+    assert "built for key" in rep["cache_warnings"][0]
+
+
+def test_changed_versions_miss_silently(server, cache):
+    rep = check(server.run(cache, modes=["versions:other torch"]), traced=1, hits=0)
+    assert rep["stores"] == 1 and len(entries(cache)) == 2   # one per version, side by side
+    check(server.run(cache), traced=0, hits=1)
+
+
+def _user_file(tmp_path, factor) -> str:
+    path = tmp_path / "user_model.py"
+    path.write_text(f"import torch\n\n\ndef helper(x):\n    return x * {factor}\n\n\n"
+                    f"def fn(x):\n    return helper(x).sin() + 1\n")
+    return str(path)
+
+
+def test_edited_source_file_makes_the_entry_stale(server, tmp_path):
+    """The frame's code is unchanged but a function it inlines was edited: never the old graph."""
+    d = tmp_path / "cache"
+    path = _user_file(tmp_path, 2)
+    check(server.run(d, fns=["file:" + path]), traced=1)
+    check(server.run(d, fns=["file:" + path]), traced=0, hits=1)
+    _user_file(tmp_path, 3)                       # same fn, helper now multiplies by 3
+    rep = check(server.run(d, fns=["file:" + path]), traced=1, hits=0)
+    assert rep["stale"] == 1 and any("changed" in m for m in rep["logs"]), rep
+
+
+def test_guard_on_an_object_without_a_name_is_not_cached_and_says_so(server, tmp_path):
+    d = tmp_path / "cache"
+    rep = check(server.run(d, fns=["getter_fn"]), traced=1)
+    assert rep["uncacheable"] == 1 and rep["stores"] == 0
+    assert any("not cached" in m and "no stable identity" in m for m in rep["logs"]), rep["logs"]
+    check(server.run(d, fns=["getter_fn"]), traced=1, hits=0)
+
+
+def test_closure_over_a_lambda_is_found_again_by_its_code(server, tmp_path):
+    d = tmp_path / "cache"
+    check(server.run(d, fns=["local_fn"]), traced=1, hits=0)
+    check(server.run(d, fns=["local_fn"]), traced=0, hits=1)
+
+
+def test_read_only_cache_dir_serves_and_stores_elsewhere(server, cache):
+    modes = ["no_capabilities"] if os.geteuid() == 0 else []
+    for d, _, files in os.walk(cache):
+        os.chmod(d, 0o555)
+    try:
+        check(server.run(cache, modes=modes), traced=0, hits=1)
+        rep = check(server.run(cache, modes=modes, backend="eager"), traced=1, warnings=1)
+        assert "cannot write" in rep["cache_warnings"][0]
+    finally:
+        for d, _, _ in os.walk(cache):
+            os.chmod(d, 0o755)
+    assert len(entries(cache)) == 1                 # nothing was written into it
+
+
+def test_frames_folder_open_to_others_is_not_read(server, cache):
+    os.chmod(cache / "frames", 0o777)
+    rep = check(server.run(cache), traced=1, warnings=1, hits=0)
+    assert "not private" in rep["cache_warnings"][0]
+
+
+def test_two_processes_racing_on_one_entry(server, tmp_path):
+    """10 rounds of two processes starting together on a cache without the entry: each traces
+    and publishes the same entry, the last rename wins, and no process ever reads a partial one;
+    a third process then loads it."""
+    d = tmp_path / "cache"
+    traced = 0
+    for _ in range(10):
+        shutil.rmtree(d / "frames", ignore_errors=True)
+        for a in server.run(d, parallel=2):
+            traced += len(check(a, traced=1, hits=0)["translations"])
+        check(server.run(d), traced=0, hits=1)
+    assert traced == 20
+
+
+def test_racing_on_a_warm_entry(server, cache):
+    for _ in range(10):
+        for a in server.run(cache, parallel=2):
+            check(a, traced=0, hits=1)
+
+
+def test_save_and_load_artifacts_move_a_warm_cache(server, cache, tmp_path):
+    blob = tmp_path / "artifacts.zip"
+    check(server.run(cache, modes=[f"save:{blob}"]), traced=0, hits=1)
+    fresh = tmp_path / "fresh"
+    rep = check(server.run(fresh, modes=[f"load:{blob}"]), traced=0, hits=1)
+    assert rep["kernel_compiles"] == 0 and rep["graphs_compiled"] == 0
