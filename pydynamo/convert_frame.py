@@ -357,8 +357,10 @@ def _make_callback(backend, backend_fn, fullgraph, dynamic, mode, options, recom
             logs.log("recompiles", "%s", why)
             _observe(code, why)
         if config.warm_start and not RECORDERS:   # (explain() counts what tracing finds)
-            hit = warm_cache.lookup(code, frame_locals, frame_globals, callback)
+            with phases.compiling() as clock, phases.phase("loading"):
+                hit = warm_cache.lookup(code, frame_locals, frame_globals, callback)
             if hit is not None:   # an entry an earlier process compiled: no tracing
+                _observe(code, report.WarmLoad(hit[0], clock))
                 return hit
         try:
             result = translate(code, frame_locals, frame_globals, builtins, traced_backend,

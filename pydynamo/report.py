@@ -6,7 +6,8 @@
 
 While `config.report_dir` is set, convert_frame hands every translation's record here (`record`:
 the FrameResult of a compiled entry, the GraphBreak of a frame that runs in Python, the
-RecompileExplanation before a recompile), and phases.LATE the clocks of graphs compiled outside
+RecompileExplanation before a recompile, a WarmLoad for an entry loaded from the warm cache
+instead of traced), and phases.LATE the clocks of graphs compiled outside
 a frame's compile (a backward, at the first backward call). The page shows, per frame (code
 object), its source location and source, and per compiled entry: why it recompiled (each
 failing guard, expected and got), the compile time split into phases (pydynamo/phases.py),
@@ -37,7 +38,7 @@ import tempfile
 import threading
 import time
 import warnings
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 
@@ -45,9 +46,17 @@ from pydynamo import config, phases
 from pydynamo.bytecode import origin_of, user_frame_name
 from pydynamo.exc import GraphBreak
 from pydynamo.guards import settings_of
-from pydynamo.recompiles import RecompileExplanation, value_text
+from pydynamo.recompiles import RecompileExplanation, user_names, value_text
 
 _SOURCE_LINES = 80      # a frame's source shown up to this many lines
+
+
+@dataclasses.dataclass
+class WarmLoad:
+    """An entry an earlier process compiled, loaded from the warm cache (pydynamo/warm_cache.py)
+    instead of traced: its guard, and the clock of the load."""
+    guard: Any
+    times: phases.Clock
 
 
 @dataclasses.dataclass
@@ -81,6 +90,7 @@ class _Entry:
     cut: Optional[_Break]
     why: Optional[List[List[Tuple[str, str, str, str, str]]]]   # recompile: per old entry, failures
     settings: str                   # the optimize() settings (backend, mode, ...)
+    loaded: bool = False            # from the warm cache, not traced (no graphs to show)
 
 
 @dataclasses.dataclass(eq=False)      # (one per code object: compared by identity)
@@ -130,6 +140,13 @@ def record(item, code) -> None:
         if isinstance(item, RecompileExplanation):
             frame.pending_why = [[(f.what, value_text(f.expected), value_text(f.actual), f.kind, f.origin)
                                   for f in fails] for fails in item.entries]
+        elif isinstance(item, WarmLoad):
+            frame.entries.append(_Entry(
+                time.perf_counter() - _REPORT.t0, item.times.total(), dict(item.times.seconds), [],
+                [user_names(code, g.describe()) for g in getattr(item.guard, "guards", [])],
+                list(item.times.files), None, frame.pending_why,
+                settings_of(getattr(item.guard, "callback", None)), loaded=True))
+            frame.pending_why = None
         elif isinstance(item, GraphBreak):       # the frame runs in Python as a whole
             frame.eager.append((frame.pending_why, _break(item)))
             frame.pending_why = None
@@ -288,6 +305,7 @@ def render(rep: _Report) -> str:
         '<h2 id="summary">Summary</h2><table>',
         _row("frames compiled", sum(1 for f in frames if f.entries)),
         _row("compiled entries", len(entries)),
+        _row("of them loaded from the warm cache", sum(1 for e in entries if e.loaded)),
         _row("graphs", sum(len(e.graphs) for e in entries)),
         _row("ops in graphs", sum(g.op_count for e in entries for g in e.graphs)),
         _row("graph breaks", len(breaks)),
@@ -404,15 +422,17 @@ def _frame_html(f: _Frame, anchor: str) -> str:
     out = [f'<section class="frame" id="{anchor}"><h2>{esc(anchor.split("-")[1])}. {esc(f.name)} '
            f'<span class="loc">{esc(f.filename)}:{f.firstlineno}</span></h2>', _source(f)]
     for k, e in enumerate(f.entries):
+        how = "loaded from the warm cache" if e.loaded else "compiled"
         out.append(f'<div class="entry" id="{anchor}-entry-{k + 1}"><h3>entry {k + 1}'
-                   f'{" (recompile)" if e.why is not None else ""} <span class="loc">compiled at '
+                   f'{" (recompile)" if e.why is not None else ""} <span class="loc">{how} at '
                    f"{e.at_s:.2f} s in {_ms(e.compile_s)} ms</span></h3>")
         if e.why is not None:
             out.append(_why_html(e.why))
         if e.cut:
             out.append(_break_html(e.cut, "break", "Graph break"))
         out.append(f'<div class="meta">{esc(e.settings)}</div>' + _split(e.seconds, brief=True))
-        out.append(f"<h4>Graphs ({len(e.graphs)})</h4>")
+        out.append(f"<h4>Graphs ({len(e.graphs)})</h4>" if not e.loaded else
+                   "<p>Loaded from the warm cache: not traced in this process, no graphs to show.</p>")
         if e.graphs:
             out.append("<table><tr><th>graph</th><th>ops</th><th>op counts</th></tr>")
             for g in e.graphs:

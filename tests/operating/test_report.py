@@ -10,7 +10,8 @@ an element, and every link resolves (anchors to ids on the page, file:// links t
 generated files). A screenshot is taken (PYDYNAMO_REPORT_SCREENSHOT=path keeps a copy). Skipped,
 saying so, only where no Chromium binary is found (CI installs it from the system packages).
 The other tests need no browser: the API form (config.report_dir, write_report), the page
-written at exit, the environment variable's validation, the phase clock.
+written at exit, the environment variable's validation, the phase clock, an entry loaded from the
+warm cache in a second process.
 """
 import html.parser
 import os
@@ -203,14 +204,14 @@ def test_nothing_recorded_without_a_directory(monkeypatch):
         pydynamo.write_report()
 
 
-def _python(code: str, **env) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+def _python(*args: str, **env) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=300,
                           env=dict(os.environ, PYTHONPATH=str(REPO), **env))
 
 
 def test_page_written_at_exit_when_set_from_code(tmp_path):
     out = tmp_path / "made" / "here"
-    r = _python("import torch, pydynamo\n"
+    r = _python("-c", "import torch, pydynamo\n"
                 f"pydynamo.config.report_dir = {str(out)!r}\n"
                 "pydynamo.optimize(lambda x: x.cos() + 1, backend='eager')(torch.randn(2))\n")
     assert r.returncode == 0, r.stderr
@@ -221,9 +222,9 @@ def test_page_written_at_exit_when_set_from_code(tmp_path):
 def test_environment_variable_is_validated(tmp_path):
     a_file = tmp_path / "a_file"
     a_file.write_text("")
-    r = _python("import pydynamo.config as c; print(c.report_dir)", PYDYNAMO_REPORT=str(a_file / "sub"))
+    r = _python("-c", "import pydynamo.config as c; print(c.report_dir)", PYDYNAMO_REPORT=str(a_file / "sub"))
     assert r.stdout.strip() == "None" and "is not a directory; ignored" in r.stderr, r.stderr
-    r = _python("import pydynamo.config as c; print(c.report_dir)", PYDYNAMO_REPORT="~/x/../rep")
+    r = _python("-c", "import pydynamo.config as c; print(c.report_dir)", PYDYNAMO_REPORT="~/x/../rep")
     assert r.stdout.strip() == os.path.abspath(os.path.expanduser("~/rep")) and not r.stderr
 
 
@@ -246,3 +247,21 @@ def test_phase_clock_is_exclusive_and_late_clocks_are_observed():
     assert s["tracing"] >= 0.01 and 0.01 <= s["codegen"] < 0.02 and s["compile"] >= 0.02
     assert abs(clock.total() - sum(s.values())) < 1e-12 and clock.files == [("wrapper", "/x.py")]
     assert len(late) == 1 and late[0].seconds["loading"] >= 0.01 and late[0] is not clock
+
+
+def test_entry_loaded_from_the_warm_cache_is_reported(tmp_path):
+    code = ("import torch, pydynamo\n"
+            "def f(x):\n    return torch.sin(x) * 2 + 1\n"
+            "pydynamo.optimize(f, backend='eager')(torch.randn(4, 4))\n")
+    prog = tmp_path / "prog.py"         # (a frame from `python -c` has no source file to key on)
+    prog.write_text(code)
+    pages = []
+    for run in ("first", "second"):      # the second process loads what the first stored
+        r = _python(str(prog), PYDYNAMO_WARM_START="1", PYDYNAMO_CACHE_DIR=str(tmp_path / "cache"),
+                    PYDYNAMO_REPORT=str(tmp_path / run))
+        assert r.returncode == 0, r.stderr
+        pages += [Page(p.read_text()) for p in (tmp_path / run).glob("*.html")]
+    first, second = pages
+    assert "compiled at" in first.text and "loaded from the warm cache at" not in first.text
+    assert "loaded from the warm cache at" in second.text and ". f" in second.text
+    assert "of them loaded from the warm cache 1" in second.text and "guards" in second.text
