@@ -119,9 +119,27 @@ def _run_eagerly(gm, example_inputs):
     return gm.forward
 
 
+_subclass_warned: set = set()
+
+
+def _dispatch_subclass(example_inputs) -> bool:
+    """An input is a tensor subclass with its own __torch_dispatch__ (a wrapper such as
+    functional collectives' AsyncCollectiveTensor or DTensor: no storage of its own to read,
+    ops mean what its dispatch says): the graph runs with eager ops, warned once per class.
+    (Kernels read such an input's data pointer: a segfault.)"""
+    base = torch.Tensor.__torch_dispatch__
+    found = {type(x).__name__ for x in example_inputs if isinstance(x, torch.Tensor) and
+             getattr(type(x), "__torch_dispatch__", base) is not base}
+    for name in found - _subclass_warned:
+        _subclass_warned.add(name)
+        warnings.warn(f"pydynamo: a graph with an input of type {name} (a tensor subclass with "
+                      "__torch_dispatch__) runs with eager ops", PydynamoWarning, stacklevel=3)
+    return bool(found)
+
+
 @register_backend("aot_eager")
 def aot_eager(gm, example_inputs):
-    if not aot.needs_autograd(example_inputs):
+    if not aot.needs_autograd(example_inputs) or _dispatch_subclass(example_inputs):
         return gm.forward
     return aot.aot_compile(gm, example_inputs, _run_eagerly, _run_eagerly)
 
@@ -139,6 +157,8 @@ def codegen_backend(gm, example_inputs, **options):
         if not _codegen_warned:
             _codegen_warned = True
             warnings.warn(f"pydynamo: codegen backend unavailable ({e}); running graphs eagerly")
+        return gm.forward
+    if _dispatch_subclass(example_inputs):
         return gm.forward
 
     def compile_one(g, inputs, **extra):

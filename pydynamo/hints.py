@@ -78,7 +78,13 @@ HINTS: dict[str, str] = {
     "custom_getattribute": "classes with __getattribute__ are not traced: use plain attributes",
     "custom_setattr": "classes with __setattr__ are not traced: use plain attributes",
     "setattr": "setting this attribute is not traced: keep the value in a local variable",
-    "delattr": "deleting attributes is not traced: set the attribute to None instead",
+    "delattr": "deleting an attribute of an object from outside the compiled function is not traced: "
+               "set the attribute to None instead",
+    "custom_delattr": "classes with a C-level __delattr__ are not traced: use plain attributes",
+    "vars": "vars() is traced on objects made in the compiled function only: read the attributes by name",
+    "numpy": "numpy runs in the graph only on numbers: use torch operations on tensors",
+    "autograd_function": "a custom autograd.Function is traced under torch.no_grad() only: call it "
+                         "outside the compiled function, or without gradients",
     "sym_attr": "this attribute of a symbolic size is not traced: use the size as an int",
     "super": "call super() inside methods only, with the usual two forms",
     # containers
@@ -131,6 +137,8 @@ HINTS: dict[str, str] = {
     "iter_0d": "iterating over a 0-d tensor raises TypeError (as eagerly): index or reshape it first",
     "type3": "type(name, bases, dict) creates a class: create it outside the compiled function",
     "torch_global": "change this torch setting outside the compiled function",
+    "distributed": "torch.distributed calls run in Python between graphs (DDP and FSDP2 need "
+                   "nothing: their communication stays outside the graphs)",
     "meta_error": "the op failed on the given shapes/dtypes; check that it runs eagerly",
     "meta_no_method": "this tensor method is not traced: use the torch function form",
     "meta_unsupported": "this op's output metadata is not known: call it outside the compiled function",

@@ -140,6 +140,13 @@ class TorchFunctionVariable(VariableTracker):
                               f"{DATA_DEPENDENT[fn]} computed from tensor values")
         if fn in _NOT_IN_GRAPH:
             raise Unsupported("torch_global", f"torch.{fn.__name__} changes process state")
+        if (getattr(fn, "__module__", None) or "").startswith("torch.distributed") and \
+                _has_tensor_arg(args, kwargs):
+            # a collective is an effect on other processes, not an op: in a graph it was dropped
+            # as dead code (dist.all_reduce(y): a wrong answer); queries without tensors
+            # (is_initialized) are traced through as before
+            raise Unsupported("distributed", f"{fn.__module__}.{fn.__name__} communicates with "
+                              "other processes: it runs in Python, between graphs")
         if fn in CONSTANT_FOLD:
             real = [a.example if isinstance(a, TensorVariable) else a.as_python_constant() for a in args]
             kw = {k: v.as_python_constant() for k, v in kwargs.items()}
