@@ -140,3 +140,13 @@ def test_ddp_wrappings(wrap):
     for o in out:
         assert o["graphs"] == 1 and o["pieces"] == [2] * workloads.STEPS, (o["graphs"], o["pieces"])
         assert all(t[0][1] < 2 for t in o["traces"][1:]), o["traces"]
+
+
+@pytest.mark.parametrize("model", ["mlp", "gpt2"])
+def test_graph_counts_equal_torch_compile(model):
+    """Graphs per rank under DDP: pydynamo's equal torch.compile's (its DDP optimizer splits
+    inside a graph too; unique graphs counted), on both ranks (DDP's default buckets)."""
+    ref = harness.run_ranks(workloads.train_kw, model, "torch.compile:aot_eager", None, {},
+                            timeout=TIMEOUT)
+    out = _run(model, "aot_eager", None)
+    assert [o["graphs"] for o in out] == [o["graphs"] for o in ref] == [GRAPHS[model]] * 2

@@ -148,6 +148,11 @@ def train(rank, world, model="mlp", backend=None, bucket_cap_mb=None, steps=STEP
         ddp.register_comm_hook(None, _comm_trace(log))
     if backend is None or wrap == "inner":
         step_fn = ddp
+    elif backend.startswith("torch.compile:"):        # the reference: torch.compile's counts
+        import torch._dynamo as dynamo
+        dynamo.reset()
+        dynamo.utils.counters.clear()
+        step_fn = torch.compile(ddp, backend=backend.split(":", 1)[1])
     elif wrap == "step":                                # a compiled function that calls DDP
         step_fn = pydynamo.optimize(lambda **b: ddp(**b), backend=backend, options=options)
     else:                                               # pydynamo.optimize(DDP(net))
@@ -179,9 +184,14 @@ def train(rank, world, model="mlp", backend=None, bucket_cap_mb=None, steps=STEP
     convert_frame.RECORDERS.remove(frames.append)
     warned.__exit__(None, None, None)
     results = [f for f in frames if isinstance(f, convert_frame.FrameResult)]
+    if backend is not None and backend.startswith("torch.compile:"):
+        import torch._dynamo as dynamo
+        results = [None] * dynamo.utils.counters["stats"]["unique_graphs"]
+        frames = []
     return dict(losses=torch.stack(losses), params={k: v.detach().clone() for k, v in
                                                     net.state_dict().items()},
-                graphs=sum(len(f.graphs) for f in results), frames=len(results),
+                graphs=sum(len(f.graphs) if f is not None else 1 for f in results),
+                frames=len(results),
                 traces=traces, pieces=pieces, counters=dict(aot.counters),
                 guard_checks=distributed.counters["guard_checks"],
                 ddp=dict(distributed.counters),
