@@ -40,7 +40,11 @@ are wrapped (`checked_guard`) so that a cache hit all-gathers (this code's finge
 entry's number) and a miss (the compile callback, `check_miss`) all-gathers (fingerprint, -1);
 ranks that disagree raise GuardDivergence on every rank at once, naming each rank's outcome and
 the guards that failed, instead of deadlocking later. The first compile of a code is not
-checked (no entry yet: every rank compiles it).
+checked (no entry yet: every rank compiles it). Like any collective, the check needs every rank
+to call the compiled frames in the same order (a frame called more often on one rank pairs its
+check with another frame's, which reads as a divergence, or with a collective of another kind).
+Cost: one all-gather of 2 int64 per call (gloo on loopback, this 2-core machine under load:
+about 1.4 ms per call against 0.04-0.07 ms without).
 """
 from __future__ import annotations
 
