@@ -56,9 +56,11 @@ from typing import Callable, Optional
 
 import torch
 import torch.fx
+from torch.nn.parallel import DistributedDataParallel
 
 from pydynamo import autocast as _autocast
 from pydynamo import config
+from pydynamo.aot import needs_autograd
 
 # "ddp_pieces": pieces compiled from graphs split at DDP's buckets; "ddp_split_graphs": graphs
 # split; "ddp_unsplit": graphs under DDP compiled whole; "guard_checks": collective checks run
@@ -75,7 +77,6 @@ def active_ddp_module():
     """The DistributedDataParallel module whose forward is running, or None."""
     if not torch.distributed.is_available():
         return None
-    from torch.nn.parallel import DistributedDataParallel
     get = getattr(DistributedDataParallel, "_get_active_ddp_module", None)
     return get() if get is not None else None
 
@@ -85,8 +86,9 @@ def ddp_aware(backend: Callable) -> Callable:
     compile callback hands the executor this; pydynamo.config.optimize_ddp False: no split)."""
     @functools.wraps(backend, updated=())
     def wrapped(gm, example_inputs):
+        # (only a training graph has a backward to overlap)
         ddp = active_ddp_module() if config.optimize_ddp else None
-        if ddp is None:
+        if ddp is None or not needs_autograd(example_inputs):
             return backend(gm, example_inputs)
         return compile_ddp_graph(gm, example_inputs, ddp, backend)
     return wrapped
