@@ -5,7 +5,8 @@
 MODELS, BACKENDS: comma lists (workloads.MODELS; "aot_eager", "codegen", ...). Per model and
 backend, per rank: the largest loss and parameter difference from eager DDP after 5 SGD steps,
 frames and graphs compiled, compiled backward pieces per step, the aot counters, and the last
-step's DDP bucket all-reduce launches as (bucket, compiled backward pieces run before it).
+step's DDP bucket all-reduce launches and completions as (bucket, compiled backward pieces begun
+before it): a bucket that completes before the last piece begins overlapped the backward.
 --no-split: pydynamo.config.optimize_ddp = False (one Function per graph: issue 22's "before").
 """
 import os
@@ -37,7 +38,8 @@ def main(argv):
                 print(f"{model} {backend} rank {r} ({time.time() - t:.1f}s): max|dloss| {dl:.3g} "
                       f"max|dparam| {dp:.3g} frames {o['frames']} graphs {o['graphs']} "
                       f"pieces/step {o['pieces']} {o['counters']}\n    last step's launches "
-                      f"(bucket, pieces run before): {o['traces'][-1]}", flush=True)
+                      f"(bucket, pieces begun before): {o['traces'][-1]}; completions "
+                      f"{o['completions'][-1]}", flush=True)
 
 
 if __name__ == "__main__":

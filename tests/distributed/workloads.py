@@ -112,16 +112,22 @@ MODELS = {"mlp": (mlp, mlp_batch), "gpt2": (gpt2, gpt2_batch), "mlp_unused": (ML
           "mlp_sizes": (mlp, mlp_batch_sizes), "mlp_autocast": (MLPAutocast, mlp_batch)}
 
 
-def _comm_trace(log):
-    """A DDP communication hook that records each bucket's all-reduce launch with the number of
-    compiled backward pieces run so far, then all-reduces as DDP's default does."""
+def _comm_trace(log, done):
+    """A DDP communication hook that records each bucket's all-reduce launch (in `log`) and
+    completion (in `done`, from the future's callback) with the number of compiled backward
+    pieces begun so far, and all-reduces as DDP's default does."""
     from pydynamo import aot
 
     def hook(state, bucket):
-        log.append((bucket.index(), aot.counters["backward_calls"]))
+        index = bucket.index()
+        log.append((index, aot.counters["backward_calls"]))
         t = bucket.buffer()
         t.div_(dist.get_world_size())
-        return dist.all_reduce(t, async_op=True).get_future().then(lambda f: f.value()[0])
+
+        def finished(f):
+            done.append((index, aot.counters["backward_calls"]))
+            return f.value()[0]
+        return dist.all_reduce(t, async_op=True).get_future().then(finished)
     return hook
 
 
@@ -144,8 +150,9 @@ def train(rank, world, model="mlp", backend=None, bucket_cap_mb=None, steps=STEP
     else:
         ddp = DDP(net, **kwargs)
     log: list = []
+    done: list = []
     if trace:
-        ddp.register_comm_hook(None, _comm_trace(log))
+        ddp.register_comm_hook(None, _comm_trace(log, done))
     if backend is None or wrap == "inner":
         step_fn = ddp
     elif backend.startswith("torch.compile:"):        # the reference: torch.compile's counts
@@ -165,7 +172,7 @@ def train(rank, world, model="mlp", backend=None, bucket_cap_mb=None, steps=STEP
     warnings.simplefilter("always")
     convert_frame.RECORDERS.append(frames.append)
     aot.counters.clear()
-    losses, traces, pieces = [], [], []
+    losses, traces, completions, pieces = [], [], [], []
     for step in range(steps):
         opt.zero_grad(set_to_none=True)
         for micro in range(accumulate):
@@ -174,10 +181,11 @@ def train(rank, world, model="mlp", backend=None, bucket_cap_mb=None, steps=STEP
             ctx = ddp.no_sync() if not sync else _null()
             with ctx:
                 start = aot.counters["backward_calls"]
-                del log[:]
+                del log[:], done[:]
                 loss = step_fn(**batch)
                 loss.backward()
                 traces.append([(b, n - start) for b, n in log])
+                completions.append([(b, n - start) for b, n in done])
                 pieces.append(aot.counters["backward_calls"] - start)
             losses.append(loss.detach())
         opt.step()
@@ -192,7 +200,7 @@ def train(rank, world, model="mlp", backend=None, bucket_cap_mb=None, steps=STEP
                                                     net.state_dict().items()},
                 graphs=sum(len(f.graphs) if f is not None else 1 for f in results),
                 frames=len(results),
-                traces=traces, pieces=pieces, counters=dict(aot.counters),
+                traces=traces, completions=completions, pieces=pieces, counters=dict(aot.counters),
                 guard_checks=distributed.counters["guard_checks"],
                 ddp=dict(distributed.counters),
                 warnings=sorted({str(w.message) for w in caught if "pydynamo" in str(w.message)}))
