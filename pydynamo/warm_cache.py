@@ -67,13 +67,14 @@ import sysconfig
 import types
 import warnings
 import zipfile
-from typing import Any, Optional
+from typing import Optional
 
 import torch
 
 from codegen import codecache
 from pydynamo import autocast as _autocast
 from pydynamo import config
+from pydynamo.eval_frame import on_reset
 from pydynamo.executor import installed
 from pydynamo.executor.output_graph import _graph_ids, wrap_compiled
 from pydynamo.executor.reconstruct import _const_ids
@@ -88,9 +89,12 @@ FORMAT = "1"
 # failing verification (one CacheWarning each)
 stats: collections.Counter = collections.Counter()
 
-_ROOTS = tuple(os.path.realpath(p) + os.sep for p in {
-    sysconfig.get_paths()["stdlib"], os.path.dirname(torch.__file__),
-    os.path.dirname(os.path.dirname(os.path.abspath(__file__)))} if p)
+# source files covered by versions() (their hash is not recorded per entry): the standard
+# library, torch, pydynamo's and codegen's packages
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_STDLIB = os.path.realpath(sysconfig.get_paths()["stdlib"]) + os.sep
+_ROOTS = tuple(os.path.realpath(p) + os.sep for p in (
+    os.path.dirname(torch.__file__), _HERE, os.path.join(os.path.dirname(_HERE), "codegen")))
 _PLAIN = (int, float, complex, str, bytes, bool, type(None), torch.dtype, torch.device)
 
 
@@ -112,9 +116,8 @@ def versions() -> str:
     mtime: an edit of the compiler invalidates), torch, Python, the CPU and C library."""
     if not _versions:
         h = hashlib.sha256()
-        here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        for pkg in ("pydynamo", "codegen"):
-            for d, dirs, files in sorted(os.walk(os.path.join(here, pkg))):
+        for top in (_HERE, os.path.join(os.path.dirname(_HERE), "codegen")):
+            for d, dirs, files in sorted(os.walk(top)):
                 dirs.sort()
                 for f in sorted(files):
                     if f.endswith((".py", ".cpp", ".so")):
@@ -276,8 +279,8 @@ def _add_file(files: dict, path: Optional[str]) -> None:
     if not path or path in files:
         return
     real = os.path.realpath(path)
-    if real.startswith(_ROOTS):
-        return
+    if real.startswith(_ROOTS) or (real.startswith(_STDLIB) and "site-packages" not in real):
+        return          # (an install without a venv keeps its packages under the stdlib's folder)
     try:
         with open(path, "rb") as f:
             files[path] = hashlib.sha256(f.read()).hexdigest()
@@ -456,6 +459,11 @@ def _wrapper_record(name: str, fn) -> tuple:
 # ------------------------------------------------------------------ loading
 
 _seen: dict = {}        # key -> entries this process already handed to the hook or stored
+
+
+@on_reset
+def _on_reset() -> None:
+    _seen.clear()       # (reset() dropped the entries handed to the hook: they may load again)
 
 
 def lookup(code, frame_locals: dict, frame_globals: dict, callback):

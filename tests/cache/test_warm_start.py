@@ -83,6 +83,10 @@ def test_demo_transformer_warm_start_with_both_backends(server, tmp_path):
         assert rep["graphs_compiled"] == 0
 
 
+def test_an_entry_loads_again_after_reset(server, cache):
+    check(server.run(cache, modes=["reset"]), traced=0, hits=2)
+
+
 def test_entries_are_per_backend(server, cache):
     """The eager backend's entry is not codegen's: a miss, then its own entry."""
     check(server.run(cache, backend="eager"), traced=1, hits=0)
@@ -207,3 +211,16 @@ def test_save_and_load_artifacts_move_a_warm_cache(server, cache, tmp_path):
     fresh = tmp_path / "fresh"
     rep = check(server.run(fresh, modes=[f"load:{blob}"]), traced=0, hits=1)
     assert rep["kernel_compiles"] == 0 and rep["graphs_compiled"] == 0
+
+
+def test_source_files_outside_torch_pydynamo_and_stdlib_are_hashed():
+    """Regression: files under the checkout (a venv inside it holds transformers) were taken for
+    pydynamo's own and not hashed, so an edited model file there would have kept its entries."""
+    import torch
+    import transformers.models.gpt2.modeling_gpt2 as gpt2
+    from pydynamo import warm_cache
+    files = {}
+    for path in (gpt2.__file__, torch.nn.functional.__file__, os.__file__, warm_cache.__file__,
+                 __file__):
+        warm_cache._add_file(files, path)
+    assert sorted(files) == sorted([gpt2.__file__, __file__])

@@ -11,7 +11,8 @@ object with no identity another process shares: never cached),
 "versions:TAG" (pretend other pydynamo/torch versions), "no_capabilities" (root's capabilities
 dropped: a read-only folder is read-only), "save:PATH" / "load:PATH" (save_artifacts() after
 the calls into PATH / load_artifacts() of PATH before them), "shapes" (each function also runs
-on a second input shape: one more entry).
+on a second input shape: one more entry), "reset" (pydynamo.reset() after each call, then the
+call again).
 """
 import importlib.util
 import json
@@ -111,6 +112,10 @@ def scenario(req) -> dict:
                 want = eager(*args)
                 got = pydynamo.optimize(target, backend=req.get("backend", "codegen"))(*args)
                 ok.append(bool(torch.allclose(got, want, atol=1e-5)))
+                if "reset" in modes:           # reset() drops the loaded entry: it loads again
+                    pydynamo.reset()
+                    got = pydynamo.optimize(target, backend=req.get("backend", "codegen"))(*args)
+                    ok.append(bool(torch.allclose(got, want, atol=1e-5)))
     for m in modes:
         if m.startswith("save:"):
             with open(m[5:], "wb") as fh:
