@@ -361,7 +361,7 @@ def _make_callback(backend, backend_fn, fullgraph, dynamic, mode, options, recom
                 hit = warm_cache.lookup(code, frame_locals, frame_globals, callback)
             if hit is not None:   # an entry an earlier process compiled: no tracing
                 _observe(code, report.WarmLoad(hit[0], clock))
-                return hit
+                return checked_guard(hit[0], code), hit[1]   # (as a traced entry's guard is)
         try:
             result = translate(code, frame_locals, frame_globals, builtins, traced_backend,
                                allow_breaks=not fullgraph, dynamic=dynamic,
