@@ -151,6 +151,16 @@ def test_edited_source_file_makes_the_entry_stale(server, tmp_path):
     assert rep["stale"] == 1 and any("changed" in m for m in rep["logs"]), rep
 
 
+def test_monkeypatched_function_is_not_taken_for_the_stored_one(server, tmp_path):
+    """The name the entry's guard resolves now denotes another function: re-traced (the result
+    is checked against eager, which calls the patched one), never the stored graph."""
+    d = tmp_path / "cache"
+    path = _user_file(tmp_path, 2)
+    check(server.run(d, fns=["file:" + path]), traced=1)
+    rep = check(server.run(d, fns=["file:" + path], modes=["patch_helper"]), traced=1, hits=0)
+    assert rep["stale"] == 1 and any("now names" in m for m in rep["logs"]), rep["logs"]
+
+
 def test_guard_on_an_object_without_a_name_is_not_cached_and_says_so(server, tmp_path):
     d = tmp_path / "cache"
     rep = check(server.run(d, fns=["getter_fn"]), traced=1)

@@ -12,7 +12,7 @@ object with no identity another process shares: never cached),
 dropped: a read-only folder is read-only), "save:PATH" / "load:PATH" (save_artifacts() after
 the calls into PATH / load_artifacts() of PATH before them), "shapes" (each function also runs
 on a second input shape: one more entry), "reset" (pydynamo.reset() after each call, then the
-call again).
+call again), "patch_helper" (the file's `helper` replaced by another function after import).
 """
 import importlib.util
 import json
@@ -55,7 +55,7 @@ def getter_fn(x):
     return SECOND((x, x * 2)) + 1
 
 
-def _cases(name, shape_index):
+def _cases(name, shape_index, modes=()):
     """(eager function, compile target, inputs) for `name`."""
     torch.manual_seed(shape_index)
     x, y = torch.randn(8 + shape_index, 5), torch.randn(5)
@@ -73,6 +73,8 @@ def _cases(name, shape_index):
         mod = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = mod              # as `import` does: its functions have a name
         spec.loader.exec_module(mod)
+        if "patch_helper" in modes:            # monkeypatched after import, as a user might
+            mod.helper = lambda t: t * 5
         return mod.fn, mod.fn, (x,)
     raise ValueError(name)
 
@@ -108,7 +110,7 @@ def scenario(req) -> dict:
         warnings.simplefilter("always")
         for shape_index in range(2 if "shapes" in modes else 1):
             for name in req["fns"]:
-                eager, target, args = _cases(name, shape_index)
+                eager, target, args = _cases(name, shape_index, modes)
                 want = eager(*args)
                 got = pydynamo.optimize(target, backend=req.get("backend", "codegen"))(*args)
                 ok.append(bool(torch.allclose(got, want, atol=1e-5)))
