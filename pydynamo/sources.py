@@ -121,6 +121,25 @@ class DictItemSource(GetItemSource):
 
 
 @dataclasses.dataclass(frozen=True)
+class PlainAttrSource(AttrSource):
+    """`src.attr` read as object.__getattribute__ reads it, past the class's own
+    `__getattribute__` (which may be the very code being compiled: re-reading through it from
+    its own output code would call itself without end), and without a Python frame in guards."""
+
+    def render(self, local, glob, fast):
+        return f"object.__getattribute__({self.src.render(local, glob, fast)}, {self.attr!r})"
+
+
+@dataclasses.dataclass(frozen=True)
+class DictValueAtSource(GetItemSource):
+    """The value at position `index` in a dict's order: an item whose key has no literal
+    spelling (a class, typing.Union); only after the DICT_KEYS guard pinned keys and order."""
+
+    def render(self, local, glob, fast):
+        return f"list({self.src.render(local, glob, fast)}.values())[{self.index}]"
+
+
+@dataclasses.dataclass(frozen=True)
 class MappingGetSource(GetItemSource):
     """`src.get(key)`: a mapping's entry or None when it has none (os.environ reads: the guard
     pins presence as well as value, and a missing key is a value, not an exception)."""

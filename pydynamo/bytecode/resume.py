@@ -189,7 +189,7 @@ def make_resume_function(code: CodeType, offset: int, *, nstack: int | None = No
         raise ValueError(f"stack depth at offset {offset} is {len(slots)}, caller says {nstack}")
     nulls = _null_slots(slots, null_slots, offset)
     reenter = _reenter_slots(slots, reenter_with)
-    cells = code.co_cellvars + code.co_freevars
+    cells = resume_cells(code)
     live = all_live[k]
     if live_locals is None:
         names = live
@@ -297,6 +297,13 @@ def _shown_name(code: CodeType, inst: Instruction, what: str) -> tuple[str, str]
     return f"{user.co_name} ({what} {where})", f"{user.co_qualname} ({what} {where})"
 
 
+def resume_cells(code: CodeType) -> tuple[str, ...]:
+    """The original frame's cells as a resume function's free variables: sorted by name, the
+    order CPython's compiler gives free variables, so the output code generated as source for
+    a resume function reproduces its layout (executor/reconstruct.build_code checks it)."""
+    return tuple(sorted(code.co_cellvars + code.co_freevars))
+
+
 def _needs_self_first(code: CodeType) -> bool:
     """Zero-argument super() finds its object in the frame's first local slot."""
     nargs = code.co_argcount + code.co_kwonlyargcount + bool(code.co_flags & 0x04)
@@ -345,7 +352,7 @@ def make_break_function(code: CodeType, start: int, end: int, *, nstack: int,
     if key in cache:
         return cache[key]
     nulls = _null_slots(slots, nulls_before, start)
-    cells = code.co_cellvars + code.co_freevars
+    cells = resume_cells(code)
     live = set(analysis.live_locals(insts)[index[start]])
     for r in resumes:
         live |= set(r.local_args)

@@ -31,8 +31,9 @@ from pydynamo.executor import breaks as _breaks
 from pydynamo.executor.variables import builtins as vbuiltins
 from pydynamo.executor.variables import amp
 from pydynamo.executor.variables.base import VariableTracker
-from pydynamo.executor.variables.constant import (CONSTANT_TYPES, OPAQUE_TYPES, ConstantVariable, ObjectVariable,
-                                                  OpaqueVariable)
+from pydynamo.executor.variables.constant import (CONSTANT_TYPES, OPAQUE_TYPES, ConstantVariable,
+                                                  NumpyConstantFunction, ObjectVariable, OpaqueVariable,
+                                                  is_numpy_constant_fn, is_numpy_scalar)
 from pydynamo.executor.variables.containers import (ConstDictVariable, ListVariable,
                                                     SetVariable, SizeVariable, SliceVariable, TupleVariable)
 from pydynamo.executor.variables.functions import (LruCacheWrapperVariable, PartialVariable, UserFunctionVariable,
@@ -49,7 +50,7 @@ from pydynamo.executor.variables.user_objects import (NamedTupleVariable, UserDe
                                                       UserDefinedObjectVariable, plain_metaclass)
 from pydynamo.guards import GuardKind, TensorSpec
 from pydynamo.meta import TensorMeta
-from pydynamo.sources import AttrSource, GetItemSource, LocalSource, ModuleDictSource
+from pydynamo.sources import AttrSource, DictValueAtSource, GetItemSource, LocalSource, ModuleDictSource
 
 _BUILTIN_FUNCS = set(vars(vbuiltins).get("HANDLERS", {})) | vbuiltins.PURE | vbuiltins.TENSOR_OPS
 _BUILTIN_FUNCS |= {print, id, iter, next, enumerate, zip, map, filter, reversed, super, setattr,
@@ -142,13 +143,14 @@ class VariableBuilder:
         return SizeVariable([ConstantVariable(v) for v in value])
 
     def mapping(self, tx, value, source):
-        if not all(type(k) in CONSTANT_TYPES or isinstance(k, enum.Enum) for k in value):
+        if not all(type(k) in CONSTANT_TYPES or isinstance(k, enum.Enum) or _identity_key(k) for k in value):
             raise Unsupported("dict_key", "dict with non-constant keys")
         if source is not None:
             tx.add_guard(source, GuardKind.TYPE_MATCH, type(value))
             tx.add_guard(source, GuardKind.DICT_KEYS, tuple(value.keys()))
-        items = {k: self.wrap(tx, v, GetItemSource(source, k) if source is not None else None)
-                 for k, v in value.items()}
+        items = {k: self.wrap(tx, v, None if source is None else DictValueAtSource(source, i)
+                              if _identity_key(k) else GetItemSource(source, k))
+                 for i, (k, v) in enumerate(value.items())}
         factory = None
         if isinstance(value, collections.defaultdict) and value.default_factory is not None:
             factory = self.wrap(tx, value.default_factory, AttrSource(source, "default_factory")
@@ -355,6 +357,14 @@ def by_identity(cls):
     return make
 
 
+def _identity_key(k) -> bool:
+    """A dict key hashed and compared by identity (a class, a function, typing.Union, a plain
+    object): found again only as itself, so the DICT_KEYS guard (a list compare, `==` being `is`
+    for these) pins it, and the key tracker stands for that one object."""
+    cls = type(k)
+    return cls.__eq__ is object.__eq__ and cls.__hash__ is object.__hash__
+
+
 def _describe(value) -> str:
     return getattr(value, "__qualname__", None) or getattr(value, "__name__", None) or type(value).__name__
 
@@ -376,7 +386,7 @@ WRAPPERS: list[tuple[Callable, Callable]] = [
     (amp.is_autocast_class, _B.autocast_cls),
     (_breaks.is_c_exit, _breaks.wrap_c_exit),
     (lambda v: v is _breaks.UNBOUND, by_identity(ObjectVariable)),
-    (lambda v: type(v) in CONSTANT_TYPES, _B.literal),
+    (lambda v: type(v) in CONSTANT_TYPES or is_numpy_scalar(v), _B.literal),
     (is_environ, _B.environ),
     (lambda v: type(v) is torch.Size, _B.size),
     (lambda v: isinstance(v, OPAQUE_TYPES), _B.opaque),
@@ -397,6 +407,7 @@ WRAPPERS: list[tuple[Callable, Callable]] = [
     (lambda v: type(v) is types.MappingProxyType and v is not None, _B.mapping),
     (lambda v: type(v) in (set, frozenset), _B.set_),
     (lambda v: type(v) is slice, _B.slice_),
+    (is_numpy_constant_fn, by_identity(NumpyConstantFunction)),
     (lambda v: isinstance(v, type), by_identity(UserDefinedClassVariable)),
     (lambda v: isinstance(v, (types.BuiltinFunctionType, types.MethodWrapperType,
                               types.WrapperDescriptorType, types.MethodDescriptorType)) and

@@ -40,7 +40,8 @@ from pydynamo import meta as _meta
 from pydynamo.exc import BackendCompilerFailed, Unsupported
 from pydynamo.executor.installed import install, register_graph_module
 from pydynamo.executor.variables.base import VariableTracker
-from pydynamo.executor.variables.constant import ConstantVariable, ObjectVariable
+from pydynamo.executor.variables.builtins import BuiltinVariable
+from pydynamo.executor.variables.constant import ConstantVariable, ObjectVariable, is_numpy_scalar
 from pydynamo.executor.variables.containers import (BaseListVariable, ConstDictVariable, ListVariable,
                                                     SliceVariable, TupleVariable)
 from pydynamo.executor.variables.symbolic import SymNodeVariable
@@ -87,6 +88,7 @@ def _is_impure(node: torch.fx.Node) -> bool:
     return node_mutation(node) is not None
 
 
+_PY_TYPE_DTYPES = {int: torch.int64, float: torch.float64, bool: torch.bool, complex: torch.complex128}
 _STATE_FUNCTIONS = {*_autocast.GRAPH_NODES, torch._C._set_grad_enabled,
                     torch.autograd.grad_mode._enter_inference_mode,
                     torch.autograd.grad_mode._exit_inference_mode}
@@ -221,7 +223,12 @@ class OutputGraph:
                 return float(node) if isinstance(node, int) else self._sym_call(float, node)
             return node
         if isinstance(v, (ConstantVariable, ObjectVariable)):
-            return v.value
+            # a numpy number is a Python scalar to torch's argument parser (and FX spells
+            # arguments as Python source, where numpy's repr would need the module)
+            return v.value.item() if is_numpy_scalar(v.value) else v.value
+        if isinstance(v, BuiltinVariable) and v.fn in _PY_TYPE_DTYPES:
+            # dtype=int: torch's argument parser reads a Python number type as its dtype
+            return _PY_TYPE_DTYPES[v.fn]
         if isinstance(v, SliceVariable):
             return slice(*(self.to_fx(x, tensor) for x in v.items))
         if isinstance(v, BaseListVariable):

@@ -714,7 +714,7 @@ def STORE_ATTR(tx, inst):
 
 @op("DELETE_ATTR")
 def DELETE_ATTR(tx, inst):
-    raise Unsupported("delattr", f"del of attribute {inst.argval!r}")
+    tx.pop().delattr(tx, inst.argval)
 
 
 @op("BINARY_SUBSCR")

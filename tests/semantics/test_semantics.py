@@ -33,6 +33,9 @@ BETTER: dict[str, str] = {
     "s_more.copy_list_as_scratch": "torch.compile breaks the graph at list.reverse() of a copy; pydynamo does not",
     "s_more.copy_ordered_dict": _WHOLE_FRAME + " (copy.copy of an OrderedDict)",
     "s_more.no_grad_object_reused": _WHOLE_FRAME + " (a torch.no_grad() object entered twice)",
+    "s_configs.getattribute_made_in_frame_computes": _WHOLE_FRAME + (
+        " (an object made in the frame whose class has its own __getattribute__)"),
+    "s_configs.numpy_scalar_global": "torch.compile breaks the graph at float() of a numpy number; pydynamo does not",
 }
 # name -> how torch.compile's own result differs from eager: pydynamo is checked against eager
 # alone (values on every call, steady calls are cache hits), and never takes more graphs on the
@@ -41,6 +44,15 @@ TORCH_WRONG: dict[str, str] = {
     "s_resume.break_then_dict_view": (
         "torch.compile 2.13 returns a snapshot of d.keys() taken before the graph break: the key "
         "written after the break is missing from the view"),
+    "s_configs.numpy_scalar_types": (
+        "torch.compile 2.13 turns np.float32(2.5) * 2 into a 0-d ndarray (its numpy emulation); "
+        "eager gives a numpy float32"),
+    "s_configs.numpy_prod_of_list": (
+        "torch.compile 2.13 computes np.ceil(2.5) as a float64 tensor, so x.sum() * it is float64; "
+        "eager multiplies by a numpy scalar: float32"),
+    "s_configs.autograd_function_setup_context_no_grad": (
+        "torch.compile 2.13 hands an input returned by an autograd.Function's forward back as the "
+        "input itself (`a is x` is True); eager's apply returns a view of it"),
     "s_library.environ_get_default": (
         "torch.compile 2.13 does not guard os.environ reads: after the variable changes it keeps "
         "serving the graph compiled for the old value (pydynamo's guard recompiles)"),

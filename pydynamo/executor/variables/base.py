@@ -75,6 +75,9 @@ class VariableTracker:
     def setattr(self, tx: "Tx", name: str, value: "VariableTracker") -> None:
         raise Unsupported("setattr", f"setting attribute {name!r} of {self}")
 
+    def delattr(self, tx: "Tx", name: str) -> None:
+        raise Unsupported("delattr", f"deleting attribute {name!r} of {self}")
+
     def call_function(self, tx: "Tx", args: list, kwargs: dict) -> "VariableTracker":
         raise Unsupported("call", f"calling {self}")
 

@@ -438,6 +438,28 @@ def _setattr(tx, obj, name, value):
     return ConstantVariable(None)
 
 
+@handler(object.__getattribute__)
+def _obj_getattribute(tx, obj, name):
+    """object.__getattribute__(obj, name): the plain lookup, past the class's own."""
+    if isinstance(obj, UserDefinedObjectVariable):
+        return obj.plain_getattr(tx, name.as_python_constant())
+    return tx.getattr(obj, name.as_python_constant())
+
+
+@handler(vars)
+def _vars(tx, obj):
+    """vars(obj) of an object made in the frame: its live attribute table."""
+    if isinstance(obj, UserDefinedObjectVariable) and obj.value is None:
+        return obj.instance_dict()
+    raise Unsupported("vars", f"vars() of {obj}")
+
+
+@handler(delattr)
+def _delattr(tx, obj, name):
+    obj.delattr(tx, name.as_python_constant())
+    return ConstantVariable(None)
+
+
 @handler(object.__setattr__)
 def _obj_setattr(tx, obj, name, value):
     """object.__setattr__ bypasses the class's own __setattr__ (frozen dataclasses use it)."""

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import sys
 import types
+import typing
 
 import torch
 
@@ -24,7 +26,10 @@ CONSTANT_TYPES = (type(None), bool, int, float, complex, str, bytes, type(Ellips
                   type(NotImplemented))
 OPAQUE_TYPES = (torch.dtype, torch.device, torch.layout, torch.memory_format, torch.finfo, torch.iinfo,
                 dataclasses.Field, dataclasses._FIELD_BASE, dataclasses._MISSING_TYPE, inspect.Signature,
-                inspect.Parameter)
+                inspect.Parameter,
+                # type annotations (int | None, list[int], typing.Union, Optional[int], TypeVar):
+                # immutable, compared by value; strict dataclasses validate against them
+                types.UnionType, types.GenericAlias, typing._Final)
 
 
 def is_literal(value) -> bool:
@@ -129,6 +134,60 @@ class ObjectVariable(VariableTracker):
 
     def __repr__(self):
         return f"ObjectVariable({self.value!r})"
+
+
+def _numpy():
+    return sys.modules.get("numpy")  # numpy values exist only once numpy is imported
+
+
+def is_numpy_scalar(value) -> bool:
+    """A numpy number (np.float64(1.5), np.int32, np.bool_): immutable, so a Python constant."""
+    np = _numpy()
+    return np is not None and isinstance(value, (np.number, np.bool_))
+
+
+def is_numpy_constant_fn(value) -> bool:
+    np = _numpy()
+    return np is not None and (isinstance(value, np.ufunc) or type(value).__name__ == "_ArrayFunctionDispatcher"
+                               and type(value).__module__ == "numpy" or
+                               isinstance(value, type) and issubclass(value, (np.number, np.bool_)))
+
+
+def _numbers(value) -> bool:
+    """A number, or a list/tuple of them (np.prod(config.upsample_rates))."""
+    if isinstance(value, (list, tuple)):
+        return all(_numbers(v) for v in value)
+    return is_numpy_scalar(value) or type(value) in (bool, int, float)
+
+
+class NumpyConstantFunction(ObjectVariable):
+    """A numpy ufunc, array function or scalar type (np.log, np.prod, np.float32) called on
+    numbers or lists of them: evaluated now, its numpy scalar result a constant (library code
+    computing a frequency scale with np.log). Arrays, tensors, traced numbers, and results that
+    are not scalars are a graph break."""
+
+    def call_function(self, tx, args, kwargs):
+        consts = [*args, *kwargs.values()]
+        if not all(a.is_python_constant() and _numbers(a.as_python_constant()) for a in consts):
+            raise Unsupported("numpy", f"numpy {getattr(self.value, '__name__', self.value)} on non-constant "
+                              "or non-number arguments")
+        try:
+            res = self.value(*[a.as_python_constant() for a in args],
+                             **{k: v.as_python_constant() for k, v in kwargs.items()})
+        except Exception as e:
+            raise Unsupported("constant_raises", f"numpy {self.value.__name__} raised {type(e).__name__}: {e}") \
+                from None
+        if not (is_numpy_scalar(res) or type(res) in CONSTANT_TYPES):
+            raise Unsupported("numpy", f"numpy {self.value.__name__} returned a {type(res).__name__}")
+        return ConstantVariable(res)
+
+    def var_getattr(self, tx, name):
+        if not hasattr(self.value, name):
+            raise Unsupported("no_attribute", f"numpy {self.value.__name__} has no attribute {name!r}")
+        attr = getattr(self.value, name)
+        if type(attr) not in CONSTANT_TYPES:
+            raise Unsupported("numpy", f"attribute {name!r} of numpy {self.value.__name__}")
+        return ConstantVariable(attr)
 
 
 TRUSTED_MODULES = {"torch", "torch.nn", "torch.nn.functional", "torch.linalg", "torch.fft",

@@ -24,10 +24,14 @@ from pydynamo.executor.variables.functions import BaseUserFunctionVariable
 from pydynamo.executor.variables.user_objects import (NamedTupleVariable, UserDefinedObjectVariable,
                                                       plain_metaclass)
 from pydynamo.guards import GuardKind
-from pydynamo.sources import AttrSource
+from pydynamo.sources import DictItemSource, PlainAttrSource
 
 _OBJECT_HOOKS = ("__copy__", "__deepcopy__", "__reduce__", "__reduce_ex__", "__getstate__",
-                 "__setstate__", "__getattribute__", "__new__", "__slots__")
+                 "__setstate__", "__new__", "__slots__")
+# what copy.py looks up on the object itself (through its class's __getattribute__), and what it
+# must find: copy's own hook absent, object's reduction
+_LOOKED_UP = {"__copy__": None, "__deepcopy__": None, "__setstate__": None,
+              "__reduce_ex__": object.__reduce_ex__, "__getstate__": object.__getstate__}
 
 
 def _plain_class(cls) -> bool:
@@ -42,16 +46,38 @@ def _plain_class(cls) -> bool:
     return True
 
 
+def _copyable(v) -> bool:
+    """A plain class (see above); a class of its own `__getattribute__` (config classes that
+    alias attribute names) only for an object found outside the frame, whose lookups of copy's
+    hooks are made now, through that __getattribute__, and must find what a plain class's
+    would (a `__setattr__` of its own does not matter: copy.py fills `__dict__` directly)."""
+    if type(v) is not UserDefinedObjectVariable or not _plain_class(v.cls):
+        return False
+    if v.cls.__getattribute__ is object.__getattribute__:
+        return True
+    if v.value is None or v.source is None:
+        return False
+    for name, want in _LOOKED_UP.items():
+        got = getattr(v.value, name, None)
+        if want is None and got is not None or \
+                want is not None and not (getattr(got, "__self__", None) is v.value and got == want.__get__(v.value)):
+            return False
+    return True
+
+
 def _object_attrs(tx, obj: UserDefinedObjectVariable) -> dict:
     """The object's `__dict__` as trackers (its current contents, traced writes included)."""
-    names = dict.fromkeys(obj.attrs)
+    out = dict(obj.attrs)
     if obj.value is not None:
         if obj.source is None:
             raise Unsupported("copy", f"copy of a {obj.cls.__name__} without a source")
-        real = vars(obj.value)
-        tx.add_guard(AttrSource(obj.source, "__dict__"), GuardKind.DICT_KEYS, tuple(real))
-        names = {**dict.fromkeys(real), **names}
-    return {n: obj.var_getattr(tx, n) for n in names}
+        # copy.py reads the instance dict as it is (object.__getstate__), past any
+        # __getattribute__ of the class: so do the guards
+        real = object.__getattribute__(obj.value, "__dict__")
+        src = PlainAttrSource(obj.source, "__dict__")
+        tx.add_guard(src, GuardKind.DICT_KEYS, tuple(real))
+        out = {n: out[n] if n in out else tx.wrap(real[n], DictItemSource(src, n)) for n in {**real, **out}}
+    return out
 
 
 def _new_object(tx, cls, attrs: dict) -> UserDefinedObjectVariable:
@@ -74,7 +100,7 @@ def shallow_copy(tx, v: VariableTracker) -> VariableTracker:
         return v.call_method(tx, "copy", [], {})
     if type(v) is SetVariable:
         return v if v.cls is frozenset else SetVariable(list(v.items.values()), v.cls)
-    if type(v) is UserDefinedObjectVariable and _plain_class(v.cls):
+    if _copyable(v):
         return _new_object(tx, v.cls, _object_attrs(tx, v))
     raise Unsupported("copy", f"copy.copy of {v}")
 
@@ -99,7 +125,7 @@ def deep_copy(tx, v: VariableTracker, memo: dict) -> VariableTracker:
             out.items[k] = deep_copy(tx, val, memo)
     elif type(v) is SetVariable:
         out = SetVariable(list(v.items.values()), v.cls)  # items are constants
-    elif type(v) is UserDefinedObjectVariable and _plain_class(v.cls):
+    elif _copyable(v):
         out = memo[id(v)] = _new_object(tx, v.cls, {})
         for k, val in _object_attrs(tx, v).items():
             out.attrs[k] = deep_copy(tx, val, memo)

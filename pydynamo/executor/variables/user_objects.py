@@ -29,7 +29,17 @@ from pydynamo.executor.variables.constant import ConstantVariable
 from pydynamo.executor.variables.containers import ConstDictVariable, TupleVariable
 from pydynamo.executor.variables.functions import LruCacheWrapperVariable, UserFunctionVariable, UserMethodVariable
 from pydynamo.guards import GuardKind
-from pydynamo.sources import AttrSource, DictItemSource, GetItemSource
+from pydynamo.sources import AttrSource, DictItemSource, GetItemSource, PlainAttrSource
+
+
+def plain_source(obj_var: VariableTracker, name: str):
+    """Where the plain lookup (object.__getattribute__) of `obj.name` is re-read: an attribute
+    source, or past the class's own __getattribute__ where it has one. None without a source."""
+    if obj_var.source is None:
+        return None
+    if getattr(obj_var, "cls", object).__getattribute__ in _GENERIC_GETATTRIBUTE:
+        return AttrSource(obj_var.source, name)
+    return PlainAttrSource(obj_var.source, name)
 
 
 def class_attribute(tx, obj_var: VariableTracker, cls: type, name: str):
@@ -42,7 +52,7 @@ def class_attribute(tx, obj_var: VariableTracker, cls: type, name: str):
             raise Unsupported("custom_getattr", f"{cls.__name__}.__getattr__ for {name!r}") from None
         raise Unsupported("no_attribute", f"{cls.__name__!r} object has no attribute {name!r}") from None
     # a plain class attribute is guarded through the instance's class, so rebinding it recompiles
-    cls_src = AttrSource(AttrSource(obj_var.source, "__class__"), name) if obj_var.source is not None else None
+    cls_src = AttrSource(plain_source(obj_var, "__class__"), name) if obj_var.source is not None else None
     if isinstance(raw, types.FunctionType) and raw in _MAPPING_PROBES:
         return MappingProbeVariable(obj_var, name)
     if isinstance(raw, types.FunctionType):
@@ -66,7 +76,7 @@ def class_attribute(tx, obj_var: VariableTracker, cls: type, name: str):
     if hasattr(raw, "__get__") and not isinstance(raw, (type, types.BuiltinFunctionType)):
         if type(raw).__name__ in ("member_descriptor", "getset_descriptor") and obj_var.source is not None:
             value = getattr(obj_var.value, name)
-            return tx.wrap(value, AttrSource(obj_var.source, name))
+            return tx.wrap(value, plain_source(obj_var, name))
         if callable(raw) and type(raw).__name__ in ("method_descriptor", "wrapper_descriptor"):
             if _dict_base(cls) is not None and isinstance(obj_var, UserDefinedObjectVariable) and \
                     getattr(raw, "__objclass__", None) in _DICT_BASES:
@@ -211,6 +221,8 @@ class UserDefinedClassVariable(VariableTracker):
             raw = inspect.getattr_static(cls, name)
         except AttributeError:
             raise Unsupported("no_attribute", f"class {cls.__name__} has no attribute {name!r}") from None
+        if name == "apply" and issubclass(cls, torch.autograd.Function):
+            return AutogradFunctionApply(self)
         if isinstance(raw, staticmethod):
             return tx.wrap(raw.__func__, None)
         if isinstance(raw, classmethod):
@@ -266,11 +278,78 @@ class UserDefinedClassVariable(VariableTracker):
         return f"UserDefinedClassVariable({self.value.__name__})"
 
 
+class NoGradFunctionCtx:
+    """The `ctx` a custom autograd.Function's forward gets when it runs under no_grad (traced
+    by AutogradFunctionApply): what it saves or marks is never read, as no backward runs."""
+
+    def __init__(self, n_inputs):
+        self.needs_input_grad = (False,) * n_inputs
+        self.materialize_grads = True
+
+    def save_for_backward(self, *tensors):
+        self.to_save = tensors
+
+    def save_for_forward(self, *tensors):
+        self.saved_for_forward = tensors
+
+    def mark_dirty(self, *tensors):
+        pass
+
+    def mark_non_differentiable(self, *tensors):
+        pass
+
+    def set_materialize_grads(self, value):
+        self.materialize_grads = value
+
+
+class AutogradFunctionApply(VariableTracker):
+    """`MyFunction.apply(*args)` of a custom torch.autograd.Function. Under no_grad (the
+    tracer's grad mode, pinned by the global-state guard) no backward can ever run, so apply is
+    its forward: traced inline with a NoGradFunctionCtx (and setup_context, where the class
+    has one), an output that is an input handed back as a view of it, as apply does. With grad
+    enabled the backward would have to be traced as well: a graph break."""
+
+    def __init__(self, cls_var):
+        super().__init__()
+        self.cls_var = cls_var
+
+    def call_function(self, tx, args, kwargs):
+        cls = self.cls_var.value
+        if tx.grad_enabled:
+            raise Unsupported("autograd_function", f"{cls.__name__}.apply with grad enabled (its backward "
+                              "is not traced)")
+        if kwargs:
+            raise Unsupported("bad_call", f"{cls.__name__}.apply() takes no keyword arguments")
+        ctx = UserDefinedClassVariable(NoGradFunctionCtx).call_function(tx, [ConstantVariable(len(args))], {})
+        forward = self.cls_var.var_getattr(tx, "forward")
+        own_setup = inspect.getattr_static(cls, "setup_context") is not \
+            inspect.getattr_static(torch.autograd.Function, "setup_context")
+        if own_setup:
+            out = forward.call_function(tx, list(args), {})
+            self.cls_var.var_getattr(tx, "setup_context").call_function(
+                tx, [ctx, TupleVariable(list(args)), out], {})
+        else:
+            out = forward.call_function(tx, [ctx, *args], {})
+
+        def fresh(v):
+            is_input = any(v is a for a in args)
+            if is_input and issubclass(v.python_type(), torch.Tensor):
+                return v.call_method(tx, "view_as", [v], {})
+            return v
+        if type(out) is TupleVariable:
+            return TupleVariable([fresh(v) for v in out.items])
+        return fresh(out)
+
+
 def _construct_stateless_module(tx, cls, args, kwargs):
-    """`torch.nn.ReLU()(x)` inside the frame: built now for real (constructors of library
-    modules are pure); only modules without parameters or buffers, whose state is constant."""
+    """`torch.nn.ReLU()(x)` inside the frame: built now for real (constructors of torch.nn
+    modules are pure: so is a subclass that adds none of its own, transformers' activations
+    made per call by ACT2FN[...]); only modules without parameters or buffers, whose state is
+    constant."""
     import torch
-    if not cls.__module__.startswith("torch.nn") or not all(a.is_python_constant() for a in args) or \
+    own_init = [c for c in cls.__mro__ if issubclass(c, torch.nn.Module) and "__init__" in vars(c)
+                and not c.__module__.startswith("torch.nn")]
+    if own_init or not all(a.is_python_constant() for a in args) or \
             not all(v.is_python_constant() for v in kwargs.values()):
         raise Unsupported("module_ctor", f"constructing nn.Module {cls.__name__} inside the graph")
     mod = cls(*[a.as_python_constant() for a in args], **{k: v.as_python_constant() for k, v in kwargs.items()})
@@ -354,12 +433,19 @@ class UserDefinedObjectVariable(VariableTracker):
         return True
 
     def var_getattr(self, tx, name):
-        if name in self.attrs:
-            return self.attrs[name]
         if name == "__class__":
             return tx.wrap(self.cls, None)
-        if self.value is not None and self.cls.__getattribute__ not in _GENERIC_GETATTRIBUTE and \
-                not _is_class_level(self.cls, name):
+        custom = self.cls.__getattribute__ not in _GENERIC_GETATTRIBUTE
+        if custom and self.value is None:
+            # an object made in the frame: its class's own __getattribute__ runs (inlined) for
+            # every read, as it would in eager; its super() calls reach plain_getattr
+            raw = inspect.getattr_static(self.cls, "__getattribute__")
+            if not isinstance(raw, types.FunctionType):
+                raise Unsupported("custom_getattribute", f"{self.cls.__name__}.__getattribute__ is not a Python function")
+            return UserFunctionVariable(raw).call_function(tx, [self, ConstantVariable(name)], {})
+        if name in self.attrs:
+            return self.attrs[name]
+        if custom and self.value is not None and not _is_class_level(self.cls, name):
             # a custom __getattribute__ (e.g. attribute aliases): read the real value; the guard
             # re-reads it through the same lookup, so both agree
             if self.source is None:
@@ -393,10 +479,35 @@ class UserDefinedObjectVariable(VariableTracker):
         if self.value is not None:
             d = getattr(self.value, "__dict__", {})
             if name in d and not _data_descriptor(self.cls, name):
-                return tx.wrap(d[name], AttrSource(self.source, name) if self.source is not None else None)
+                return tx.wrap(d[name], plain_source(self, name))
         elif name == "__dict__":
-            raise Unsupported("user_dict", "__dict__ of an object created in the graph")
+            return self.instance_dict()
         return class_attribute(tx, self, self.cls, name)
+
+    def instance_dict(self):
+        """`obj.__dict__` of an object made in the frame: a dict tracker over the object's own
+        attribute table (the same Python dict), so writes either way are seen both ways."""
+        view = getattr(self, "_instance_dict", None)
+        if view is None:
+            view = self._instance_dict = ConstDictVariable({})
+            view.items = self.attrs
+        return view
+
+    def delattr(self, tx, name):
+        """`del obj.name` / delattr(obj, name): a custom __delattr__ is inlined; the plain delete is
+        modelled on objects made in the frame (a deletion on an object from outside the frame
+        would need a replay that removes the attribute: a graph break)."""
+        if "__delattr__" in {k for c in self.cls.__mro__ if c is not object for k in c.__dict__}:
+            custom = inspect.getattr_static(self.cls, "__delattr__")
+            if not isinstance(custom, types.FunctionType):
+                raise Unsupported("custom_delattr", f"{self.cls.__name__}.__delattr__")
+            UserFunctionVariable(custom).call_function(tx, [self, ConstantVariable(name)], {})
+            return
+        if self.value is not None or _data_descriptor(self.cls, name):
+            raise Unsupported("delattr", f"deleting attribute {name!r} of a {self.cls.__name__} from outside the frame")
+        if name not in self.attrs:
+            raise Unsupported("no_attribute", f"{self.cls.__name__!r} object has no attribute {name!r}")
+        del self.attrs[name]
 
     def setattr(self, tx, name, value):
         if _data_descriptor(self.cls, name):
