@@ -12,10 +12,11 @@ import sympy
 import torch
 
 from codegen.ir import NotLowered, TensorValue, current, realize
-from codegen.lowering import (LOWERINGS, _check_factory, amax, broadcast_sizes, cast, clamp, div,
-                              expand_to, float_dtype_for, is_float, is_tensor, make_reduction, mean,
-                              norm_dim, norm_dims, pointwise, register, reshape, result_dtype,
-                              slice_, sum_, var_mean_impl, where)
+from codegen.lowering import (LOWERINGS, amax, broadcast_sizes, cast, clamp, div, expand_to,
+                              float_dtype_for, is_float, is_tensor, make_reduction, mean, norm_dim,
+                              norm_dims, pointwise, register, result_dtype, sum_, var_mean_impl,
+                              where)
+from codegen.view_lowerings import _check_factory, reshape, slice_
 from codegen.ops import ops
 from codegen.scalars import has_scalar
 
@@ -120,14 +121,17 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
 
 @register("rms_norm")
 def rms_norm(input, normalized_shape, weight=None, eps=None):
+    # eager computes a half input in float (its op math), eps defaulting to float's: squares of
+    # fp16 values overflow fp16 from 256 on
     dt = _f(input)
     k = len(tuple(normalized_shape))
     dims = list(range(input.ndim - k, input.ndim))
+    x = cast(input, _stats_dtype(dt))
     if eps is None:
-        eps = torch.finfo(dt).eps
-    ms = mean(unary(ops.square, input), dims, True)
-    r = unary(lambda v: ops.rsqrt(ops.add(v, _const(eps, dt))), ms)
-    return _affine(L["mul"](input, r), weight, None)
+        eps = torch.finfo(x.dtype).eps
+    ms = mean(unary(ops.square, x), dims, True)
+    r = unary(lambda v: ops.rsqrt(ops.add(v, _const(eps, x.dtype))), ms)
+    return _affine(cast(L["mul"](x, r), dt), weight, None)
 
 
 @register("group_norm")
@@ -1025,6 +1029,12 @@ def _stats_dtype(dt):
     return torch.float32 if dt in (torch.float16, torch.bfloat16) else dt
 
 
+def _saved_stats_dtype(dt):
+    """The dtype norms return their statistics in: float32 for a half input on CUDA, but the
+    input's own dtype from eager's CPU kernels (pydynamo.meta.device_results says the same)."""
+    return dt if current.graph.devices == ("cpu",) else _stats_dtype(dt)
+
+
 @register("aten.native_layer_norm")
 def native_layer_norm(input, normalized_shape, weight, bias, eps):
     """(out, mean, rstd); mean and rstd keep the normalized dims as size 1."""
@@ -1034,7 +1044,7 @@ def native_layer_norm(input, normalized_shape, weight, bias, eps):
     var, mu = var_mean_impl(x, dims, correction=0, keepdim=True)
     rstd = unary(lambda v: ops.rsqrt(ops.add(v, _const(eps, x.dtype))), var)
     y = cast(_affine(L["mul"](L["sub"](x, mu), rstd), weight, bias), dt)
-    return y, mu, rstd
+    return y, cast(mu, _saved_stats_dtype(dt)), cast(rstd, _saved_stats_dtype(dt))
 
 
 @register("aten.native_layer_norm_backward")
@@ -1142,7 +1152,7 @@ def _batch_norm_train(input, weight, bias, running_mean, running_var, momentum, 
         unbiased = L["mul"](var, n / (n - 1)) if n != 1 else var
         new_rv = cast(L["add"](L["mul"](running_var, 1 - momentum),
                                L["mul"](unbiased, momentum)), running_var.dtype)
-    return y, mu, invstd, new_rm, new_rv
+    return y, cast(mu, _saved_stats_dtype(dt)), cast(invstd, _saved_stats_dtype(dt)), new_rm, new_rv
 
 
 def _batch_norm_eval(input, weight, bias, running_mean, running_var, eps):
@@ -1151,7 +1161,7 @@ def _batch_norm_eval(input, weight, bias, running_mean, running_var, eps):
     extern (the node's metadata decides, pydynamo/aot's recorder records the CPU kernel's)."""
     out = LOWERINGS["batch_norm"](input, running_mean, running_var, weight, bias, False, 0.0,
                                   eps)
-    empty = L["full"]([0], 0, dtype=_stats_dtype(input.dtype))
+    empty = L["full"]([0], 0, dtype=_saved_stats_dtype(input.dtype))
     return out, empty, empty
 
 

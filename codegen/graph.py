@@ -23,11 +23,13 @@ import torch.fx
 from torch.fx.passes.shape_prop import TensorMetadata
 
 from codegen.canonical import VIEW_OPS, Canonical, _canon_name, canonicalize
+from pydynamo.meta import device_results
 from pydynamo.mutation import node_mutation
 from codegen.ir import (ArgRef, ComputedBuffer, ExternBuffer, ExternCall, InputBuffer, Layout,
                         NewViewRef,
                         NotLowered, TensorValue, current, realize, strided_view_of)
-from codegen.lowering import LOWERINGS, _decided, view_strides
+from codegen.lowering import LOWERINGS
+from codegen.view_lowerings import _decided, view_strides
 from codegen.ops import as_single_load
 from codegen.scalars import RuntimeScalars, SpecializeFloats, has_scalar, scalar_symbols
 from codegen.sizevars import product
@@ -97,8 +99,16 @@ class _MetaProp(torch.fx.Interpreter):
         self.meta: Dict[torch.fx.Node, Any] = {}
 
     def propagate(self, example_inputs):
+        # the device the graph's ops run on: where a meta kernel answers for another device
+        # (norm statistics of half inputs on CPU), pydynamo.meta.device_results corrects it
+        self.device = next((x.device for x in example_inputs if isinstance(x, torch.Tensor)),
+                           None)
         self.run(*[_stand_in(x, self.on_meta) for x in example_inputs])
         return self.meta
+
+    def call_function(self, target, args, kwargs):
+        out = super().call_function(target, args, kwargs)
+        return device_results(target, args, self.device, out) if self.on_meta else out
 
     def run_node(self, n):
         result = super().run_node(n)
@@ -358,7 +368,11 @@ class GraphLowering:
             if isinstance(a, slice):
                 return slice(to_meta(a.start), to_meta(a.stop), to_meta(a.step))
             return a
-        return _as_meta(target(*to_meta(args), **to_meta(kwargs)))
+        margs = to_meta(args)
+        device = self.backend.device or torch.device(self.devices[0])
+        # where the meta kernel answers for another device (norm statistics of half inputs on
+        # CPU), the layout follows the device's kernel, as the graph's metadata does
+        return _as_meta(device_results(target, margs, device, target(*margs, **to_meta(kwargs))))
 
     def _symbolic_extern(self, target, args, kwargs, out_meta, meta):
         """{output path: (size, stride)} in size symbols when the arguments have symbolic

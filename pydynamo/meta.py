@@ -690,7 +690,8 @@ def _run_on_meta(target, args: tuple, kwargs: dict, env=None):
         # the user sees eager's own behaviour, never an error eager would not raise.
         raise MetaUnsupported("meta_error",
                               f"{target_name(target)} failed on metadata: {type(e).__name__}: {_first_line(e)}") from e
-    return _from_meta_output(out, conv.output_device(), conv.real_devices)
+    device = conv.output_device()
+    return _from_meta_output(device_results(target, args, device, out), device, conv.real_devices)
 
 
 def _call_target(target):
@@ -745,6 +746,44 @@ def _strip_device_move(name, margs, mkwargs, conv):
         if conv.explicit_device is None:
             conv.explicit_device = conv.devices[0][0]
     return [self_t, *rest], mkwargs
+
+
+# Ops whose meta kernels answer for another device than the CPU one. Norms' statistics (and a
+# functional variant's new running statistics) of an fp16/bf16 input: float32 on meta (CUDA's
+# dtype), the input's dtype from eager's CPU kernels. Batch norm in evaluation: its saved
+# statistics are empty tensors on CPU, (C,) on meta. Checked against torch 2.11-2.13.
+_CPU_HALF_STATS = frozenset({
+    "native_layer_norm", "native_batch_norm", "_native_batch_norm_legit",
+    "_native_batch_norm_legit_functional", "_batch_norm_with_update",
+    "_batch_norm_with_update_functional", "_batch_norm_no_update"})
+# name -> position of its `training` argument (None: always evaluation)
+_CPU_EVAL_BATCH_NORM = {"native_batch_norm": 5, "_native_batch_norm_legit": 5,
+                        "_native_batch_norm_legit_functional": 5,
+                        "_native_batch_norm_legit_no_training": None, "_batch_norm_no_update": None}
+
+
+def _op_name(target) -> Optional[str]:
+    return getattr(getattr(target, "overloadpacket", target), "__name__", None)
+
+
+def device_results(target, args, device, out):
+    """`out`, the meta run's results of `target(*args)`, made what the op returns on `device`
+    where the meta kernel answers otherwise (the tables above). The executor's meta run and the
+    training recorder (pydynamo/aot/recorder.py) both apply it."""
+    if device is None or torch.device(device).type != "cpu" or not isinstance(out, (tuple, list)):
+        return out
+    name = _op_name(target)
+    if name in _CPU_EVAL_BATCH_NORM and getattr(target, "_overloadname", "") != "no_stats":
+        i = _CPU_EVAL_BATCH_NORM[name]
+        training = i is not None and len(args) > i and args[i] is True
+        if not training and len(args) > 4 and args[3] is not None:
+            # (with no running statistics, "evaluation" normalizes by the batch's and saves them)
+            out = type(out)([out[0], out[1].new_empty((0,)), out[2].new_empty((0,))] + list(out[3:]))
+    dtype = getattr(args[0], "dtype", None) if args else None
+    if name in _CPU_HALF_STATS and dtype in (torch.float16, torch.bfloat16):
+        out = type(out)(t.to(dtype) if isinstance(t, torch.Tensor) and t.dtype == torch.float32
+                        else t for t in out)
+    return out
 
 
 def _from_meta_output(out, device, inputs=()):

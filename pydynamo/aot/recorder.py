@@ -48,7 +48,7 @@ import torch
 import torch.fx
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
-from pydynamo.meta import TensorMeta
+from pydynamo.meta import TensorMeta, device_results
 from pydynamo.mutation import mutation_of
 
 aten = torch.ops.aten
@@ -84,24 +84,8 @@ def _unmarked(func, i) -> bool:
     return func._schema.arguments[i].alias_info is None
 
 
-def _cpu_eval_batch_norm(args, device, out):
-    """CPU batch norm in evaluation returns empty saved statistics; the meta kernel says (C,)."""
-    training = args[5] if len(args) > 5 and isinstance(args[5], bool) else False
-    if device.type != "cpu" or training:
-        return out
-    empty = out[1].new_empty((0,))
-    return (out[0], empty, out[2].new_empty((0,)))
-
-
 # ops whose result has its argument's value, size and strides (a new tensor object aliasing it)
 _SAME_VALUE = {aten.detach.default, aten.alias.default}
-
-# ops whose meta kernel answers other sizes than the device's kernel: the record follows the device
-_META_DISAGREES = {aten.native_batch_norm.default: _cpu_eval_batch_norm,
-                   aten._native_batch_norm_legit_no_training.default:
-                       lambda args, device, out: _cpu_eval_batch_norm(
-                           list(args[:5]) + [False], device, out)}
-
 
 class _Traced(torch.Tensor):
     """A stand-in: says it lives on `device` (autocast and device-specific composites see the real
@@ -374,9 +358,8 @@ class Recorder:
             out = func(*_map(_elem, args), **_map(_elem, meta_kwargs))
         except Exception as e:
             raise Unsupported(f"{func} on meta tensors: {type(e).__name__}: {e}") from e
-        fix = _META_DISAGREES.get(func)
-        if fix is not None:
-            out = fix(args, torch.device(device), out)
+        # where the meta kernel answers for another device, the record follows the device
+        out = device_results(func, args, torch.device(device), out)
         try:
             fargs, fkwargs = _map(self._arg, args), _map(self._arg, kwargs)
         except Unsupported as e:

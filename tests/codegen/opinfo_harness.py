@@ -20,7 +20,8 @@ Three entry points:
   twice, each call followed by torch.autograd.grad with fixed random cotangents: outputs and
   input grads against eager under torch.testing's default tolerances (section at the end).
 Integers and bools always compare exactly (a relative tolerance calls 20001 equal to 20000);
-floats with rtol=atol=1e-4 (fp16/bf16: two units in the last place, `_tolerance`).
+floats with rtol=atol=1e-4 (fp16/bf16: two units in the last place, `_tolerance`, or, in run_op,
+as close to a float64 run as eager is: `_no_less_accurate`).
 """
 from __future__ import annotations
 
@@ -265,10 +266,16 @@ def run_op(op, dtype, max_samples=None) -> OpResult:
                 res.wrong.append(f"compiled call raised {type(e).__name__}: {e}")
                 return res
     nondet = any(k in op.name for k in NONDETERMINISTIC)
+    exact = None
     for i in range(len(calls)):
         if nondet or _equal(ref[i], ref2[i]):
             continue
         r = _equal(out[i], ref[i], f"sample{i}")
+        if r and dtype in (torch.float16, torch.bfloat16):
+            if exact is None:
+                exact = _float64_run(gm, inputs)
+            if exact is not None and _no_less_accurate(out[i], ref[i], exact[i]):
+                r = None
         if r:
             res.wrong.append(r)
     for i, (a, b) in enumerate(zip(comp_in, eager_in)):
@@ -276,6 +283,37 @@ def run_op(op, dtype, max_samples=None) -> OpResult:
         if r:
             res.wrong.append(r)
     return res
+
+
+def _float64_run(gm, inputs):
+    """The graph on float64 copies of the floating inputs (None if it does not run so)."""
+    try:
+        with torch.no_grad():
+            return gm(*[x.double() if isinstance(x, torch.Tensor) and x.is_floating_point()
+                        else _clone(x) for x in inputs])
+    except Exception:
+        return None
+
+
+def _no_less_accurate(a, b, exact) -> bool:
+    """fp16/bf16: eager rounds a composite op's intermediates to the half type, codegen keeps
+    them in fp32, so the two can differ by more than an ulp where a value cancels. A result is
+    not wrong when each element is as close to the float64 result as eager's is (within twice
+    eager's error plus two units in the last place); dtypes, shapes and integers never get this
+    allowance."""
+    if isinstance(a, (list, tuple)):
+        return isinstance(b, (list, tuple)) and isinstance(exact, (list, tuple)) and \
+            len(a) == len(b) == len(exact) and all(map(_no_less_accurate, a, b, exact))
+    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and
+            isinstance(exact, torch.Tensor)) or a.dtype != b.dtype or a.shape != b.shape or \
+            not a.is_floating_point() or a.shape != exact.shape:
+        return _equal(a, b) is None
+    eps = torch.finfo(a.dtype).eps
+    e = exact.double()
+    ours, theirs = (a.double() - e).abs(), (b.double() - e).abs()
+    same_nan = a.isnan() == b.isnan()
+    ok = (ours <= 2 * theirs + 2 * eps * e.abs()) | (a.double() == b.double())
+    return bool(same_nan.all()) and bool(ok[~a.isnan()].all())
 
 
 def op_db():

@@ -101,3 +101,47 @@ def test_integer_to_half_rounds_through_float_as_eager():
         got = _compiled(lambda t: (t + 0).to(dtype))(v)
         _native()
         assert torch.equal(_bits(got), _bits(v.to(dtype)))
+
+
+# Regressions found by the bf16/fp16 OpInfo sweep (benchmarks/opinfo_sweep.py --variants graph
+# --dtypes bfloat16,float16): each was a wrong result before its fix.
+
+def test_rms_norm_fp16_computes_in_float_with_floats_eps():
+    """Squares of fp16 values overflow fp16 from 256 on (the result was inf/0), and eager's
+    default eps is float's, not fp16's."""
+    torch.manual_seed(2)
+    for scale in (300.0, 0.01):
+        x = (torch.randn(3, 8) * scale).to(torch.float16)
+        w = torch.randn(8, dtype=torch.float16)
+        fn = lambda x, w: F.rms_norm(x, (8,), w)
+        got = _compiled(fn)(x, w)
+        _native()
+        torch.testing.assert_close(got, fn(x, w), rtol=2e-3, atol=2e-3)
+
+
+@pytest.mark.parametrize("dtype", HALF)
+def test_norm_statistics_have_the_cpu_kernels_dtype(dtype):
+    """The meta kernels give CUDA's float32 statistics; eager's CPU kernels return them in the
+    input's dtype (pydynamo.meta.device_results): codegen used to return float32."""
+    torch.manual_seed(3)
+    x, w = torch.randn(2, 3, 4, dtype=dtype), torch.randn(4, dtype=dtype)
+    fn = lambda x, w: torch.native_layer_norm(x, [4], w, w, 1e-5)
+    got, ref = _compiled(fn)(x, w), fn(x, w)
+    assert [t.dtype for t in got] == [t.dtype for t in ref] == [dtype] * 3
+    for g, r in zip(got, ref):
+        torch.testing.assert_close(g, r, rtol=2 * torch.finfo(dtype).eps, atol=1e-2)
+    xb, rm, rv = torch.randn(6, 4, dtype=dtype), torch.zeros(4, dtype=dtype), torch.ones(4, dtype=dtype)
+    bn = lambda x, w, rm, rv: torch.native_batch_norm(x, w, w, rm, rv, False, 0.1, 1e-5)
+    got, ref = _compiled(bn)(xb, w, rm, rv), bn(xb, w, rm, rv)
+    assert [(t.dtype, t.shape) for t in got] == [(t.dtype, t.shape) for t in ref]
+
+
+@pytest.mark.parametrize("dtype", HALF)
+def test_trunc_division_truncates_the_rounded_quotient(dtype):
+    """-3.8906 / -0.2168 is 17.95: eager rounds it to bf16's 18.0 before truncating."""
+    a = torch.tensor([-3.890625, 7.0, -9.5, 100.0], dtype=dtype)
+    b = torch.tensor([-0.216796875, 0.3, 0.7, 3.01], dtype=dtype)
+    fn = lambda a, b: torch.div(a, b, rounding_mode="trunc")
+    got = _compiled(fn)(a, b)
+    _native()
+    assert torch.equal(got, fn(a, b)), (got, fn(a, b))
