@@ -99,8 +99,8 @@ def bert():
     cfg = t.BertConfig(num_hidden_layers=2, num_attention_heads=2, hidden_size=64,
                        intermediate_size=128, vocab_size=128, max_position_embeddings=64,
                        num_labels=3, problem_type="single_label_classification")
-    # problem_type preset: left None, the first forward sets `self.config.problem_type`, which
-    # recurses without end under pydynamo today (test_bert_config_set_in_forward)
+    # problem_type preset: left None, the first forward sets `self.config.problem_type` (that
+    # write is test_bert_config_set_in_forward's; here the loop's losses are the subject)
     return t.BertForSequenceClassification(cfg).train()
 
 
@@ -265,12 +265,12 @@ def test_training_matches_eager(name, backend):
         assert cg.get("triton_graphs_compiled", 0) > 0, cg
 
 
-@pytest.mark.xfail(strict=True, raises=RecursionError,
-                   reason="setting a transformers PretrainedConfig attribute inside a compiled frame "
-                          "recurses in its transformed __getattribute__ (/work/notes/aot_failures.md)")
 def test_bert_config_set_in_forward():
     """BertForSequenceClassification with problem_type None assigns config.problem_type in its
-    first forward (any backend: the executor, not the training path)."""
+    first forward (any backend: the executor, not the training path). Regression: setting a
+    transformers PretrainedConfig attribute in a compiled frame recursed without end in its
+    transformed __getattribute__ (fixed with the executor's plain-attribute re-reads,
+    sources.PlainAttrSource; a strict xfail until then)."""
     t = _transformers()
     cfg = t.BertConfig(num_hidden_layers=1, num_attention_heads=2, hidden_size=8,
                        intermediate_size=8, vocab_size=16, max_position_embeddings=16, num_labels=2)
