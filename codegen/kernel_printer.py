@@ -23,6 +23,7 @@ stores and the kernel structure.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
@@ -61,6 +62,18 @@ class Scope:
     lines: List[str] = field(default_factory=list)
     cse: Dict[str, KValue] = field(default_factory=dict)
     forward: Dict[str, KValue] = field(default_factory=dict)   # "buf[index]" -> value stored
+
+
+def canonical_text(src: str, name: str, names: List[str]) -> str:
+    """A kernel's text with its own name replaced by KERNEL and `names` (its buffer arguments
+    and scratch arrays, named per graph) by their positions (in_ptr0, ...). Kernels with equal
+    canonical text compute the same function of their arguments (a repeated block's layers: the
+    same code on other buffers; sizes and literals stay in the text), so each printer emits the
+    text once: Triton one function bound under every name, C++ a one-line forwarding function."""
+    out = re.sub(rf"\b{re.escape(name)}\b", "KERNEL", src)
+    for i, p in enumerate(names):
+        out = re.sub(rf"\b{re.escape(p)}\b", f"in_ptr{i}", out)
+    return out
 
 
 class KernelPrinter(HandlerBase):

@@ -36,7 +36,7 @@ import sympy
 import torch
 
 from codegen.ir import Reduction
-from codegen.kernel_printer import HALF, KernelPrinter, KValue, compute_dtype
+from codegen.kernel_printer import HALF, KernelPrinter, KValue, canonical_text, compute_dtype
 from codegen.ops import set_handler
 from codegen.primitives import CUSTOM, PRIMITIVES
 from codegen.scheduler import RFLAT, FusedKernel, flat_form
@@ -569,15 +569,6 @@ class KernelSource:
     xnumel: sympy.Expr
 
 
-def _canonical(src: str, name: str, params: List[str]) -> str:
-    """Kernel text with positional parameter names (in_ptr0, ...) and a placeholder name, so
-    identical kernels (the same layer repeated) are printed, and compiled by Triton, once."""
-    out = src.replace(f"def {name}(", "def KERNEL(")
-    for i, p in enumerate(params):
-        out = re.sub(rf"\b{re.escape(p)}\b", f"in_ptr{i}", out)
-    return out
-
-
 def generate_source(kernels: List[FusedKernel], buffers, max_autotune=False):
     """-> (module source, {kernel name: KernelSource}); KernelSource.name is the function in
     the module that runs the kernel (shared by identical kernels)."""
@@ -586,10 +577,10 @@ def generate_source(kernels: List[FusedKernel], buffers, max_autotune=False):
         pr = TritonKernelPrinter(k, buffers, max_autotune)
         src = pr.generate()
         params = [a for a in pr.arg_names if a != "pd_err"]
-        canon = _canonical(src, k.name, params)
+        canon = canonical_text(src, k.name, params)
         if canon not in seen:
             seen[canon] = k.name
-            parts.append(canon.replace("def KERNEL(", f"def {k.name}("))
+            parts.append(re.sub(r"\bKERNEL\b", k.name, canon))
         info[k.name] = KernelSource(seen[canon], src, pr.arg_names, pr.config, pr.uses_err,
                                     product(k.outer))
     return "\n\n".join(parts) + "\n", info
