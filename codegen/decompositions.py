@@ -1157,8 +1157,9 @@ def _batch_norm_train(input, weight, bias, running_mean, running_var, momentum, 
 
 def _batch_norm_eval(input, weight, bias, running_mean, running_var, eps):
     """(out, empty, empty): running statistics; eager's CPU kernel saves none (size 0). The
-    meta kernel says (C,): a graph whose metadata says so checks a mismatch and runs the op
-    extern (the node's metadata decides, pydynamo/aot's recorder records the CPU kernel's)."""
+    meta kernel says (C,); every metadata path follows the CPU kernel on CPU
+    (pydynamo.meta.device_results), and a graph whose metadata says (C,) checks a mismatch and
+    runs the op extern (the node's metadata decides)."""
     out = LOWERINGS["batch_norm"](input, running_mean, running_var, weight, bias, False, 0.0,
                                   eps)
     empty = L["full"]([0], 0, dtype=_saved_stats_dtype(input.dtype))
