@@ -13,8 +13,9 @@ from torch.profiler import ProfilerActivity, profile
 import pydynamo
 
 
-def main():
-    engine = sys.argv[1]
+def warm_step(engine):
+    """One bf16-autocast training step (forward, loss, backward, AdamW) of GPT-2 small under
+    `engine` (pd, tc or eager), run three times so compiling is done."""
     from transformers import GPT2Config, GPT2LMHeadModel
     cfg = GPT2Config(resid_pdrop=0, embd_pdrop=0, attn_pdrop=0)
     torch.manual_seed(0)
@@ -33,6 +34,11 @@ def main():
     for _ in range(3):
         step()
     torch.cuda.synchronize()
+    return step
+
+
+def main():
+    engine, step = sys.argv[1], warm_step(sys.argv[1])
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         for _ in range(4):
             step()
@@ -55,24 +61,7 @@ def cprofile_whole_steps():
     syncs), by own time: the call that absorbs a blocked host shows a large own time."""
     import cProfile
     import pstats
-    engine = sys.argv[1]
-    from transformers import GPT2Config, GPT2LMHeadModel
-    cfg = GPT2Config(resid_pdrop=0, embd_pdrop=0, attn_pdrop=0)
-    torch.manual_seed(0)
-    m = GPT2LMHeadModel(cfg).cuda().train()
-    ids = torch.randint(0, cfg.vocab_size, (8, 256), device="cuda")
-    c = pydynamo.optimize(m, backend="codegen") if engine == "pd" else torch.compile(m)
-    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
-
-    def step():
-        with torch.autocast("cuda", torch.bfloat16):
-            loss = c(input_ids=ids, labels=ids).loss
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-    for _ in range(3):
-        step()
-    torch.cuda.synchronize()
+    engine, step = sys.argv[1], warm_step(sys.argv[1])
     import time
     t0 = time.perf_counter()
     p = cProfile.Profile()
