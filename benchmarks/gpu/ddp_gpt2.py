@@ -11,10 +11,20 @@ MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32) (FSDP2). Each (wrapper
 builds the model from seed 0, runs 5 warm-up steps (compiles), then `steps` timed steps
 (cuda-synchronized, median ms on rank 0, the max over ranks of each step), and peak memory.
 
-Overlap: for pydynamo under DDP (and with pydynamo.config.optimize_ddp off, for contrast) a
-torch.profiler trace of 3 steps: the GPU time of NCCL kernels, and how much of it runs while a
-compute kernel of the backward runs on another stream (interval intersection): all-reduce
-overlapped with the backward means a large share. Traces (chrome JSON) go to --trace-dir.
+Overlap: for eager and pydynamo under DDP (and with pydynamo.config.optimize_ddp off, for
+contrast) a torch.profiler trace of 3 steps, each backward bracketed on the GPU stream by two
+marker kernels (`torch.cuda._sleep`, kernel `spin_kernel`), so the backward's GPU window is known:
+- "NCCL": the GPU time of NCCL kernels, and "beside compute": how much of it runs while a compute
+  kernel runs on the other stream (interval intersection);
+- "hidden": the NCCL time inside the backward window that ends before the backward's last compute
+  kernel ends: communication done while the backward still computes; "exposed": the NCCL time
+  after it, which the step waits for. One backward Function per graph (optimize_ddp off) starts
+  every all-reduce after the last gradient, so nearly all of it is exposed; DDP's per-bucket
+  hooks (eager, or the bucket split) start them during the backward.
+With --bucket-view DDP is built with gradient_as_bucket_view=True, so no copy of the all-reduced
+buckets back into .grad runs after the last all-reduce and the window's last compute kernel is
+the backward's. Traces (chrome JSON) go to --trace-dir.
+`--analyze TRACE...` prints those figures and, per backward window, where the all-reduces start.
 Leave NVLink multicast off (NCCL_NVLS_ENABLE=0, set here).
 """
 from __future__ import annotations
@@ -43,11 +53,12 @@ def _model(torch, args):
     return t.GPT2LMHeadModel(cfg)
 
 
-def _wrap(torch, model, wrapper, dtype, dev):
+def _wrap(torch, model, wrapper, dtype, dev, bucket_view=False):
     model = model.to(dev)
     if wrapper == "ddp":
         from torch.nn.parallel import DistributedDataParallel as DDP
-        return DDP(model, device_ids=[dev.index] if dev.type == "cuda" else None)
+        return DDP(model, device_ids=[dev.index] if dev.type == "cuda" else None,
+                   gradient_as_bucket_view=bucket_view)
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
     policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) \
         if dtype == "bf16" else MixedPrecisionPolicy()
@@ -66,28 +77,82 @@ def _compiled(torch, net, mode):
     return torch.compile(net)
 
 
-def _overlap(prof):
-    """(NCCL kernel ms, of it ms while another (compute) kernel runs)."""
-    kernels = [e for e in prof.events() if e.device_type.name == "CUDA"]
-    nccl = [(e.time_range.start, e.time_range.end) for e in kernels if "nccl" in e.name.lower()]
-    comp = sorted((e.time_range.start, e.time_range.end) for e in kernels
-                  if "nccl" not in e.name.lower())
+def _merged(intervals):
     merged = []
-    for s, e in comp:
+    for s, e in sorted(intervals):
         if merged and s <= merged[-1][1]:
             merged[-1][1] = max(merged[-1][1], e)
         else:
             merged.append([s, e])
-    total = sum(e - s for s, e in nccl)
+    return merged
+
+
+def _intersection(intervals, merged):
     over = 0
-    for s, e in nccl:
+    for s, e in intervals:
         for cs, ce in merged:
             if ce <= s:
                 continue
             if cs >= e:
                 break
             over += min(e, ce) - max(s, cs)
-    return total / 1e3, over / 1e3
+    return over
+
+
+def _overlap(kernels, timeline=None):
+    """NCCL kernel ms, of it ms beside a compute kernel, ms hidden in the backward (ending before
+    the backward's last compute kernel), ms exposed after it, and the backward windows' ms: sums
+    over the profiled steps. `kernels`: (start µs, end µs, name) of every GPU kernel; windows lie
+    between consecutive pairs of `spin_kernel` markers. With a `timeline` list, one line per
+    window is appended: where in it the all-reduces start and the last compute kernel ends."""
+    kernels = sorted(kernels)
+    is_nccl = lambda n: "nccl" in n.lower()
+    marks = [k for k in kernels if "spin_kernel" in k[2]]
+    nccl = [(s, e) for s, e, n in kernels if is_nccl(n)]
+    comp = [(s, e) for s, e, n in kernels if not is_nccl(n) and "spin_kernel" not in n]
+    total = sum(e - s for s, e in nccl)
+    beside = _intersection(nccl, _merged(comp))
+    hidden = exposed = window = 0
+    for m0, m1 in zip(marks[0::2], marks[1::2]):
+        lo, hi = m0[1], m1[0]
+        window += hi - lo
+        inside = [(s, e) for s, e in comp if lo <= s < hi]
+        last = max((e for s, e in inside), default=lo)
+        starts = []
+        for s, e in nccl:
+            if lo <= s < hi:
+                hidden += max(0, min(e, last) - s)
+                exposed += max(0, e - max(s, last))
+                starts.append(s)
+        if timeline is not None:
+            timeline.append(
+                f"backward window {(hi - lo) / 1e3:.2f} ms, compute kernels {len(inside)} busy "
+                f"{sum(e - s for s, e in inside) / 1e3:.2f} ms, last one ends at {(last - lo) / 1e3:.2f} "
+                f"ms; {len(starts)} all-reduces start at ms "
+                + " ".join(f"{(s - lo) / 1e3:.1f}" for s in starts)
+                + f" ({sum(s < last for s in starts)} before the last compute kernel)")
+    return [x / 1e3 for x in (total, beside, hidden, exposed, window)]
+
+
+def _profiled_kernels(prof):
+    # a set: prof.events() can list one kernel more than once (as its own event and under the
+    # op that launched it); the chrome trace (--analyze) lists each once
+    return list({(e.time_range.start, e.time_range.end, e.name) for e in prof.events()
+                 if e.device_type.name == "CUDA"})
+
+
+def _analyze(path):
+    """Print the overlap figures and per-window timeline of a chrome trace this script wrote."""
+    import json
+    with open(path) as f:
+        events = json.load(f)["traceEvents"]
+    kernels = [(e["ts"], e["ts"] + e["dur"], e["name"]) for e in events if e.get("cat") == "kernel"]
+    timeline = []
+    total, beside, hidden, exposed, window = _overlap(kernels, timeline)
+    print(f"{path}: NCCL {total:.2f} ms: beside compute {beside:.2f}, hidden in the backward "
+          f"{hidden:.2f}, exposed after it {exposed:.2f} (backward windows {window:.2f} ms)")
+    for line in timeline:
+        print("  " + line)
 
 
 def _worker(rank, world, port, args, results):
@@ -109,7 +174,7 @@ def _worker(rank, world, port, args, results):
                 pydynamo.reset()
                 pydynamo.config.optimize_ddp = mode != "pydynamo-nosplit"
                 torch._dynamo.reset()
-                net = _wrap(torch, _model(torch, args), wrapper, dtype, dev)
+                net = _wrap(torch, _model(torch, args), wrapper, dtype, dev, args.bucket_view)
                 step_fn = _compiled(torch, net, mode)
                 opt = torch.optim.SGD(net.parameters(), lr=1e-3)
                 gen = torch.Generator(device=dev).manual_seed(100 + rank)
@@ -117,11 +182,15 @@ def _worker(rank, world, port, args, results):
                 ids = torch.randint(0, vocab, (args.batch, args.seq), device=dev, generator=gen)
                 autocast = dtype == "bf16" and wrapper == "ddp"
 
-                def step():
+                def step(mark=False):
                     opt.zero_grad(set_to_none=True)
                     with torch.autocast(dev.type, torch.bfloat16, enabled=autocast):
                         loss = step_fn(input_ids=ids, labels=ids).loss
+                    if mark:
+                        torch.cuda._sleep(1000)       # marks the backward's start on the stream
                     loss.backward()
+                    if mark:
+                        torch.cuda._sleep(1000)       # ... and its end
                     opt.step()
                     return loss
                 try:
@@ -149,9 +218,10 @@ def _worker(rank, world, port, args, results):
                         from torch.profiler import ProfilerActivity, profile
                         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
                             for _ in range(3):
-                                step()
+                                step(mark=True)
                             sync()
-                        row["nccl_ms"], row["nccl_overlapped_ms"] = _overlap(prof)
+                        (row["nccl_ms"], row["nccl_overlapped_ms"], row["nccl_hidden_ms"],
+                         row["nccl_exposed_ms"], row["backward_ms"]) = _overlap(_profiled_kernels(prof))
                         if args.trace_dir and rank == 0:
                             os.makedirs(args.trace_dir, exist_ok=True)
                             prof.export_chrome_trace(os.path.join(
@@ -179,8 +249,16 @@ def main():
     ap.add_argument("--wrappers", default="ddp,fsdp2")
     ap.add_argument("--modes", default="eager,pydynamo,torch.compile,pydynamo-nosplit")
     ap.add_argument("--trace-dir", default=os.environ.get("OUT"))
+    ap.add_argument("--bucket-view", action="store_true",
+                    help="DDP(gradient_as_bucket_view=True): no copy back after the all-reduce")
+    ap.add_argument("--analyze", nargs="+", metavar="TRACE",
+                    help="print the overlap figures and timeline of traces written by a run")
     ap.add_argument("--cpu", action="store_true", help="smoke test: gloo, CPU, a 2-layer GPT-2")
     args = ap.parse_args()
+    if args.analyze:
+        for path in args.analyze:
+            _analyze(path)
+        return
     import torch.multiprocessing as mp
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
@@ -206,8 +284,10 @@ def main():
         text += f"  ({ratio / r['ms']:.2f}x eager)" if ratio else ""
         text += f"  peak {r['peak_mib']:.0f} MiB  loss {r['loss']:.4f}"
         if "nccl_ms" in r:
-            text += (f"  NCCL {r['nccl_ms']:.2f} ms over 3 steps, {r['nccl_overlapped_ms']:.2f} ms "
-                     "of it while compute kernels run")
+            text += (f"\n{'':31}NCCL over 3 steps {r['nccl_ms']:.2f} ms: beside compute "
+                     f"{r['nccl_overlapped_ms']:.2f}, hidden in the backward {r['nccl_hidden_ms']:.2f}, "
+                     f"exposed after it {r['nccl_exposed_ms']:.2f} (backward windows "
+                     f"{r['backward_ms']:.2f} ms)")
         print(text)
     sys.stdout.flush()
 
