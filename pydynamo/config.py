@@ -97,3 +97,8 @@ optimize_ddp: bool = True
 # Ranks check with one all-gather per call of a compiled frame that they take the same guard
 # outcome, raising distributed.GuardDivergence instead of diverging (pydynamo/distributed.py).
 distributed_guard_check: bool = False
+
+# Region templates (pydynamo/executor/regions.py): a module's forward traced once per frame and
+# its graph nodes reused for every other instance of the class called the same way (the layers
+# of a transformer), guarded on what differs; False: every call is traced.
+region_templates: bool = True

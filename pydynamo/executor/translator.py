@@ -32,7 +32,9 @@ from pydynamo import autocast as _autocast
 
 from pydynamo.bytecode import user_code_name
 from pydynamo.exc import GraphBreak, ReturnValue, Unsupported
+from pydynamo import config
 from pydynamo.executor import breaks as _breaks
+from pydynamo.executor import regions as _regions
 from pydynamo.executor.builder import VariableBuilder
 from pydynamo.executor.output_graph import OutputGraph
 from pydynamo.executor.reconstruct import OutputCodegen, build_code
@@ -394,6 +396,7 @@ class InstructionTranslator(InstructionTranslatorBase):
         self.side_effects_ = SideEffects()
         self.guards: list[Guard] = []
         self.builder = VariableBuilder(self)
+        self.regions = _regions.Regions() if config.region_templates else None   # repeated modules
         self.grad_enabled_ = torch.is_grad_enabled()
         self.inference_mode_ = torch.is_inference_mode_enabled()
         self.autocast_ = _autocast.current()    # the trace's autocast state (torch.autocast regions)

@@ -14,6 +14,7 @@ import types
 import torch
 
 from pydynamo.exc import Unsupported
+from pydynamo.executor import regions
 from pydynamo.executor.variables.base import ListIteratorVariable, MethodProxyVariable, VariableTracker
 from pydynamo.executor.variables.constant import ConstantVariable
 from pydynamo.executor.variables.user_objects import class_attribute
@@ -108,8 +109,8 @@ class NNModuleVariable(VariableTracker):
         if isinstance(forward, types.FunctionType) and forward.__code__.co_name == "decorate_context":
             # `@torch.no_grad()` on forward: the builder knows the wrapper (the mode around the call)
             out = tx.wrap(forward, None).call_function(tx, [self, *args], kwargs)
-        else:
-            out = tx.inline_method(self, forward, args, kwargs)
+        else:   # traced, or replayed from a sibling instance's trace (executor/regions.py)
+            out = regions.inline_forward(tx, self, forward, args, kwargs)
         for hid, hook in list(m._forward_hooks.items()):
             if hid in m._forward_hooks_with_kwargs:
                 raise Unsupported("module_hooks", "forward hook with kwargs")
