@@ -87,8 +87,10 @@ class _CallbackScope:
             return None
         return self.callback()
 
-    def wrap(self, fn: Callable, code: Any = None) -> Callable:
-        """`code`: the user code the call enters (a module's forward), when not fn's own."""
+    def wrap(self, fn: Callable, code: Any = None, module_call: bool = False) -> Callable:
+        """`code`: the user code the call enters (a module's forward), when not fn's own;
+        `module_call`: fn is a module's `__call__` (its frames are trimmed from tracebacks as
+        the compiled module's own `__call__` shows them once)."""
         scope = self
         # fullgraph: the function's own code is traced (and a break raises) even where an
         # optimize() with other settings gave up on it and marked it skip
@@ -109,8 +111,10 @@ class _CallbackScope:
             try:
                 return fn(*args, **kwargs)
             except BaseException as e:
+                # this frame's entry and pydynamo's below it leave the traceback: the bare
+                # raise re-raises with e.__traceback__ as trimmed (user_errors.strip_own_frames)
                 if not config.verbose:
-                    strip_own_frames(e, config.cache_dir)
+                    strip_own_frames(e, config.cache_dir, module_call)
                 raise
             finally:
                 _disabled.depth -= disables
@@ -199,10 +203,10 @@ def _optimized_module(scope: _CallbackScope, mod: Any) -> Any:
         def __init__(self, orig):
             super().__init__()
             self._orig_mod = orig
-            self._call = scope.wrap(orig.__call__, _code_of(getattr(orig, "forward", None)))
-
-        def forward(self, *args, **kwargs):
-            return self._call(*args, **kwargs)
+            # forward is the compile wrapper itself (an instance attribute, no frame of this
+            # module's making): a traceback through it shows the frames an eager call shows
+            self.forward = scope.wrap(orig.__call__, _code_of(getattr(orig, "forward", None)),
+                                      module_call=True)
 
         def __getattr__(self, name):
             if name == "_orig_mod":

@@ -14,7 +14,9 @@ source positions; guards in logs and explain() and these failures use it.
 """
 from __future__ import annotations
 
+import ast
 import dataclasses
+import functools
 import linecache
 import re
 import types
@@ -76,7 +78,7 @@ def stack_expressions(code: types.CodeType) -> dict:
     """{stack slot: the source text of the expression that pushed it} for resume/break code
     (empty for other code): the slot's producer is the last instruction before the resume
     point in the original code that pushed it and whose result nothing popped since; its
-    source positions give the text (one line only)."""
+    source positions give the text (an expression across lines reads as one line)."""
     found = _exprs_cache.get(code)
     if found is not None:
         return found
@@ -131,13 +133,70 @@ def _within(depths: list, j: int, k: int, slot: int) -> bool:
 
 
 def _source_of(code: types.CodeType, pos) -> str:
-    if pos is None or pos.lineno is None or pos.lineno != pos.end_lineno or pos.col_offset is None:
+    """The source text an instruction's positions (dis.Positions: lines and UTF-8 byte columns)
+    cover, on one line: an expression across lines (a call whose arguments span lines, a
+    parenthesised expression) is spelled as the parser reads it (ast.unparse: no comments, one
+    line), a one-line one as written. CPython places a method call or attribute written on a
+    later line than its object at the attribute (`x.sin()` / `.cos()` is located at `cos()`):
+    such a location is widened to the whole expression the parser sees there."""
+    if pos is None or pos.lineno is None or pos.end_lineno is None or pos.col_offset is None \
+            or pos.end_col_offset is None:
         return ""
-    line = linecache.getline(code.co_filename, pos.lineno)
-    text = line.encode()[pos.col_offset:pos.end_col_offset].decode(errors="replace").strip()
-    if not text or "\n" in text:
+    lines = linecache.getlines(code.co_filename)
+    if len(lines) < pos.end_lineno:
         return ""
-    return f"({text})" if " " in text else text     # (x * 2).dtype, not x * 2.dtype
+    start, end = (pos.lineno, pos.col_offset), (pos.end_lineno, pos.end_col_offset)
+    text = _segment(lines, start, end)
+    whole = _attribute_at(code.co_filename, lines, start, end, text)
+    if whole is not None:
+        text = _segment(lines, (whole.lineno, whole.col_offset), end)
+    try:
+        tree = ast.parse(f"(\n{text}\n)", mode="eval").body
+    except SyntaxError:   # not a whole expression
+        tree = None
+    if "\n" in text:
+        if tree is None:
+            return ""     # no name rather than a garbled one
+        text = ast.unparse(tree)
+    if not text:
+        return ""
+    # (x * 2).dtype, not x * 2.dtype; a call, attribute or item reads as is: f(a, b).dtype
+    return text if isinstance(tree, _PRIMARY) or tree is None and " " not in text else f"({text})"
+
+
+def _segment(lines: list, start: tuple, end: tuple) -> str:
+    """The source between two (line, UTF-8 byte column) positions, stripped."""
+    part = [lines[n - 1].encode() for n in range(start[0], end[0] + 1)]
+    part[-1] = part[-1][:end[1]]
+    part[0] = part[0][start[1]:]
+    return b"".join(part).decode(errors="replace").strip()
+
+
+def _attribute_at(filename: str, lines: list, start: tuple, end: tuple, text: str):
+    """The attribute or method-call node that ends at `end` and whose attribute name starts
+    at `start` (CPython's location of such an expression split over lines), if any."""
+    tree = _parsed(filename, "".join(lines))
+    if tree is None:
+        return None
+    for node in ast.walk(tree):
+        if (getattr(node, "end_lineno", None), getattr(node, "end_col_offset", None)) != end or \
+                (node.lineno, node.col_offset) >= start:
+            continue
+        attr = node.func if isinstance(node, ast.Call) else node
+        if isinstance(attr, ast.Attribute) and text.startswith(attr.attr):
+            return node
+    return None
+
+
+@functools.lru_cache(maxsize=16)
+def _parsed(filename: str, source: str):
+    try:
+        return ast.parse(source, filename)
+    except (SyntaxError, ValueError):
+        return None
+
+
+_PRIMARY = (ast.Name, ast.Attribute, ast.Call, ast.Subscript, ast.Constant)
 
 
 def value_text(v: Any) -> str:

@@ -265,7 +265,8 @@ class OutputGraph:
         if mutation is None and out is not None and not _has_tensor(out):
             return self.wrap_value(tx, out)
         node = self.graph.create_node(kind, target, fx_args, fx_kwargs)
-        node.meta["stack_trace"] = f'  File "{tx.code.co_filename}", line {tx.lineno}, in {tx.code.co_name}'
+        # the user's frames, outermost first: an error of the node is raised from all of them
+        node.meta["stack_trace"] = "\n".join(f'  File "{f}", line {n}, in {name}' for f, n, name in tx.user_stack())
         returned = mutation.returned(args, kwargs) if mutation is not None else None
         if isinstance(returned, TensorVariable) and isinstance(out, (torch.Tensor, TensorMeta)):
             self._rebind(returned, node, out)

@@ -4,7 +4,6 @@ log channels, graph-break warnings (once per (reason, user line), at the user's 
 breaks asked for or inside explain()), `with pydynamo.disable()` around a compiled call,
 generated frame names in tracebacks, help(). torch.compile is the reference where it has one."""
 import io
-import logging
 import os
 import subprocess
 import sys
@@ -293,24 +292,8 @@ def test_verbose_keeps_internal_frames(capsys, monkeypatch):
     monkeypatch.setattr(config, "verbose", True)
     with pytest.raises(IndexError) as info:
         pydynamo.optimize(fails_after_break, backend="eager")(torch.ones(3))
-    assert "breaks.py" in "".join(traceback.format_exception(info.value))
-
-
-def test_logs_name_resume_code_as_the_users_function(capsys):
-    log = logging.getLogger("pydynamo.guards")
-    records = []
-    handler = logging.Handler()
-    handler.emit = records.append
-    log.addHandler(handler)
-    old = log.level
-    log.setLevel(logging.DEBUG)
-    try:
-        pydynamo.optimize(prints, backend="eager")(torch.ones(3))
-    finally:
-        log.removeHandler(handler)
-        log.setLevel(old)
-    text = "\n".join(r.getMessage() for r in records)
-    assert "prints (resumed at" in text and "__resume_at" not in text, text
+    text = "".join(traceback.format_exception(info.value))
+    assert "eval_frame.py" in text and "<pydynamo transformed" in text, text
 
 
 def test_help_of_optimize_documents_the_settings():
@@ -321,31 +304,6 @@ def test_help_of_optimize_documents_the_settings():
     for name in pydynamo.__all__:
         obj = getattr(pydynamo, name)
         assert (obj.__doc__ or "").strip(), f"pydynamo.{name} has no docstring"
-
-
-def item_in_expression(x, w):
-    return x * 2 + torch.sigmoid(w).sum().item()
-
-
-def test_stack_arguments_of_resume_code_read_as_the_users_expression(capsys):
-    """After a break inside an expression the values on the stack are arguments of the resume
-    code; guards and recompile reasons name them by the expression that made them, not
-    L['___stack0']."""
-    ex = pydynamo.explain(item_in_expression)(torch.ones(3), torch.ones(2))
-    text = "\n".join(ex.guards)
-    assert "___stack" not in text and "TENSOR_MATCH: (x * 2) dtype=torch.float32" in text, text
-    assert "torch.sigmoid(w).sum().item()" in text, text
-    c = pydynamo.optimize(item_in_expression, backend="eager")
-    c(torch.ones(3), torch.ones(2))
-    recorded = []
-    from pydynamo import convert_frame
-    convert_frame.RECORDERS.append(recorded.append)
-    try:
-        c(torch.ones(3, dtype=torch.float64), torch.ones(2))
-    finally:
-        convert_frame.RECORDERS.remove(recorded.append)
-    why = "\n".join(str(r) for r in recorded if type(r).__name__ == "RecompileExplanation")
-    assert "(x * 2).dtype: expected torch.float32, got torch.float64" in why and "___stack" not in why, why
 
 
 def test_resume_code_rebuilt_after_reset_keeps_its_origin(capsys):
