@@ -69,6 +69,7 @@ class FrameResult:
     graph_break: Optional[GraphBreak] = None  # the frame was cut here (its rest is a resume function)
     shape_env: Any = None   # shapes.ShapeEnv when the frame had symbolic sizes (guards, stats)
     times: Optional[phases.Clock] = None   # compile time by phase, files written
+    asked_compiling: bool = False   # the trace answered torch.compiler.is_compiling() & co.
 
     def guard_texts(self) -> list:
         """The guards as a user reads them (a resume function's stack arguments as expressions)."""
@@ -153,7 +154,10 @@ def _translate(code, frame_locals, frame_globals, builtins, backend, allow_break
         bp = getattr(e, "breakpoint", None)
         if getattr(e, "strict", None) is None:
             e.strict = strict
-        if not allow_breaks or bp is None or e.reason_code in UNBREAKABLE or e.strict:
+        # an exception eager raises too, that the traced code does not catch (executor's
+        # graph_break_handler): the frame runs eagerly, where it may take another path
+        if not allow_breaks or bp is None or e.reason_code in UNBREAKABLE or e.strict or \
+                getattr(e, "raises", False):
             raise
         reason = e.graph_break
         tx = InstructionTranslator(code, frame_locals, frame_globals, bltins, backend_fn, breakpoint=bp,
@@ -181,7 +185,8 @@ def _translate(code, frame_locals, frame_globals, builtins, backend, allow_break
         COUNTERS["specialized_ops"] += env.stats["specialized_ops"]
         COUNTERS["specializations"] += env.stats["specializations"]
     guard = compile_guards(guards, frame_globals)
-    return FrameResult(code, new_code, guard, guard.guards, tx.output.compiled, text, 0.0, reason, env)
+    return FrameResult(code, new_code, guard, guard.guards, tx.output.compiled, text, 0.0, reason, env,
+                       asked_compiling=tx.asked_compiling)
 
 
 def _log_result(r: FrameResult) -> None:
@@ -388,6 +393,10 @@ def _make_callback(backend, backend_fn, fullgraph, dynamic, mode, options, recom
                 raise
             warn_break(gb, f"internal error while tracing {user_frame_name(code)} ({gb.message}); "
                        "running it in Python (a pydynamo bug: PYDYNAMO_VERBOSE=1 shows its traceback)")
+            return _C.SKIP_CODE
+        if not result.graphs and result.graph_break is None and result.asked_compiling:
+            # nothing to compile but an "am I compiled?" answer: run it as is, so a helper
+            # called from eagerly run code (`is_torchdynamo_compiling()`) answers as eager does
             return _C.SKIP_CODE
         if config.warm_start:
             warm_cache.store(code, result, frame_locals, frame_globals, callback)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import dis
 import types
 
 import torch
@@ -33,6 +34,7 @@ from pydynamo import _C
 from pydynamo import autocast as _autocast
 from pydynamo import logs
 from pydynamo.bytecode import UNBOUND, make_break_function, origin_of
+from pydynamo.bytecode.tables import parse_exception_table
 from pydynamo.exc import ReturnValue, Unsupported
 from pydynamo.executor.reconstruct import OutputCodegen, build_code, cells_of
 from pydynamo.executor.variables.amp import AutocastVariable
@@ -53,6 +55,32 @@ _CALL_PREFIX = ("KW_NAMES", "PRECALL")
 class BreakPoint:
     offset: int   # root instruction to break at (before it runs)
     visit: int    # 1-based: which execution of that instruction (loops are unrolled)
+
+
+# what a handler does before its first RERAISE that may end the exception there: an `except`
+# clause's match, a `with`'s __exit__ (it may suppress), leaving the handler (return, a loop)
+_MAY_CATCH = frozenset({"CHECK_EXC_MATCH", "CHECK_EG_MATCH", "WITH_EXCEPT_START", "POP_EXCEPT",
+                        "RETURN_VALUE", "RETURN_CONST", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT",
+                        "YIELD_VALUE"})
+
+
+def may_catch(code: types.CodeType, offset: int) -> bool:
+    """Whether an exception raised by the instruction at `offset` may be handled in `code`: a
+    handler covers it and is not only a cleanup that re-raises (`finally`, a comprehension's
+    variable restore). Only the handler's straight-line start is read: anything else counts as
+    catching."""
+    for start, end, target, _depth, _lasti in parse_exception_table(code.co_exceptiontable):
+        if start <= offset < end:
+            break
+    else:
+        return False
+    for inst in dis.get_instructions(code):
+        if inst.offset < target:
+            continue
+        if inst.opname == "RERAISE":
+            return False
+        if inst.opname in _MAY_CATCH:
+            return True
 
 
 def _run_break(code: types.CodeType, globals_: dict, closure: tuple, *args):

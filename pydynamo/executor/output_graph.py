@@ -45,7 +45,7 @@ from pydynamo.executor.variables.constant import ConstantVariable, ObjectVariabl
 from pydynamo.executor.variables.containers import (BaseListVariable, ConstDictVariable, ListVariable,
                                                     SliceVariable, TupleVariable)
 from pydynamo.executor.variables.symbolic import SymNodeVariable
-from pydynamo.executor.variables.tensor import TensorVariable
+from pydynamo.executor.variables.tensor import CONSTANT_OPS, TensorVariable, known_value
 from pydynamo.executor.variables.user_objects import NamedTupleVariable
 from pydynamo.hints import meta_failure
 from pydynamo.meta import TensorMeta
@@ -271,7 +271,10 @@ class OutputGraph:
         if isinstance(returned, TensorVariable) and isinstance(out, (torch.Tensor, TensorMeta)):
             self._rebind(returned, node, out)
             return returned
-        return self.wrap(tx, node, out, device, self._written(mutation, args, kwargs))
+        var = self.wrap(tx, node, out, device, self._written(mutation, args, kwargs))
+        if isinstance(var, TensorVariable) and kind == "call_function" and mutation is None:
+            var.const_value = known_value(tx, target, args, kwargs)
+        return var
 
     def _metadata(self, tx, kind, target, args, kwargs):
         """(the call's result metadata, its device). With a symbolic size among the arguments,
@@ -306,6 +309,8 @@ class OutputGraph:
         if device is None:    # the first tensor argument's, also inside a list (torch.cat)
             device = next((a.device for a in _flat_variables(itertools.chain(args, kwargs.values()))
                            if isinstance(a, TensorVariable)), None) or _default_device()
+        if no_tensor_in and kind == "call_function" and target in CONSTANT_OPS and "device" not in m_kwargs:
+            return target(*m_args, **m_kwargs).to("meta"), device   # torch.div(7, 2): from numbers
         elif "device" in m_kwargs:
             m_kwargs["device"] = torch.device("meta")
         no_tensor_in = not any(_has_tensor(a) for a in itertools.chain(m_args, m_kwargs.values()))

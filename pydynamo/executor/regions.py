@@ -54,7 +54,7 @@ from pydynamo.executor.variables.containers import TupleVariable
 from pydynamo.executor.variables.tensor import TensorVariable
 from pydynamo.guards import Guard, GuardKind, compile_guards
 from pydynamo.mutation import node_mutation
-from pydynamo.sources import Source
+from pydynamo.sources import LocalSource, Source
 
 # Guard kinds a read outside the instance may have added: they hold for any instance (the same
 # value is read); a DICT_KEYS guard only when its keys are plain constants (a dict keyed by
@@ -149,34 +149,41 @@ def _key(root, module_var, args, kwargs):
 
 # --- sources ------------------------------------------------------------------------------
 
-def reroot(src, old: Source, new: Source):
+def reroot(src, old: Source, new: Source, memo: Optional[dict] = None):
     """`src` with every occurrence of `old` in it replaced by `new` (sources are frozen
-    dataclasses; any field holding a source is followed, so wrappers without `base` count)."""
-    if src == old:
-        return new
-    if not isinstance(src, Source) or not dataclasses.is_dataclass(src):
+    dataclasses; any field holding a source is followed, so wrappers without `base` count).
+    `memo` (by id) shares the work between sources with a common prefix."""
+    if memo is not None and id(src) in memo:
+        return memo[id(src)]
+    if src is old or src == old:
+        out = new
+    elif not isinstance(src, Source) or not dataclasses.is_dataclass(src):
         return src
-    changes = {}
-    for f in dataclasses.fields(src):
-        v = getattr(src, f.name)
-        if isinstance(v, Source):
-            r = reroot(v, old, new)
-            if r is not v:
-                changes[f.name] = r
-    return dataclasses.replace(src, **changes) if changes else src
+    else:
+        changes = {}
+        for f in dataclasses.fields(src):
+            v = getattr(src, f.name)
+            if isinstance(v, Source):
+                r = reroot(v, old, new, memo)
+                if r is not v:
+                    changes[f.name] = r
+        out = dataclasses.replace(src, **changes) if changes else src
+    if memo is not None:
+        memo[id(src)] = out
+    return out
 
 
 def _mentions(src, root: Source) -> bool:
-    return isinstance(src, Source) and reroot(src, root, _MARK) is not src
+    """Whether `root` occurs in `src` (any field holding a source, as `reroot` follows)."""
+    if not isinstance(src, Source):
+        return False
+    if src is root or src == root:
+        return True
+    return dataclasses.is_dataclass(src) and any(
+        _mentions(getattr(src, f.name), root) for f in dataclasses.fields(src))
 
 
-@dataclasses.dataclass(frozen=True)
-class _Mark(Source):
-    def render(self, local, glob, fast):
-        return "<mark>"
-
-
-_MARK = _Mark()
+_REGION = LocalSource("___pd_region")     # the instance, in a template's compiled check
 
 
 def _eval(root, src: Source):
@@ -257,7 +264,16 @@ class _Recording:
             raise _NoTemplate('a tensor from outside the instance')   # a tensor from outside the instance, or a size placeholder
         guards = root.guards[self.n_guards:]
         new_cache = set(itertools.islice(root.builder.cache, self.n_cache, None))
-        rooted, id_rebind, ident_sources = [], {}, []
+        rooted, id_rebind, ident_sources = [], {}, {}   # (a dict as an ordered set)
+        # guards made before the call on the instance's state (its own ID_MATCH, its hooks, the
+        # type of an object under it wrapped earlier) are assumptions the trace relied on too
+        for g in root.guards[:self.n_guards]:
+            if _mentions(g.source, S0) or (g.kind is GuardKind.ALIASING and _mentions(g.expected, S0)):
+                rooted.append(g)
+                if g.kind is GuardKind.ID_MATCH and isinstance(_eval(root, g.source), torch.nn.Module):
+                    id_rebind[len(rooted) - 1] = type(_eval(root, g.source))
+                if g.kind in (GuardKind.ID_MATCH, GuardKind.TENSOR_MATCH):
+                    ident_sources[g.source] = None
         id_count: dict = {}
         for g in guards:
             if g.kind is GuardKind.SHAPE_ENV or g.kind is GuardKind.COMPILE_SETTINGS:
@@ -279,9 +295,9 @@ class _Recording:
                     # the module's identity (id(), a guard made before the call)
                     if id(value) not in new_cache or id_count[g.source] > 1:
                         raise _NoTemplate('module identity read')
-                    id_rebind[len(rooted) - 1] = True
-            if g.kind in (GuardKind.ID_MATCH, GuardKind.TENSOR_MATCH) and g.source not in ident_sources:
-                ident_sources.append(g.source)
+                    id_rebind[len(rooted) - 1] = type(value)
+            if g.kind in (GuardKind.ID_MATCH, GuardKind.TENSOR_MATCH):
+                ident_sources[g.source] = None
         region = [n for n in self._new_nodes() if n.op != "placeholder"]
         inside = set(region)
         arg_index = {}
@@ -312,15 +328,14 @@ class _Recording:
                 if src is None or not isinstance(gi.value, torch.Tensor):
                     raise _NoTemplate('a tensor from outside the instance')   # a tensor read from outside the instance
                 externals[x] = ("param", src, _spec(gi.value))
-                if src not in ident_sources:
-                    ident_sources.append(src)
+                ident_sources[src] = None
         external_bases = set()
         for a in self.args + [root.builder.cache.get(id(i.value)) for i in out.inputs]:
             if isinstance(a, TensorVariable):
                 external_bases |= {id(a.example), id(a.example._base)}
         shape = _result_shape(result, inside, arg_index, external_bases, set())
         pattern = _identity_pattern([_eval(root, s) for s in ident_sources])
-        return Template(S0, rooted, id_rebind, region, externals, shape, ident_sources, pattern,
+        return Template(S0, rooted, id_rebind, region, externals, shape, list(ident_sources), pattern,
                         self.writes, root.state_read - self.state_read)
 
     def _new_nodes(self):
@@ -405,7 +420,7 @@ def _result_shape(v, inside, arg_index, external_bases: set, bases: set):
 class Template:
     source: Source                  # the recorded instance's source (S0)
     guards: list                    # the guards the call added that mention S0
-    id_rebind: dict                 # index in `guards` -> True: a module's ID_MATCH, re-bound
+    id_rebind: dict                 # index in `guards` -> module class: a module's ID_MATCH, re-bound
     nodes: list                     # the FX nodes the call made, in order
     externals: dict                 # node outside the call -> ("arg", i) | ("param", src, spec)
     result: Any                     # _result_shape's description of the return value
@@ -413,6 +428,7 @@ class Template:
     pattern: tuple                  # which of them were the same object
     writes: int                     # side-effect writes when recorded (replay needs the same)
     state_read: set                 # global-state checks the call relied on
+    check: Any = None               # the guards over _REGION, compiled (`_check`)
 
     def replay(self, tx, module_var, args, kwargs):
         """The call's result on `module_var`, or None where the template does not apply."""
@@ -421,23 +437,25 @@ class Template:
         if root.side_effects_.writes != self.writes or root.global_overrides or \
                 _pending_under(root.side_effects_, S1) or module_var.attrs:
             return None
+        memo: dict = {}
         try:
-            guards = self._guards(root, S1)
-            if guards is None or not compile_guards(guards, root.f_globals)(root.frame_locals):
+            # the guards, compiled once per template over the instance as a local of its own
+            frame = dict(root.frame_locals)
+            frame[_REGION.local_name] = module_var.value
+            if not self._check(root)(frame):
                 return None
-            objs = [_eval(root, reroot(s, self.source, S1)) for s in self.ident_sources]
+            objs = {s: _eval(root, reroot(s, self.source, S1, memo)) for s in self.ident_sources}
         except Exception:
             return None
-        if _identity_pattern(objs) != self.pattern:
+        if _identity_pattern(objs.values()) != self.pattern:
             return None
         params = {}
         for node, ext in self.externals.items():
             if ext[0] == "param":
-                src = reroot(ext[1], self.source, S1)
-                value = _eval(root, src)
+                value = objs[ext[1]]
                 if not isinstance(value, torch.Tensor) or _spec(value) != ext[2]:
                     return None
-                params[node] = (value, src)
+                params[node] = (value, reroot(ext[1], self.source, S1, memo))
         flat = list(itertools.chain(args, kwargs.values()))
         env = {}
         for node, ext in self.externals.items():
@@ -449,26 +467,46 @@ class Template:
                 if not isinstance(var, TensorVariable) or var.meta is not None:
                     raise Unsupported("region_template", "a parameter became symbolic on replay")
                 env[node] = var.node
-        root.guards.extend(guards)
+        root.guards.extend(self._guards(root, S1, objs, memo))
         root.state_read |= self.state_read
         graph = root.output_graph.graph
         for n in self.nodes:
             env[n] = graph.node_copy(n, lambda x: env[x])
         return self._rebuild(root, self.result, env, flat, {})
 
-    def _guards(self, root, S1):
+    def _check(self, root):
+        """The recorded guards over the instance `_REGION` (a module's ID_MATCH as its type:
+        which module it is, the identity pattern checks), compiled at the first replay."""
+        if self.check is None:
+            memo: dict = {}
+            out = []
+            for i, g in enumerate(self.guards):
+                src = reroot(g.source, self.source, _REGION, memo)
+                if g.kind is GuardKind.ALIASING:
+                    out.append(Guard(src, g.kind, reroot(g.expected, self.source, _REGION, memo)))
+                elif i in self.id_rebind:
+                    out.append(Guard(src, GuardKind.TYPE_MATCH, self.id_rebind[i]))
+                else:
+                    out.append(Guard(src, g.kind, g.expected))
+            self.check = compile_guards(out, root.f_globals)
+        return self.check
+
+    def _guards(self, root, S1, objs, memo):
+        """The recorded guards re-rooted to S1, as a trace of S1 would have added them. A
+        module's ID_MATCH is left out where the builder made it already (S1 itself, a submodule
+        wrapped before the call): an enclosing recording would count it twice, as an id() read."""
         out = []
         for i, g in enumerate(self.guards):
-            src = reroot(g.source, self.source, S1)
+            src = reroot(g.source, self.source, S1, memo)
             expected = g.expected
             if g.kind is GuardKind.ALIASING:
-                expected = reroot(expected, self.source, S1)
+                expected = reroot(expected, self.source, S1, memo)
             elif i in self.id_rebind:
-                value = _eval(root, src)
-                old = _eval(root, g.source)
-                if type(value) is not type(old):
-                    return None
-                expected = (id(value), expected[1])
+                obj = objs[g.source]
+                known = root.builder.cache.get(id(obj))
+                if known is not None and known.source == src:
+                    continue
+                expected = (id(obj), expected[1])
             out.append(Guard(src, g.kind, expected, g.origin))
         return out
 

@@ -40,7 +40,8 @@ from pydynamo.executor.output_graph import OutputGraph
 from pydynamo.executor.reconstruct import OutputCodegen, build_code
 from pydynamo.executor.side_effects import SideEffects
 from pydynamo.executor.variables import builtins as B
-from pydynamo.executor.variables.base import NULL, ListIteratorVariable, VariableTracker, WithExitVariable
+from pydynamo.executor.variables.base import (NULL, ListIteratorVariable, VariableTracker, WithExitVariable,
+                                              raises_here)
 from pydynamo.executor.variables.constant import ConstantVariable, ObjectVariable
 from pydynamo.executor.variables.containers import (BaseListVariable, ConstDictVariable, ListVariable,
                                                     SetVariable, SliceVariable, TupleVariable)
@@ -128,6 +129,15 @@ def graph_break_handler(run):
                                            None if col is None else col + 1, tx.user_stack(),
                                            hint_for(e.reason_code, e.hint))
                 e.strict = strict_stack(tx)[-1]   # error_on_graph_break where it happens
+            if getattr(e, "raises", False) and tx.current is not None:
+                # an exception eager raises too: a break at the instruction lets CPython raise it
+                # into a handler of the traced code; with none, the frame runs eagerly as a whole
+                # (it may take another path there: `if not is_compiling()`)
+                if _breaks.may_catch(tx.code, tx.current.offset):
+                    e.raises = False
+                elif tx.parent is None:
+                    e.message = e.graph_break.message = user_message(
+                        f"{e.message} (raised while tracing, not caught in the traced code)")
             if tx.parent is None and getattr(e, "breakpoint", None) is None and tx.current is not None:
                 e.breakpoint = _breaks.BreakPoint(tx.current.offset, tx.visits.get(tx.current.offset, 1))
             raise
@@ -230,7 +240,11 @@ class InstructionTranslatorBase:
         if isinstance(obj, (BaseListVariable, ConstDictVariable)):
             return obj.getitem(self, key)
         if isinstance(obj, ConstantVariable) and key.is_python_constant():
-            return self.wrap_constant_result(obj.value[key.as_python_constant()])
+            try:
+                value = obj.value[key.as_python_constant()]
+            except Exception as e:   # None[...], "ab"[5]: eager raises here too
+                raise raises_here("constant_raises", f"{type(e).__name__}: {e}") from None
+            return self.wrap_constant_result(value)
         return obj.call_method(self, "__getitem__", [key], {})
 
     def equal(self, a, b) -> bool:
@@ -403,6 +417,7 @@ class InstructionTranslator(InstructionTranslatorBase):
         self.state_read: set = set()            # guards.OPTIONAL_STATE_CHECKS the trace relied on
         self.global_overrides: dict[str, VariableTracker] = {}
         self.result: Optional[tuple] = None  # (new_code, source_text)
+        self.asked_compiling = False         # a COMPILING_QUERY was answered (torch_fns)
         self.lazy_pending = set(frame_locals) - set(code.co_freevars)
         for name in code.co_freevars:
             cell = CellVariable(None, name)
@@ -1158,6 +1173,8 @@ def GET_ITER(tx, inst):
 @op("FOR_ITER")
 def FOR_ITER(tx, inst):
     it = tx.stack[-1]
+    if not hasattr(it, "next_variable"):   # an iterator the frame was given (a comprehension's .0)
+        raise Unsupported("unknown_value", f"iterating {it}, which pydynamo cannot trace")
     try:
         tx.push(it.next_variable(tx))
     except StopIteration:

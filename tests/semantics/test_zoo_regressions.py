@@ -70,3 +70,114 @@ def test_autograd_function_with_grad_is_a_clean_break():
     x2 = x.detach().requires_grad_()
     f(x2).backward()
     torch.testing.assert_close(x1.grad, x2.grad)
+
+
+# --- an exception raised while tracing (LongT5, SwitchTransformers; session 12) -----------------
+
+def _mask_helper_compiling():
+    try:
+        import torch as _t
+        return _t.compiler.is_compiling()
+    except Exception:
+        return False
+
+
+def _split_blocks(mask):
+    return mask[:, None]            # None[...] when the mask was never built
+
+
+def _masked(x, mask=None):
+    """transformers' encoder stacks: the mask is built only when not compiling."""
+    y = x + 1
+    if mask is None and not _mask_helper_compiling():
+        mask = torch.ones(3)
+    return y + _split_blocks(mask)
+
+
+def _pydynamo_records(fn, *args):
+    from pydynamo import convert_frame
+    recs = []
+    pydynamo.reset()
+    convert_frame.RECORDERS.append(recs.append)
+    try:
+        out = pydynamo.optimize(fn, backend="eager")(*args)
+    finally:
+        convert_frame.RECORDERS.remove(recs.append)
+        pydynamo.reset()
+    return out, recs
+
+
+def test_uncaught_raise_while_tracing_runs_the_frame_eagerly():
+    """Traced under is_compiling() the mask stays None and `None[:, None]` raises while tracing,
+    in a callee of the frame. Breaking there let CPython raise on the None; the frame now runs
+    eagerly as a whole, and the helper it calls (no graph of its own: run as is) answers False,
+    so the mask is built as in eager (torch.compile: the same fallback)."""
+    x = torch.randn(3)
+    out, recs = _pydynamo_records(_masked, x)
+    torch.testing.assert_close(out, _masked(x))
+    whole = [r for r in recs if getattr(r, "reason_code", None) == "constant_raises"]
+    assert whole and "not caught in the traced code" in whole[0].message
+
+
+def test_raise_under_finally_is_uncaught():
+    """A `finally` (output_capturing's wrapper around the encoder) cleans up and re-raises: it does
+    not catch, so the frame still runs eagerly (SwitchTransformers)."""
+    log = []
+
+    def wrapper(x):
+        try:
+            return _masked(x)
+        finally:
+            log.append(1)
+
+    x = torch.randn(3)
+    out, _ = _pydynamo_records(wrapper, x)
+    torch.testing.assert_close(out, _masked(x))
+    assert log == [1]
+
+
+def test_caught_raise_is_a_break_at_the_instruction():
+    """A handler of the traced code catches it: a graph break at the raising instruction (CPython
+    raises into the handler), the graph before it kept; not the whole frame run eagerly."""
+    def f(x, d):
+        y = x * 2
+        try:
+            k = d[:, None]
+        except TypeError:
+            k = 3
+        return y + k
+
+    x = torch.randn(3)
+    out, recs = _pydynamo_records(f, x, None)
+    torch.testing.assert_close(out, f(x, None))
+    cut = [r for r in recs if hasattr(r, "graphs") and r.graph_break is not None]
+    assert cut and len(cut[0].graphs) == 1 and cut[0].graph_break.reason_code == "constant_raises"
+
+
+def test_frame_without_a_graph_runs_as_is():
+    """A frame that captures nothing but answers is_compiling() is not replaced: read by a helper
+    called from eagerly run code it answers as eager does. A frame with a graph is compiled."""
+    def helper():
+        return torch.compiler.is_compiling()
+
+    out, recs = _pydynamo_records(helper)
+    assert out is False and not [r for r in recs if hasattr(r, "graphs")]
+    calls = []
+
+    def g(x):
+        calls.append(1)
+        return x + 1
+
+    out, recs = _pydynamo_records(g, torch.ones(2))
+    assert len([r for r in recs if hasattr(r, "graphs")]) == 1   # a graph: compiled as before
+
+
+def test_iterating_an_opaque_iterator_is_unsupported_not_an_internal_error():
+    """A comprehension frame run from eager code gets its iterator (`.0`) as an argument: FOR_ITER
+    on a value pydynamo cannot trace was an AttributeError inside the executor."""
+    def f(it):
+        return [v * 2 for v in it]
+
+    out, recs = _pydynamo_records(f, iter({"a": 1, "b": 2}.values()))
+    assert out == [2, 4]
+    assert not [r for r in recs if getattr(r, "reason_code", None) == "internal_error"]

@@ -23,6 +23,17 @@ if TYPE_CHECKING:
 PROBING = [0]  # > 0 while is_python_constant() probes
 
 
+def raises_here(reason: str, message: str) -> Unsupported:
+    """The Unsupported for an operation that raises on the traced values themselves (exact
+    constants, a list index out of range): CPython raises there too on the same values, unless
+    eager took another path before (a library's `if not is_compiling()` branch). Marked `raises`:
+    where no handler of the traced code can catch it, the whole frame runs eagerly instead of
+    breaking at the instruction (translator.graph_break_handler; torch.compile does the same)."""
+    e = Unsupported(reason, message)
+    e.raises = True
+    return e
+
+
 class _Null:
     def __repr__(self):
         return "NULL"

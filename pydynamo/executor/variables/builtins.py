@@ -19,7 +19,7 @@ import torch
 
 from pydynamo import shapes
 from pydynamo.exc import Unsupported
-from pydynamo.executor.variables.base import VariableTracker
+from pydynamo.executor.variables.base import VariableTracker, raises_here
 from pydynamo.executor.variables.constant import ConstantVariable, ObjectVariable
 from pydynamo.executor.variables.containers import (BaseListVariable, ConstDictVariable, ListVariable,
                                                     SetVariable, TupleVariable)
@@ -123,7 +123,7 @@ def call_builtin(tx, fn, args, kwargs):
         try:
             res = fn(*[a.as_python_constant() for a in args], **{k: v.as_python_constant() for k, v in kwargs.items()})
         except Exception as e:
-            raise Unsupported("constant_raises", f"{getattr(fn, '__name__', fn)}(...) raised "
+            raise raises_here("constant_raises", f"{getattr(fn, '__name__', fn)}(...) raised "
                               f"{type(e).__name__}: {e}") from None
         return tx.wrap_constant_result(res)
     raise Unsupported("builtin", f"{getattr(fn, '__name__', fn)} on {[type(a).__name__ for a in args]}")
@@ -156,7 +156,7 @@ def binary_op(tx, fn, a, b):
         try:
             return tx.wrap_constant_result(fn(a.as_python_constant(), b.as_python_constant()))
         except Exception as e:
-            raise Unsupported("constant_raises", f"{fn.__name__} raised {type(e).__name__}: {e}") from None
+            raise raises_here("constant_raises", f"{fn.__name__} raised {type(e).__name__}: {e}") from None
     name = BINARY_DUNDER.get(fn)
     if name:
         r = _user_dunder(tx, a, f"__{name}__", b)

@@ -19,7 +19,7 @@ import typing
 import torch
 
 from pydynamo.exc import Unsupported
-from pydynamo.executor.variables.base import VariableTracker, python_constants
+from pydynamo.executor.variables.base import VariableTracker, python_constants, raises_here
 from pydynamo.sources import AttrSource
 
 CONSTANT_TYPES = (type(None), bool, int, float, complex, str, bytes, type(Ellipsis), range,
@@ -54,7 +54,7 @@ class ConstantVariable(VariableTracker):
         try:
             attr = getattr(self.value, name)
         except AttributeError as e:  # getattr(x, name, default) / hasattr turn this into a value
-            raise Unsupported("no_attribute", str(e)) from None
+            raise raises_here("no_attribute", str(e)) from None
         if callable(attr):
             return ConstMethodVariable(self, name)
         return ConstantVariable(attr)

@@ -12,7 +12,7 @@ import operator
 import torch
 
 from pydynamo.exc import Unsupported
-from pydynamo.executor.variables.base import VariableTracker
+from pydynamo.executor.variables.base import VariableTracker, raises_here
 from pydynamo.executor.variables.constant import ConstantVariable
 
 
@@ -48,7 +48,7 @@ class BaseListVariable(VariableTracker):
         try:
             return self.items[operator.index(idx)]
         except IndexError:
-            raise Unsupported("index_error", f"index {idx} out of range for {self.py_type.__name__}") from None
+            raise raises_here("index_error", f"index {idx} out of range for {self.py_type.__name__}") from None
 
     def call_method(self, tx, name, args, kwargs):
         if name == "__getitem__":

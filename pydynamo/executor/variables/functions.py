@@ -132,6 +132,9 @@ class UserFunctionVariable(BaseUserFunctionVariable):
             # a log record goes to handlers (streams, files) whatever its level: output, like
             # print(), which the graph cannot hold; torch.compile breaks on logging calls too
             raise Unsupported("logging", f"logging call {self.fn.__qualname__}() has effects outside the graph")
+        marked = _marked_constant(tx, self.fn, self.fn, args, kwargs)
+        if marked is not None:
+            return marked
         return super().call_function(tx, args, kwargs)
 
     def bind(self, tx, args, kwargs):
@@ -220,13 +223,19 @@ class LruCacheWrapperVariable(VariableTracker):
         return self.wrapper
 
     def call_function(self, tx, args, kwargs):
+        marked = _marked_constant(tx, self.wrapper.__wrapped__, self.wrapper, args, kwargs)
+        if marked is not None:
+            return marked
         vals = [*args, *kwargs.values()]
         if all(v.source is not None or v.is_python_constant() for v in vals):
             writes, nodes = tx.side_effects.writes, len(tx.output.graph.nodes)
             src = AttrSource(self.source, "__wrapped__") if self.source is not None else None
             try:
                 result = tx.wrap(self.wrapper.__wrapped__, src).call_function(tx, args, kwargs)
-            except Unsupported:
+            except Unsupported as e:
+                if e.reason_code == "logging":   # transformers' logger.warning_once: a log call
+                    raise Unsupported("logging", f"{self.wrapper.__qualname__} (lru_cache) logs: {e.message}") \
+                        from None
                 result = None
             if result is not None and tx.side_effects.writes == writes and \
                     len(tx.output.graph.nodes) == nodes and _immutable_constant(result):
@@ -255,6 +264,19 @@ class LruCacheWrapperVariable(VariableTracker):
 
     def __repr__(self):
         return f"LruCacheWrapperVariable({self.wrapper.__qualname__})"
+
+
+def _marked_constant(tx, fn, call, args, kwargs):
+    """A function its library marked as a trace-time constant (torch.compiler's
+    assume_constant_result marker, `_dynamo_marked_constant`: transformers' install and version
+    probes) called with constant arguments: `call` (the function, or its lru_cache wrapper, so
+    the cache fills as in eager) runs now and its immutable result is a constant, as under
+    torch.compile. None when not marked or not applicable."""
+    if getattr(fn, "_dynamo_marked_constant", False) is not True or \
+            not all(v.is_python_constant() for v in (*args, *kwargs.values())):
+        return None
+    value = call(*[a.as_python_constant() for a in args], **{k: v.as_python_constant() for k, v in kwargs.items()})
+    return tx.wrap_constant_result(value) if type(value) in CONSTANT_TYPES else None
 
 
 def _immutable_constant(v: VariableTracker) -> bool:

@@ -80,9 +80,11 @@ class NNModuleVariable(VariableTracker):
                 return None     # `self.count += 1`: the in-place op wrote the tensor already
         in_registry = any(name in (d.get(r) or {}) for r in ("_parameters", "_buffers", "_modules"))
         if self.source is not None and not in_registry and type(value) is ConstantVariable and \
-                inspect.getattr_static(type(self.value), name, None) is None:
-            # a plain Python attribute (a counter, a cached length): Module.__setattr__ stores
-            # it in __dict__ like object.__setattr__, which the replay after the graph does
+                not hasattr(type(inspect.getattr_static(type(self.value), name, None)), "__set__"):
+            # a plain Python attribute (a counter, a cached length, an instance value over a
+            # class default such as transformers' `main_input_name`; not a property or other
+            # data descriptor): Module.__setattr__ stores it in __dict__ like
+            # object.__setattr__, which the replay after the graph does
             tx.side_effects.store_attr(self, name, value)
             self.attrs[name] = value
             return None

@@ -8,12 +8,14 @@ Reading data (item, tolist, bool(), numpy) cannot be traced: Unsupported with a 
 """
 from __future__ import annotations
 
+import operator
+
 import torch
 
 from pydynamo.exc import Unsupported
 from pydynamo.executor.variables.base import VariableTracker
 from pydynamo.executor.variables.constant import ConstantVariable, ObjectVariable
-from pydynamo.executor.variables.containers import TupleVariable
+from pydynamo.executor.variables.containers import BaseListVariable, ListVariable, TupleVariable
 from pydynamo.executor.variables.symbolic import SymNodeVariable, size_variable
 from pydynamo.hints import DATA_METHODS, HINTS
 
@@ -35,7 +37,53 @@ _META_ATTRS = {"ndim", "dtype", "requires_grad", "is_leaf", "is_cuda", "is_spars
 _TENSOR_ATTRS = {"T", "mT", "H", "mH", "real", "imag"}
 
 
+# Deterministic torch functions and operators whose result from Python numbers (and tensors of
+# known value) is itself known at trace time: `torch.div(seq_len, w, rounding_mode="trunc") - 1`.
+# Such a call is a graph node as any other (torch.compile keeps it too); its tracker also holds the
+# value (`const_value`, small results only) for the uses that read it as a Python int: a view's size.
+CONSTANT_OPS = {torch.div, torch.add, torch.sub, torch.mul, torch.floor_divide, torch.remainder,
+                torch.true_divide, torch.fmod, torch.tensor, torch.scalar_tensor, operator.add,
+                operator.sub, operator.mul, operator.floordiv, operator.truediv, operator.mod,
+                operator.neg}
+_CONST_NUMEL = 16
+# methods whose integer arguments are sizes: a known 0-d integer tensor there is its int (eager
+# calls its __index__)
+_SIZE_METHODS = {"view", "reshape", "expand", "repeat", "new_zeros", "new_ones", "new_empty", "new_full",
+                 "narrow", "as_strided", "unflatten", "tile"}
+
+
+def known_value(tx, target, args, kwargs):
+    """The value of a CONSTANT_OPS call whose inputs are all known (Python constants, tensors with
+    `const_value`), computed now; None otherwise or when large."""
+    if target not in CONSTANT_OPS:
+        return None
+    vals = []
+    for a in list(args) + list(kwargs.values()):
+        if isinstance(a, TensorVariable):
+            if a.const_value is None:
+                return None
+            vals.append(a.const_value)
+        elif a.is_python_constant():
+            vals.append(a.as_python_constant())
+        else:
+            return None
+    value = target(*vals[:len(args)], **dict(zip(kwargs, vals[len(args):])))
+    return value if isinstance(value, torch.Tensor) and value.numel() <= _CONST_NUMEL else None
+
+
+def _as_size(v):
+    if isinstance(v, TensorVariable) and v.const_value is not None and v.const_value.dim() == 0 and \
+            not v.const_value.dtype.is_floating_point and not v.const_value.dtype.is_complex:
+        return ConstantVariable(operator.index(v.const_value))
+    if isinstance(v, BaseListVariable) and any(isinstance(i, TensorVariable) for i in v.items):
+        return v.new([_as_size(i) for i in v.items]) if type(v) is not ListVariable else \
+            ListVariable([_as_size(i) for i in v.items])
+    return v
+
+
 class TensorVariable(VariableTracker):
+    const_value = None   # a small real tensor: the value, known at trace time (CONSTANT_OPS)
+
     def __init__(self, node, example: torch.Tensor, device: torch.device, source=None, cls=torch.Tensor,
                  meta=None, env=None):
         super().__init__(source)
@@ -92,7 +140,6 @@ class TensorVariable(VariableTracker):
     def unpack_var_sequence(self, tx):
         if self.example.dim() == 0:
             raise Unsupported("iter_0d", "iteration over a 0-d tensor")
-        import operator
         return [tx.output.call(tx, "call_function", operator.getitem, [self, ConstantVariable(i)], {})
                 for i in range(int(self.sizes()[0]))]  # a symbolic length is pinned (guarded)
 
@@ -133,6 +180,8 @@ class TensorMethodVariable(VariableTracker):
             return tx.wrap_constant_result(getattr(t.example, name)(*cargs, **ckw))
         if name == "type" and not args and not kwargs:
             return ConstantVariable(_type_string(t))
+        if name in _SIZE_METHODS:
+            args, kwargs = [_as_size(a) for a in args], {k: _as_size(v) for k, v in kwargs.items()}
         if name in ("cpu", "cuda") or name == "to":
             return tx.output.call(tx, "call_method", name, [t, *args], kwargs)
         if name in ("__len__",):

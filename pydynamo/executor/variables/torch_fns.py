@@ -19,7 +19,7 @@ from pydynamo.executor.variables.constant import ConstantVariable
 from pydynamo.executor.variables.containers import BaseListVariable, SizeVariable
 from pydynamo.executor.variables.functions import UserFunctionVariable
 from pydynamo.executor.variables.misc import GRAD_MODE_FNS
-from pydynamo.executor.variables.tensor import TensorVariable
+from pydynamo.executor.variables.tensor import CONSTANT_OPS, TensorVariable
 
 FACTORIES = {getattr(torch, n) for n in (
     "zeros", "ones", "empty", "full", "rand", "randn", "randint", "arange", "linspace", "logspace", "eye",
@@ -130,6 +130,7 @@ class TorchFunctionVariable(VariableTracker):
             if res is not NotImplemented:
                 return res
         if fn in COMPILING_QUERIES:
+            tx.root.asked_compiling = True   # (a frame with no graph then runs as is: convert_frame)
             return ConstantVariable(COMPILING_QUERIES[fn])
         if fn in (torch.is_grad_enabled, torch._C.is_grad_enabled):
             return ConstantVariable(tx.grad_enabled)
@@ -154,7 +155,7 @@ class TorchFunctionVariable(VariableTracker):
         if fn is torch.Size:
             return SizeVariable(tx.unpack(args[0]) if args else [])
         if fn in ALLOWED_IN_GRAPH or (
-                (fn in FACTORIES or _has_tensor_arg(args, kwargs)) and _spelled_by_name(fn)):
+                (fn in FACTORIES or fn in CONSTANT_OPS or _has_tensor_arg(args, kwargs)) and _spelled_by_name(fn)):
             return tx.output.call(tx, "call_function", fn, list(args), kwargs)
         if all(a.is_python_constant() for a in args) and fn in (torch.device, torch.finfo, torch.iinfo):
             return tx.wrap_constant_result(fn(*[a.as_python_constant() for a in args]))

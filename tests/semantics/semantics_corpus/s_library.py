@@ -9,7 +9,7 @@ import os
 
 import torch
 
-from compat_case import case, t, under
+from compat_case import case, module_case, t, under
 
 F16, BF16, F64 = torch.float16, torch.bfloat16, torch.float64
 ENV = "PYDYNAMO_SEMANTICS_FLAG"
@@ -273,3 +273,109 @@ def format_percent(x):
 @case(t(3))
 def math_helpers(x):
     return x * math.sqrt(16) + math.ceil(2.1) + math.gcd(12, 18), math.isclose(1.0, 1.0)
+
+
+# --- torch functions of Python numbers only (Longformer, LED) -----------------------------------
+# `torch.div(int, int, rounding_mode=...)` is a 0-d tensor made from numbers: a graph node (as
+# torch.compile keeps it), whose value is known while tracing where a size needs it.
+
+@case(t(2, 8, 3), change=(t(2, 12, 3),))
+def div_of_sizes_as_view_size(x):
+    return x.view(x.size(0), torch.div(x.size(1), 4, rounding_mode="trunc"), 4, x.size(2)).sum(1)
+
+
+@case(t(2, 8, 3))
+def div_of_sizes_in_reshape(x):
+    n = x.size(1)
+    return x.reshape(torch.div(n, 2, rounding_mode="floor"), -1) * 2
+
+
+@case(t(8, 3))
+def div_count_minus_one_in_size_tuple(x):
+    count = torch.div(x.size(0), 2, rounding_mode="trunc") - 1
+    return x.new_zeros((count + 1, 3)) + x[:4]
+
+
+@case(t(8, 3))
+def div_count_in_as_strided(x):
+    count = torch.div(x.size(0), 4, rounding_mode="trunc")
+    size = (count, 4, 3)
+    return x.contiguous().as_strided(size=size, stride=(12, 3, 1)).mean(0)
+
+
+@case(t(4))
+def scalar_tensor_arithmetic(x):
+    return x + torch.tensor(3) * torch.div(7, 2) - torch.add(2, 3)
+
+
+@case(t(4), 5)
+def div_of_an_argument_in_a_value(x, n):
+    return x * torch.div(n, 2, rounding_mode="floor") + torch.mul(n, 3)
+
+
+@case(t(6, 2))
+def floor_divide_as_expand_size(x):
+    k = torch.floor_divide(x.size(0), 3)
+    return x[:1].expand(k, 2) + 1
+
+
+# --- functions marked as trace-time constants (transformers' is_torch_greater_or_equal) ----------
+import functools  # noqa: E402
+
+
+def _marked(fn):
+    fn._dynamo_marked_constant = True     # torch.compiler.assume_constant_result's marker
+    return fn
+
+
+@functools.lru_cache
+@_marked
+def _version_at_least(wanted: str) -> bool:
+    have = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
+    return have >= tuple(int(p) for p in wanted.split("."))
+
+
+@_marked
+def _probe_count(n: int) -> int:
+    return n * 3
+
+
+@case(t(4))
+def marked_constant_through_lru_cache(x):
+    if _version_at_least("2.0"):
+        return x * 2
+    return x - 1
+
+
+@case(t(4), 2)
+def marked_constant_function(x, n):
+    return x + _probe_count(n)
+
+
+# --- a module attribute over a class default; a once-only log (SeamlessM4T, Longformer) ---------
+import logging  # noqa: E402
+
+_LOG = logging.getLogger("pydynamo.semantics.once")
+_LOG.addHandler(logging.NullHandler())
+_LOG.propagate = False
+
+
+@functools.lru_cache(None)
+def _warn_once(msg):
+    _LOG.warning(msg)
+
+
+@module_case(t(4))
+class ModalityOverClassDefault(torch.nn.Module):
+    main_input_name = "input_ids"      # a class default the forward shadows per instance
+
+    def forward(self, x):
+        self.main_input_name = "input_features"
+        return x * 2 if self.main_input_name == "input_features" else x
+
+
+@case(t(4))
+def lru_cached_log_breaks_as_logging(x):
+    y = x * 2
+    _warn_once("once")
+    return y + 1
