@@ -31,7 +31,7 @@ from codegen.scheduler import same_index
 from codegen.sizevars import static_int
 from codegen.triton import generate_source
 from codegen.triton_launch import TritonLauncher, current_stream, interpreting, load_module
-from codegen.wrapper import FRESH_RESULT_EXTERNS, KernelSite, WrapperPrinter, _py, ensure_layout
+from codegen.wrapper import FRESH_RESULT_EXTERNS, WrapperPrinter, _py, ensure_layout, kernel_site
 
 
 
@@ -132,7 +132,7 @@ class GpuWrapperPrinter(WrapperPrinter):
             else:
                 self.emit("if _err.item():", indent)
                 self.emit(f"_kernel_error(int(_err.item()), "
-                          f"{self.const(KernelSite(k.name, k.origins()))})", indent + 1)
+                          f"{self.const(kernel_site(k.name, k.origins()))})", indent + 1)
 
 
 _LAUNCH_KIND = {"ptr": "t", "size": "i", "scalar": "f"}

@@ -13,9 +13,9 @@ Vocabulary (the contract a printer implements):
                         `dtype`, converted the way eager converts a Python scalar operand
   indirect_indexing(value, size, check) -> sympy symbol usable inside later indices; a
                         value out of [0, size) after wrapping flags error code `check`
-                        (ERR_INDEX / ERR_INDEX_IN_SELF below: which family of op indexed, so
-                        the wrapper raises that op's exception even where a kernel fuses
-                        several indexing ops; True means ERR_INDEX)
+                        (ERR_INDEX / ERR_INDEX_IN_SELF, codegen/runtime.py: which family of op
+                        indexed, so the wrapper raises that op's exception even where a kernel
+                        fuses several indexing ops; True means ERR_INDEX)
   every pointwise primitive of codegen/primitives.py (PRIMITIVES: name, arity, dtype rule).
 Operands of binary ops always share one dtype (lowering inserts casts); comparison and logical
 ops return bool.
@@ -30,13 +30,8 @@ from typing import Any, List, Set, Tuple
 import sympy
 
 from codegen.primitives import PRIMITIVES
+from codegen.runtime import ERR_INDEX, ERR_INDEX_IN_SELF, ERR_ZERO_DIV  # (the codes a kernel flags)
 from pydynamo.symbols import index_symbol
-
-# Error codes a kernel flags (codegen/wrapper.py kernel_error turns them into eager's
-# exception): an out-of-range index of a gather/scatter-family op (eager: RuntimeError), a zero
-# integer divisor, an out-of-range index of index_select/embedding (eager: IndexError "index out
-# of range in self").
-ERR_INDEX, ERR_ZERO_DIV, ERR_INDEX_IN_SELF = 1, 2, 3
 
 
 def index_error_code(check) -> int:

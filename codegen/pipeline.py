@@ -16,8 +16,6 @@ autograd, or differ from the compile-time inputs, run the original graph eagerly
 """
 from __future__ import annotations
 
-import collections
-import ctypes
 import logging
 import warnings
 from dataclasses import dataclass, field
@@ -32,12 +30,11 @@ from codegen.ir import ExternCall
 from codegen.options import Options
 from codegen.scalars import SpecializeFloats
 from codegen.scheduler import FusedKernel, mark_row_local, schedule
-from codegen.wrapper import ShapeMismatch, WrapperPrinter, ensure_layout, extern_error, kernel_error
+from codegen.runtime import CppRuntime, base_namespace, counters, fallbacks as _fallbacks  # noqa: F401
+from codegen.wrapper import WrapperPrinter
 from pydynamo import logs, phases
 
 log = logging.getLogger("pydynamo.codegen")
-
-counters: collections.Counter = collections.Counter()
 
 # dtypes the kernel printers take (fp16/bf16 are computed in fp32: codegen/kernel_printer.py)
 KERNEL_DTYPES = frozenset({torch.float32, torch.float64, torch.int64, torch.int32, torch.int16,
@@ -54,7 +51,7 @@ class CompileStats:
     fallback: str = ""
 
 
-class Backend:
+class Backend(CppRuntime):
     """A kernel target. What lowering may use is class attributes (GraphLowering holds the
     backend; lowerings read `current.graph.backend`); the steps that differ are methods:
     print_kernels(kernels, buffers, options) -> (source, {kernel name: what the wrapper printer
@@ -85,9 +82,6 @@ class Backend:
     def print_kernels(self, kernels, buffers, options):
         return cpp_source(kernels, buffers, codecache.vector_math_available(), options)
 
-    def load(self, source, options):
-        return codecache.load_library(source, options.vector_width)
-
     def wrapper(self, g, steps, arg_names) -> WrapperPrinter:
         kernels = [s for s in steps if isinstance(s, FusedKernel)]
         may_err = {k.name: any(n.reads(len(k.outer)).may_raise for n in k.nodes) for k in kernels}
@@ -95,15 +89,6 @@ class Backend:
 
     def wrapper_source(self, wp: WrapperPrinter, g, title: str) -> str:
         return wp.generate(title)
-
-    def namespace(self, g) -> Dict[str, Any]:
-        return {"_empty": torch.empty_strided, "_ensure": ensure_layout}
-
-    def bind(self, lib, kernel, arg_names, wp, options):
-        fn = getattr(lib, kernel.name)
-        fn.argtypes = [_CTYPES_BY_KIND[wp.arg_kind(a)] for a in arg_names]
-        fn.restype = ctypes.c_int
-        return fn
 
     def binding_spec(self, kernel, arg_names, wp) -> dict:
         """What `bind` reads of the wrapper printer, as literals (codegen/standalone.py)."""
@@ -117,7 +102,6 @@ class Backend:
         return call
 
 
-_CTYPES_BY_KIND = {"ptr": ctypes.c_void_p, "size": ctypes.c_int64, "scalar": ctypes.c_double}
 CPP = Backend()
 
 
@@ -216,16 +200,6 @@ def build(gm, g, backend: Backend, stats: CompileStats, options: Options, exampl
     return call
 
 
-def base_namespace(consts, externs, scalar_fns, backend_ns, eager_grad, mismatch) -> Dict[str, Any]:
-    """What every wrapper's code refers to besides its kernels and constants (also rebuilt by a
-    wrapper run on its own: codegen/standalone.py)."""
-    return {"torch": torch, "_consts": consts, "_externs": externs,
-            "_grad_enabled": torch.is_grad_enabled, "_kernel_error": kernel_error,
-            "_extern_error": extern_error, "_ShapeMismatch": ShapeMismatch,
-            "_scalar_fns": scalar_fns, **backend_ns, "_eager_grad": eager_grad,
-            "_mismatch": mismatch}
-
-
 def _eager(gm, reason: str, stats: CompileStats):
     stats.fallback = reason
     warnings.warn(f"pydynamo codegen: running this graph eagerly: {reason}", stacklevel=3)
@@ -238,31 +212,3 @@ def _eager(gm, reason: str, stats: CompileStats):
     run_eager.wrapper_path = None
     run_eager.library_path = None
     return run_eager
-
-
-def _fallbacks(gm):
-    """The two eager escapes every generated wrapper calls from its entry check."""
-    warned = []      # once per reason: "grad", None (inputs differ) or a size relation
-
-    def eager_grad(*args):
-        counters["eager_grad_calls"] += 1
-        if "grad" not in warned:
-            warned.append("grad")
-            log.info("codegen: inputs require grad under grad mode; running %s eagerly",
-                     type(gm).__name__)
-        return gm(*args)
-
-    def mismatch(*args, why=None, error=False):
-        if error:    # a kernel or extern raised: eager's partial in-place updates, its error
-            counters["error_replays"] += 1
-            return gm(*args)
-        counters["input_mismatch_calls"] += 1
-        if why is not None:      # a size relation the kernels were compiled under
-            counters["size_assumption_calls"] += 1
-        if why not in warned:
-            warned.append(why)
-            what = ("sizes break the relation the kernels were compiled under: " + why) if why \
-                else "inputs differ from the compiled ones (shape/stride/dtype/device/aliasing)"
-            warnings.warn(f"pydynamo codegen: {what}; running the graph eagerly", stacklevel=3)
-        return gm(*args)
-    return eager_grad, mismatch

@@ -4,7 +4,6 @@ backends' own `load` and `bind`, random inputs and constants of the recorded lay
 time per call printed."""
 from __future__ import annotations
 
-import statistics
 import sys
 import time
 from types import SimpleNamespace
@@ -12,10 +11,13 @@ from typing import Any, Dict, List
 
 import torch
 
-from codegen.gpu_wrapper import TritonBackend
 from codegen.options import Options
-from codegen.pipeline import CPP, base_namespace
+from codegen.runtime import CPP_RUNTIME, base_namespace
 from codegen.standalone import _EVAL_NAMES, _random, resolve
+from pydynamo.stages import lazy
+
+# the Triton target (its lowering too): a C++ wrapper rebuilt here never imports it
+gpu_wrapper = lazy("codegen.gpu_wrapper")
 
 
 def namespace(spec, fallbacks=None, constants=None, kernels_source=None, consts=None
@@ -23,12 +25,13 @@ def namespace(spec, fallbacks=None, constants=None, kernels_source=None, consts=
     """The namespace pipeline.build executes a wrapper in, rebuilt from its footer's spec.
     A run on its own has no graph and no values: inputs that differ from the recorded ones are
     refused and constants are random. The warm cache (pydynamo/warm_cache.py) passes the real
-    ones: `fallbacks` (pipeline._fallbacks(gm): the eager escapes), `constants` (name -> tensor),
+    ones: `fallbacks` (runtime.fallbacks(gm): the eager escapes), `constants` (name -> tensor),
     `kernels_source` (the kernels' text: the file at kernels_path may not exist) and `consts`
     (the extern arguments themselves, where some have no evaluable text)."""
     options = Options(vector_width=spec["vector_width"],
                       triton_fast_launch=spec["fast_launch"])
-    backend = CPP if spec["backend"] == "cpp" else TritonBackend(torch.device(spec["device"]))
+    backend = CPP_RUNTIME if spec["backend"] == "cpp" else \
+        gpu_wrapper.TritonBackend(torch.device(spec["device"]))
 
     def refuse(*args, **kwargs):
         raise RuntimeError("the inputs differ from the recorded ones (this standalone run has no "
@@ -74,6 +77,7 @@ def run(path: str, spec, calls: int = 20) -> float:
                 torch.cuda.synchronize()
             if i >= 3:
                 times.append((time.perf_counter() - t0) * 1e6)
+    import statistics   # (a standalone run only: 25 ms of imports a warm-start hit skips)
     med = statistics.median(times)
     print(f"{path}: {med:.1f} us per call (median of {calls}, random inputs of the recorded "
           f"layouts, {spec['backend']} kernels on {spec['device']})")

@@ -25,12 +25,12 @@ import torch
 from codegen.canonical import _canon_name
 from codegen.graph import may_alias
 from codegen.ir import ArgRef, ComputedBuffer, ExternCall, InputBuffer, NewViewRef
-from codegen.ops import ERR_INDEX_IN_SELF, ERR_ZERO_DIV
 from codegen.scalars import is_scalar_symbol
+from codegen.runtime import (KernelSite, ShapeMismatch, _source_lines, ensure_layout,  # noqa: F401
+                             extern_error, kernel_error)
 from codegen.scheduler import FusedKernel, _argrefs, lifetimes
 from codegen.sizevars import static_int
 from pydynamo.symbols import pyexpr
-from pydynamo.user_errors import raise_at
 
 
 def _py(x) -> str:
@@ -340,7 +340,7 @@ class WrapperPrinter:
         if self.may_err.get(k.name):
             self.emit(f"_err = {call}")
             self.emit("if _err:")
-            self.emit(f"_kernel_error(_err, {self.const(KernelSite(k.name, k.origins()))})", 2)
+            self.emit(f"_kernel_error(_err, {self.const(kernel_site(k.name, k.origins()))})", 2)
         else:
             self.emit(call)
 
@@ -403,27 +403,11 @@ def _step_origins(step):
     return [step.origin] if step.origin is not None else []
 
 
-# What eager raises when an index tensor holds a value outside the indexed dimension, by
-# canonical op (kernels flag code 1 without the value, so the message keeps eager's wording
-# minus the value): gather/scatter-family ops raise RuntimeError, index_select and embedding
-# IndexError("index out of range in self"), Python-style indexing IndexError.
-_INDEX_ERRORS = {
-    "gather": RuntimeError, "scatter": RuntimeError, "scatter_add": RuntimeError,
-    "scatter_reduce": RuntimeError, "index_add": RuntimeError, "take_along_dim": RuntimeError,
-    "index_select": "in self", "embedding": "in self",
-}
-
-
-class KernelSite:
-    """Where a kernel's error flag came from: the kernel and the FX nodes fused into it (each
-    with its op and the user's source line, node.meta["stack_trace"])."""
-
-    def __init__(self, kernel: str, origins):
-        self.kernel = kernel
-        self.nodes = [(o.name, _canonical(o), _source_line(o), _size_info(o)) for o in origins]
-
-    def __str__(self):
-        return f"{self.kernel} ({', '.join(n[0] for n in self.nodes)})"
+def kernel_site(kernel: str, origins) -> KernelSite:
+    """Where a kernel's error flag comes from (codegen/runtime.py): the FX nodes fused into it,
+    each with its op and the user's source line."""
+    return KernelSite(kernel, [(o.name, _canonical(o), _source_line(o), _size_info(o))
+                               for o in origins])
 
 
 def _canonical(node):
@@ -446,111 +430,3 @@ def _size_info(node):
         return dim % val.dim(), n
     except Exception:
         return None
-
-
-def kernel_error(code: int, where):
-    """Raise what eager raises for the condition a kernel flagged (`where`: a KernelSite, or
-    the kernel's name). The exception's traceback ends in a frame at the user's line of the
-    op that flagged it (the first indexing or dividing op fused into the kernel), as eager's
-    would; a note names the compiled kernel."""
-    site = where if isinstance(where, KernelSite) else None
-    node = None
-    if code == ERR_ZERO_DIV:
-        exc = RuntimeError("ZeroDivisionError")
-        if site is not None:
-            node = next((n for n in site.nodes if n[1] in ("floor_divide", "remainder", "fmod",
-                                                         "div", "floordiv", "mod")), None)
-    else:
-        # the code names the family of the op whose index was out of range (a kernel may fuse
-        # a gather and an index_select): the first fused op of that family flagged it
-        want = "in self" if code == ERR_INDEX_IN_SELF else RuntimeError
-        if site is not None:
-            node = next((n for n in site.nodes if _INDEX_ERRORS.get(n[1]) == want), None)
-        kind = _INDEX_ERRORS.get(node[1]) if node is not None else None
-        if node is None and code == ERR_INDEX_IN_SELF:
-            kind = "in self"
-        if kind == "in self":
-            exc = IndexError("index out of range in self")
-        else:
-            dim = f" for dimension {node[3][0]} with size {node[3][1]}" \
-                if node is not None and node[3] else ""
-            cls = kind if kind is RuntimeError else IndexError
-            exc = cls(f"index is out of bounds{dim}")
-    if node is None and site is not None:
-        node = next((n for n in site.nodes if n[2]), None)
-    exc.add_note(f"(raised by the compiled kernel {where})")
-    src = node[2] if node is not None else ""
-    exc._pydynamo_placed, exc._pydynamo_src = True, src
-    if src:
-        _raise_at(exc, src)
-    raise exc
-
-
-def _source_lines(text: str) -> Dict[int, str]:
-    """Wrapper line number -> the user's source line of the step it belongs to (from the
-    `# node   [File "f.py", line 3, in fn]` comment opening each step)."""
-    out, cur = {}, ""
-    for n, ln in enumerate(text.splitlines(), 1):
-        s = ln.strip()
-        if s.startswith("# ") and s.endswith("]") and "[File " in s:
-            cur = s[s.rindex("[File ") + 1:-1]
-        elif s and not s.startswith("#"):
-            out[n] = cur
-    return out
-
-
-def extern_error(exc, sources: Dict[int, str], replay=None):
-    """An extern op raised inside the wrapper: raise `exc` itself (eager's exception, as the op
-    raised it) from a frame at the user's line of the op; a kernel's error is placed already.
-    `replay` (graphs writing inputs in place, whose write-backs had not run yet): run the graph
-    eagerly instead, so the inputs hold eager's updates before the failing op, and raise its
-    exception from the same user line (or return its result, should eager not raise)."""
-    src = getattr(exc, "_pydynamo_src", None)
-    if src is None:
-        tb, line = exc.__traceback__, None
-        while tb is not None:       # the wrapper's frame: its line is the failing extern call
-            if tb.tb_frame.f_code.co_name == "call" and \
-                    tb.tb_frame.f_globals.get("_extern_error") is extern_error:
-                line = tb.tb_lineno
-            tb = tb.tb_next
-        src = sources.get(line, "") if line is not None else ""
-    if replay is not None:
-        try:
-            return replay()
-        except Exception as e:
-            e.__suppress_context__ = True     # not "during handling of" the compiled error
-            exc = e
-    elif getattr(exc, "_pydynamo_placed", False):
-        return
-    exc._pydynamo_placed, exc._pydynamo_src = True, src
-    if src:
-        _raise_at(exc, src)
-    if replay is not None:
-        raise exc
-
-
-def _raise_at(exc, src: str):
-    """Raise `exc` from a frame at the user's file:line (pydynamo/user_errors.py, shared with
-    the executor's graphs); a source that is no `File ...` line goes into a note."""
-    raise_at(exc, src)
-    exc.add_note(f"  {src}")
-    raise exc
-
-
-class ShapeMismatch(Exception):
-    """An extern op returned another shape than the kernels were compiled for."""
-
-
-def ensure_layout(t, size, stride, dtype, view=False, device=None):
-    """Pin an extern result to the layout (and, given one, the device) the kernels were compiled
-    for (copy if it differs; `view`: a view result of another layout is a wrong plan, the graph
-    runs eagerly). The GPU wrapper binds `device`."""
-    if t.shape != size:
-        raise ShapeMismatch
-    if t.stride() == stride and t.dtype is dtype and (device is None or t.device == device):
-        return t
-    if view and t._is_view():
-        raise ShapeMismatch
-    out = torch.empty_strided(size, stride, dtype=dtype, device=device)
-    out.copy_(t)
-    return out

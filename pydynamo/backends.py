@@ -21,11 +21,13 @@ from typing import Callable, Union
 
 import torch
 
-from pydynamo import aot
 from pydynamo import autocast as _autocast
 from pydynamo.cudagraphs import cudagraphs
 from pydynamo.exc import InvalidArgument, InvalidBackend, PydynamoWarning
 from pydynamo.mutation import node_mutation
+from pydynamo.stages import lazy
+
+aot = lazy("pydynamo.aot")     # the training stage (pydynamo/stages.py: off a warm hit's path)
 
 _REGISTRY: dict[str, Callable] = {}
 

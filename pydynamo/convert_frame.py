@@ -36,9 +36,8 @@ import torch
 
 from pydynamo import _C
 from pydynamo import autocast as _autocast
-from pydynamo import config, logs, phases, report
+from pydynamo import config, logs, phases
 from pydynamo import stance as _stance
-from pydynamo.aot.recorder import user_hooks_hidden
 from pydynamo.backends import CODEGEN, codegen_options, lookup_backend
 from pydynamo.bytecode import resume, user_frame_name
 from pydynamo.distributed import check_miss, checked_guard, ddp_aware
@@ -46,14 +45,20 @@ from pydynamo.eval_frame import on_reset
 from pydynamo.exc import (BackendCompilerFailed, FullGraphError, GraphBreak, GraphBreakWarning,
                           RecompileError, RecompileLimitWarning, Unsupported)
 from pydynamo.executor import installed
-from pydynamo.executor.translator import InstructionTranslator
 from pydynamo.guards import compile_guards, current_global_state, Guard, GuardKind, ShapeGuards
 from pydynamo.hints import NO_WARNING, user_message
-from pydynamo.recompiles import explain_recompile, user_names
-from pydynamo.shapes import AutomaticDynamic, ConstraintViolation
 from pydynamo.skipfiles import skip_reason
+from pydynamo.stages import lazy
 from pydynamo.versions import unsupported_python
 from pydynamo import warm_cache
+
+# the stages a warm-start hit never enters (pydynamo/stages.py): tracing, training's recorder,
+# recompile explanations and the compile report (sympy through the shape symbols)
+translator = lazy("pydynamo.executor.translator")
+recorder = lazy("pydynamo.aot.recorder")
+recompiles = lazy("pydynamo.recompiles")
+shapes = lazy("pydynamo.shapes")
+report = lazy("pydynamo.report")
 
 
 @dataclasses.dataclass
@@ -73,7 +78,7 @@ class FrameResult:
 
     def guard_texts(self) -> list:
         """The guards as a user reads them (a resume function's stack arguments as expressions)."""
-        return [user_names(self.code, g.describe()) for g in self.guards]
+        return [recompiles.user_names(self.code, g.describe()) for g in self.guards]
 
 
 # Reasons that must never be cut into a graph break (the frame runs eagerly as a whole).
@@ -108,7 +113,7 @@ _AUTO: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 def automatic_dynamic(code: types.CodeType):
     auto = _AUTO.get(code)
     if auto is None:
-        auto = _AUTO[code] = AutomaticDynamic()
+        auto = _AUTO[code] = shapes.AutomaticDynamic()
     return auto
 
 
@@ -143,12 +148,12 @@ def _translate(code, frame_locals, frame_globals, builtins, backend, allow_break
         raise Unsupported("functorch", "called inside a torch.func transform (vmap, grad, ...)")
     bltins = builtins if builtins is not None else frame_globals.get("__builtins__", {})
     backend_fn = lookup_backend(backend)
-    tx = InstructionTranslator(code, frame_locals, frame_globals, bltins, backend_fn, dynamic=dynamic, auto=auto)
+    tx = translator.InstructionTranslator(code, frame_locals, frame_globals, bltins, backend_fn, dynamic=dynamic, auto=auto)
     strict = _stance.error_on_graph_break_now()
     tx.strict_breaks = [strict]   # error_on_graph_break's value while tracing (variables/strict.py)
     reason = None
     try:
-        with user_hooks_hidden():   # tracing's meta examples are not theirs
+        with recorder.user_hooks_hidden():   # tracing's meta examples are not theirs
             tx.run()
     except Unsupported as e:
         bp = getattr(e, "breakpoint", None)
@@ -160,10 +165,10 @@ def _translate(code, frame_locals, frame_globals, builtins, backend, allow_break
                 getattr(e, "raises", False):
             raise
         reason = e.graph_break
-        tx = InstructionTranslator(code, frame_locals, frame_globals, bltins, backend_fn, breakpoint=bp,
+        tx = translator.InstructionTranslator(code, frame_locals, frame_globals, bltins, backend_fn, breakpoint=bp,
                                    dynamic=dynamic, auto=auto)
         try:
-            with user_hooks_hidden():   # tracing's meta examples are not theirs
+            with recorder.user_hooks_hidden():   # tracing's meta examples are not theirs
                 tx.run()
         except Unsupported as e2:  # cannot cut here: the whole frame runs eagerly, say why
             e.message = user_message(f"{e.message} (and no graph break possible there: {e2.message})")
@@ -338,7 +343,7 @@ def _make_callback(backend, backend_fn, fullgraph, dynamic, mode, options, recom
         # count against this one's budget, nor are they this one's to explain
         own = [e for e in entries if getattr(e[0], "callback", None) is callback]
         # every rank agrees on this miss (opt-in, pydynamo/distributed.py), or all raise
-        check_miss(code, own, lambda: _failures_text(explain_recompile(code, own, frame_locals, frame_globals)))
+        check_miss(code, own, lambda: _failures_text(recompiles.explain_recompile(code, own, frame_locals, frame_globals)))
         stance = _stance.current()
         if stance != "default":   # (force_eager never gets here: eval_frame turns the hook off)
             if stance == "fail_on_recompile":
@@ -347,7 +352,7 @@ def _make_callback(backend, backend_fn, fullgraph, dynamic, mode, options, recom
         limit = config.recompile_limit if recompile_limit is None else recompile_limit
         if len(own) >= limit:
             if ("limit", code) not in _warned:
-                why = explain_recompile(code, own, frame_locals, frame_globals) if own else None
+                why = recompiles.explain_recompile(code, own, frame_locals, frame_globals) if own else None
                 _warn_once(("limit", code), f"pydynamo: {user_frame_name(code)} hit the recompile limit "
                            f"({limit}, {_LIMIT_SETTING if recompile_limit is None else 'optimize(recompile_limit=...)'}"
                            "); existing compiled entries keep serving, new inputs run eagerly"
@@ -358,21 +363,22 @@ def _make_callback(backend, backend_fn, fullgraph, dynamic, mode, options, recom
             _LIMITED.add(code)
             return _C.RUN_ONLY
         if entries and (_observed() or logs.enabled("recompiles")):
-            why = explain_recompile(code, entries, frame_locals, frame_globals)
+            why = recompiles.explain_recompile(code, entries, frame_locals, frame_globals)
             logs.log("recompiles", "%s", why)
             _observe(code, why)
         if config.warm_start and not RECORDERS:   # (explain() counts what tracing finds)
             with phases.compiling() as clock, phases.phase("loading"):
                 hit = warm_cache.lookup(code, frame_locals, frame_globals, callback)
             if hit is not None:   # an entry an earlier process compiled: no tracing
-                _observe(code, report.WarmLoad(hit[0], clock))
+                if _observed():
+                    _observe(code, report.WarmLoad(hit[0], clock))
                 return checked_guard(hit[0], code), hit[1]   # (as a traced entry's guard is)
         try:
             result = translate(code, frame_locals, frame_globals, builtins, traced_backend,
                                allow_breaks=not fullgraph, dynamic=dynamic,
                                auto=automatic_dynamic(code) if dynamic is None else None,
                                callback=callback)
-        except (BackendCompilerFailed, ConstraintViolation):
+        except (BackendCompilerFailed, shapes.ConstraintViolation):
             raise  # not the traced code's limits: the user asked for something we cannot honour
         except Unsupported as e:
             gb = e.graph_break or GraphBreak(e.reason_code, e.message, code.co_filename, code.co_firstlineno)
@@ -426,7 +432,7 @@ def _recompile_message(code: types.CodeType, entries: list, frame_locals: dict, 
             f"{code.co_filename!r}, function name: {user_frame_name(code)!r}, line number: "
             f"{code.co_firstlineno}")
     if entries:
-        why = explain_recompile(code, entries, frame_locals, frame_globals)
+        why = recompiles.explain_recompile(code, entries, frame_locals, frame_globals)
         text += "\n    triggered by the following guard failure(s):\n" + _failures_text(why)
     else:
         text += " (never compiled: compile it under the \"default\" stance first)"

@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import torch
 
-from pydynamo import aot
 from pydynamo.mutation import node_mutation
+from pydynamo.stages import lazy
+
+aot = lazy("pydynamo.aot")     # the training stage (pydynamo/stages.py)
 
 
 def cudagraphs(gm: torch.fx.GraphModule, example_inputs: list):

@@ -60,7 +60,9 @@ from torch.nn.parallel import DistributedDataParallel
 
 from pydynamo import autocast as _autocast
 from pydynamo import config
-from pydynamo.aot import needs_autograd
+from pydynamo.stages import lazy
+
+aot = lazy("pydynamo.aot")     # the training stage (pydynamo/stages.py: off a warm hit's path)
 
 # "ddp_pieces": pieces compiled from graphs split at DDP's buckets; "ddp_split_graphs": graphs
 # split; "ddp_unsplit": graphs under DDP compiled whole; "guard_checks": collective checks run
@@ -88,7 +90,7 @@ def ddp_aware(backend: Callable) -> Callable:
     def wrapped(gm, example_inputs):
         # (only a training graph has a backward to overlap)
         ddp = active_ddp_module() if config.optimize_ddp else None
-        if ddp is None or not needs_autograd(example_inputs):
+        if ddp is None or not aot.needs_autograd(example_inputs):
             return backend(gm, example_inputs)
         return compile_ddp_graph(gm, example_inputs, ddp, backend)
     return wrapped

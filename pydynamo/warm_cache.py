@@ -36,9 +36,25 @@ Re-binding guards (the unsafe part of a warm start; nothing of the old process i
     store time and checked at load, so an edited model file makes its entries stale.
   * EQUALS_MATCH values must be plain data (numbers, strings, bytes, None, dtypes, devices,
     tuples/lists/frozensets of these); TENSOR_MATCH only CPU tensors; no SHAPE_ENV guard (dynamic
-    shapes) and no graph break (resume functions) yet; a backend other than "eager", "codegen"/
-    "inductor" (the C++ wrapper, or its eager fallback), or a custom callable: not cached.
+    shapes) yet; a backend other than "eager", "codegen"/"inductor" (the C++ wrapper, or its
+    eager fallback), or a custom callable: not cached.
   * COMPILE_SETTINGS is re-made for the callback asking (the key already holds the settings).
+
+Graph breaks: the output code of a frame cut at a break calls its break function (generated
+code, a `__pydynamo_const_*` global), stored by marshal like the output code; the resume
+functions it makes are constants of it. Each resume function is a frame of its own with its own
+entry, keyed by its code's content, so the entry a new process finds for it is the one traced
+from the same code. What bytecode.resume and the hook know of such code is re-made at load:
+the break function's "skip" mark (it runs in CPython, never traced) and each resume code's
+origin (the user function and offsets it continues: its name in messages, and where a trace of
+it in this process may break). A resume frame whose origin this process does not know (its
+caller was neither loaded nor traced here) is not loaded.
+
+The hit path (what a new process imports to run a loaded frame) is guards, this module,
+executor/installed.py (the output code's run-time half) and codegen/runtime.py (a wrapper's);
+tracing, training, recompile explanations and codegen's lowering are stages bound lazily
+(pydynamo/stages.py), so a hit never imports them (sympy alone is about 0.3 s);
+tests/cache/test_warm_start.py checks it in a fresh interpreter.
 
 Safety: entries are sealed like codecache's binaries (trailer: key, sha256, size) and verified
 before they are unpickled; a damaged or foreign entry is ignored with one CacheWarning and
@@ -71,13 +87,13 @@ from typing import Optional
 
 import torch
 
-from codegen import codecache
+from codegen import codecache, run_wrapper, runtime
+from pydynamo import _C
 from pydynamo import autocast as _autocast
 from pydynamo import config
 from pydynamo.eval_frame import on_reset
+from pydynamo.bytecode import origin_of, set_origin
 from pydynamo.executor import installed
-from pydynamo.executor.output_graph import _graph_ids, wrap_compiled
-from pydynamo.executor.reconstruct import _const_ids
 from pydynamo.guards import Guard, GuardKind, TensorSpec, compile_guards
 
 log = logging.getLogger("pydynamo.warm_cache")
@@ -239,8 +255,6 @@ def store(code, result, frame_locals: dict, frame_globals: dict, callback) -> bo
 
 
 def _serialize(code, result, frame_locals, frame_globals) -> dict:
-    if result.graph_break is not None:
-        raise Uncacheable("a graph break (resume functions are not cached yet)")
     files = {}
     _add_file(files, code.co_filename)
     guards = [_portable_guard(g, frame_locals, frame_globals, files) for g in result.guards]
@@ -253,6 +267,9 @@ def _serialize(code, result, frame_locals, frame_globals) -> dict:
             names[name] = ("graph", _portable_graph(graphs[name]))
         elif name in frame_globals:      # a value the output code uses (identity unused)
             value = frame_globals[name]
+            if isinstance(value, types.CodeType):   # a graph break's break function (generated)
+                names[name] = ("value", ("marshal", marshal.dumps(value)))
+                continue
             try:
                 names[name] = ("value", ("const", _plain(value, name)))
             except Uncacheable:
@@ -261,9 +278,42 @@ def _serialize(code, result, frame_locals, frame_globals) -> dict:
             raise Uncacheable(f"the output code reads {name}, which is not in the frame's globals")
     new_code = result.new_code
     source = linecache.cache.get(new_code.co_filename)
+    origins = _code_marks(code, [(None, new_code)] + [
+        (name, frame_globals[name]) for name, (tag, what) in names.items()
+        if tag == "value" and what[0] == "marshal"])
     return {"format": FORMAT, "new_code": marshal.dumps(new_code), "guards": guards,
             "guard_texts": [g.describe() for g in result.guards], "names": names,
-            "files": files, "source_lines": source[2] if source else None}
+            "files": files, "source_lines": source[2] if source else None, "origins": origins}
+
+
+def _code_marks(code, roots: list) -> list:
+    """(root name, path of co_consts indices, whose, mapping) for every resume or break code
+    object among `roots` (the output code: None, and the break functions' code by name) that
+    bytecode.resume knows the origin of or the hook skips (a break function runs in CPython:
+    `whose` "skip"). They are marked again at load, so a resumed frame traced again there still
+    knows which user function and offsets it continues (its names in messages, and where it may
+    break: never inside its own prologue). `whose`: "frame" when the origin is this frame's
+    code, "frame_origin" when it is the origin of this frame (a resume frame's own)."""
+    out = []
+    mine = origin_of(code)
+
+    def walk(name, path, c):
+        if _C.get_code_state(c) == "skip":
+            out.append((name, path, "skip", None))
+        o = origin_of(c)
+        if o is not None:
+            if o[0] is code:
+                out.append((name, path, "frame", o[1]))
+            elif mine is not None and o[0] is mine[0]:
+                out.append((name, path, "frame_origin", o[1]))
+            else:
+                raise Uncacheable(f"resume code {c.co_name} continues another function")
+        for i, k in enumerate(c.co_consts):
+            if isinstance(k, types.CodeType):
+                walk(name, path + (i,), k)
+    for name, c in roots:
+        walk(name, (), c)
+    return out
 
 
 def _global_names(code) -> set:
@@ -421,7 +471,6 @@ def _wrapper_record(name: str, fn) -> tuple:
     import ctypes
     from codegen import standalone
     from codegen.options import VECTOR_WIDTHS, Options
-    from codegen.pipeline import _CTYPES_BY_KIND
     ns = fn.__globals__
     with open(fn.wrapper_path) as f:
         wsrc = f.read()
@@ -431,7 +480,7 @@ def _wrapper_record(name: str, fn) -> tuple:
     if None in externs:
         raise Uncacheable(f"graph {name}: extern {ns['_externs'][externs.index(None)]!r} has no "
                           "importable name")
-    kind_of = {v: k for k, v in _CTYPES_BY_KIND.items()}
+    kind_of = {v: k for k, v in runtime.CTYPES_BY_KIND.items()}
     bindings = {}
     for k, v in ns.items():
         if isinstance(v, ctypes._CFuncPtr):
@@ -492,7 +541,7 @@ def lookup(code, frame_locals: dict, frame_globals: dict, callback):
         if not guard(frame_locals):
             continue                # another input's entry: may serve a later call
         try:
-            new_code = _install(payload, frame_globals)
+            new_code = _install(payload, code, frame_globals)
         except Exception as e:      # a graph that no longer rebuilds here
             stats["stale"] += 1
             seen.add(entry)
@@ -586,6 +635,8 @@ def _by_code(source, ref, frame_locals, frame_globals):
 def _resolve(ref):
     if ref[0] == "const":
         return ref[1]
+    if ref[0] == "marshal":
+        return marshal.loads(ref[1])
     if ref[0] == "module":
         import importlib
         return importlib.import_module(ref[1])
@@ -605,16 +656,20 @@ def _resolve_named(named):
     return obj
 
 
-def _install(payload: dict, frame_globals: dict) -> types.CodeType:
+def _install(payload: dict, code, frame_globals: dict) -> types.CodeType:
     """Rebuild the entry's globals under fresh names (this process's counters: a later compile
     never reuses them) and return the replacement code reading those names."""
+    mine = origin_of(code)
+    roots = {"frame": code, "frame_origin": mine[0] if mine is not None else None}
+    if any(whose != "skip" and roots[whose] is None for _, _, whose, _ in payload["origins"]):
+        raise Stale("a resume frame whose origin this process does not know")
     rename, values = {}, {}
     for name, (tag, what) in payload["names"].items():
         if tag == "graph":
-            new = f"__pydynamo_compiled_fn_{next(_graph_ids)}"
+            new = f"__pydynamo_compiled_fn_{next(installed.graph_ids)}"
             values[new] = _rebuild_graph(what)
         else:
-            new = f"__pydynamo_const_{next(_const_ids)}"
+            new = f"__pydynamo_const_{next(installed.const_ids)}"
             values[new] = _resolve(what)
         rename[name] = new
     new_code = _renamed(marshal.loads(payload["new_code"]), rename)
@@ -623,6 +678,16 @@ def _install(payload: dict, frame_globals: dict) -> types.CodeType:
         filename = filename[:-1] + f" warm {next(_loads)}>"
         new_code = _with_filename(new_code, filename)
         installed.register_source(filename, payload["source_lines"])
+    by_name = {None: new_code, **{rename[n]: values[rename[n]] for n in payload["names"]
+                                  if payload["names"][n][1][0] == "marshal"}}
+    for name, path, whose, mapping in payload["origins"]:
+        c = by_name[rename.get(name, name)]
+        for i in path:
+            c = c.co_consts[i]
+        if whose == "skip":
+            _C.set_code_state(c, "skip")
+        else:
+            set_origin(c, roots[whose], mapping)
     for name, value in values.items():
         installed.install(frame_globals, name, value)
     return new_code
@@ -646,17 +711,16 @@ def _with_filename(code, filename: str):
 def _rebuild_graph(rec: tuple):
     if rec[0] == "eager":
         gm = pickle.loads(rec[1])
-        return wrap_compiled(gm, gm.forward)
+        return installed.wrap_compiled(gm, gm.forward)
     _, gm_data, wsrc, ksrc, spec, values, autocast = rec
-    from codegen import pipeline, run_wrapper
     consts, constants = pickle.loads(values)
     gm = _LazyGraph(gm_data)
-    ns = run_wrapper.namespace(spec, pipeline._fallbacks(gm), constants, ksrc, consts)
+    ns = run_wrapper.namespace(spec, runtime.fallbacks(gm), constants, ksrc, consts)
     path = codecache.write_wrapper(wsrc)
     exec(compile(wsrc, path, "exec"), ns)
     call = ns["call"]
     call.wrapper_path, call.library_path = path, None
-    return wrap_compiled(gm, call, autocast)
+    return installed.wrap_compiled(gm, call, autocast)
 
 
 class _LazyGraph:

@@ -24,11 +24,12 @@ from pydynamo.bytecode.instruction import (
 from pydynamo.bytecode.assemble import CodeLayout, make_code, make_code_like
 from pydynamo.bytecode import analysis, emit
 from pydynamo.bytecode.resume import (UNBOUND, ResumeFunction, make_break_function,
-                                      make_resume_function, origin_of, user_code_name, user_frame_name)
+                                      make_resume_function, origin_of, set_origin, user_code_name,
+                                      user_frame_name)
 
 __all__ = [
     "PY311", "PY312", "PY313", "ExnTabEntry", "Instruction", "clone_instructions", "disassemble",
     "localsplus_names", "CodeLayout", "make_code", "make_code_like", "analysis", "emit",
-    "UNBOUND", "ResumeFunction", "make_resume_function", "make_break_function", "origin_of",
+    "UNBOUND", "ResumeFunction", "make_resume_function", "make_break_function", "origin_of", "set_origin",
     "user_code_name", "user_frame_name",
 ]

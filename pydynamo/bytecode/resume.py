@@ -467,6 +467,12 @@ def _remember_origin(new: CodeType, code: CodeType, body: list, origins: list) -
     if root is not None and root[0]() is not None:  # resume code of resume code: map through
         mapping = {k: root[1][v] for k, v in mapping.items() if v in root[1]}
         code = root[0]()
+    set_origin(new, code, mapping)
+
+
+def set_origin(new: CodeType, code: CodeType, mapping: dict) -> None:
+    """Record `new` as resume/break code continuing `code` ({offset in new: offset in code});
+    also the warm cache's, for the resume code it loads (pydynamo/warm_cache.py)."""
     # code objects compare by content: after reset() a rebuilt resume code equals the old one,
     # and assigning would keep the old (dying) key, whose death then drops the new entry
     _origins.pop(new, None)

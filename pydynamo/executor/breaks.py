@@ -36,6 +36,7 @@ from pydynamo import logs
 from pydynamo.bytecode import UNBOUND, make_break_function, origin_of
 from pydynamo.bytecode.tables import parse_exception_table
 from pydynamo.exc import ReturnValue, Unsupported
+from pydynamo.executor.installed import run_break as _run_break
 from pydynamo.executor.reconstruct import OutputCodegen, build_code, cells_of
 from pydynamo.executor.variables.amp import AutocastVariable
 from pydynamo.executor.variables.base import NULL, ListIteratorVariable, MethodProxyVariable, WithExitVariable
@@ -81,10 +82,6 @@ def may_catch(code: types.CodeType, offset: int) -> bool:
             return False
         if inst.opname in _MAY_CATCH:
             return True
-
-
-def _run_break(code: types.CodeType, globals_: dict, closure: tuple, *args):
-    return types.FunctionType(code, globals_, code.co_name, None, closure or None)(*args)
 
 
 def _grad_ctx(mode: bool):

@@ -34,11 +34,10 @@ import sympy
 import torch
 import torch.fx
 
-from pydynamo import _C
 from pydynamo import autocast as _autocast
 from pydynamo import meta as _meta
 from pydynamo.exc import BackendCompilerFailed, Unsupported
-from pydynamo.executor.installed import install, register_graph_module
+from pydynamo.executor.installed import graph_ids as _graph_ids, install, register_graph_module, wrap_compiled
 from pydynamo.executor.variables.base import VariableTracker
 from pydynamo.executor.variables.builtins import BuiltinVariable
 from pydynamo.executor.variables.constant import ConstantVariable, ObjectVariable, is_numpy_scalar
@@ -53,8 +52,6 @@ from pydynamo.mutation import keyword_inplace, mutation_of, node_mutation
 from pydynamo.shapes import ConstraintViolation, is_truth_expr
 from pydynamo.sources import Source
 from pydynamo.symbols import FloorDiv
-
-_graph_ids = itertools.count()
 
 
 @dataclasses.dataclass
@@ -492,66 +489,6 @@ class OutputGraph:
         for node in reversed(list(self.graph.nodes)):
             if node.op in ("call_function", "call_method") and not node.users and not _is_impure(node):
                 self.graph.erase_node(node)
-
-
-def wrap_compiled(gm, fn, autocast=None):
-    """What the output code calls for the backend's `fn` of graph `gm` (also for a graph loaded
-    from the warm cache, pydynamo/warm_cache.py): run with the hook off, and leave autocast
-    regions the graph entered if it raises (`autocast`: whether it enters any; None: read `gm`)."""
-    fn = _without_interception(gm, fn)
-    if autocast is None:
-        autocast = any(n.target is _autocast.enter_autocast for n in gm.graph.nodes)
-    if autocast:
-        fn = _closing_autocast(fn)
-    return fn
-
-
-def _closing_autocast(fn):
-    """A graph that enters autocast regions: if it raises inside one, leave it (as `with` does)."""
-
-    def run_closing_autocast(*args):
-        mark = _autocast.open_regions()
-        try:
-            return fn(*args)
-        except BaseException:
-            _autocast.close_regions(mark)
-            raise
-    _C.set_code_state(run_closing_autocast.__code__, "skip")
-    return run_closing_autocast
-
-
-_NATIVE_OP_NAMESPACES = {"aten", "prims", "quantized", "_quantized", "rngprims"}
-
-
-def _runs_python_kernels(gm) -> bool:
-    """A node calls an op of a library namespace (torch.library.custom_op: transformers'
-    grouped_mm_fallback), whose kernel may be Python: its frames are not the user's either."""
-    for node in gm.graph.nodes:
-        t = node.target
-        if isinstance(t, (torch._ops.OpOverloadPacket, torch._ops.OpOverload)):
-            ns = getattr(t, "namespace", None) or t._qualified_op_name.split("::")[0]
-            if ns not in _NATIVE_OP_NAMESPACES:
-                return True
-    return False
-
-
-def _without_interception(gm, fn):
-    """The compiled function must run with the frame hook off (its own Python frames are not user
-    code). The plain eager backend's `gm.forward` only needs its code marked skip (no wrapper on the
-    hot path); anything else runs inside a wrapper that switches the hook off."""
-    if getattr(fn, "__self__", None) is gm and getattr(fn, "__func__", None) is type(gm).forward and \
-            not _runs_python_kernels(gm):
-        _C.set_code_state(type(gm).forward.__code__, "skip")
-        return fn
-
-    def run_without_hook(*args):
-        prev = _C.set_eval_frame(None)
-        try:
-            return fn(*args)
-        finally:
-            _C.set_eval_frame(prev)
-    _C.set_code_state(run_without_hook.__code__, "skip")
-    return run_without_hook
 
 
 def _sequence_variable(out, items) -> VariableTracker:

@@ -21,7 +21,7 @@ import math
 import types
 
 from pydynamo.exc import Unsupported
-from pydynamo.executor.installed import install, register_source
+from pydynamo.executor.installed import cells_of, const_ids as _const_ids, install, register_source
 from pydynamo.executor.variables.base import VariableTracker
 from pydynamo.executor.variables.constant import is_literal
 from pydynamo.executor.variables.containers import ConstDictVariable, ListVariable, SetVariable
@@ -30,7 +30,6 @@ from pydynamo.executor.variables.user_objects import ModelOutputVariable, UserDe
 from pydynamo.sources import GlobalSource, Source, py_name
 from pydynamo.user_errors import place_graph_error
 
-_const_ids = itertools.count()
 OUT = "__pydynamo_out"
 PLACE_ERROR = "__pydynamo_place_error"
 
@@ -47,12 +46,6 @@ def _new_object(cls, attrs, items=None):
             put(obj, k, v)
     obj.__dict__.update(attrs)
     return obj
-
-
-def cells_of(probe, names: tuple) -> tuple:
-    """The frame's cell objects, in `names` order, from a lambda that closes over all of them."""
-    by_name = dict(zip(probe.__code__.co_freevars, probe.__closure__ or ()))
-    return tuple(by_name[n] for n in names)
 
 
 def _make_function(code, globals_, defaults, kwdefaults, closure):

@@ -5,11 +5,15 @@ costs is counted (frames traced again, one CacheWarning per damaged entry).
 
 Each scenario runs in its own process, forked from one server that imported torch and pydynamo
 (warm_child.py on cache_child.py's server); every compiled result is checked against eager there.
+What a hit imports, and frames with graph breaks (resume functions), are checked in fresh
+interpreters (FRESH below): a forked child has the server's modules already.
 """
 import glob
+import json
 import os
 import shutil
 import stat
+import subprocess
 import sys
 
 import pytest
@@ -234,3 +238,115 @@ def test_source_files_outside_torch_pydynamo_and_stdlib_are_hashed():
                  __file__):
         warm_cache._add_file(files, path)
     assert sorted(files) == sorted([gpt2.__file__, __file__])
+
+
+# A fresh interpreter (not the fork server, which imported more): compiles `fn` of the module at
+# argv[1] against the cache dir argv[2] with the version key pinned to argv[3] (pydynamo's files
+# change under a tree being edited), and reports what it traced, loaded and imported.
+FRESH = """
+import importlib.util, json, sys
+import torch
+spec = importlib.util.spec_from_file_location("warm_fresh_model", sys.argv[1])
+mod = importlib.util.module_from_spec(spec)
+sys.modules[spec.name] = mod
+spec.loader.exec_module(mod)
+import pydynamo
+from pydynamo import convert_frame, stages, warm_cache
+from pydynamo.bytecode import origin_of
+warm_cache._versions[:] = [sys.argv[3]]
+pydynamo.config.cache_dir = sys.argv[2]
+pydynamo.config.warm_start = True
+traced, origins, real = [], [], convert_frame.translate
+def counting(code, *args, **kwargs):
+    traced.append(code.co_qualname)
+    origins.append(origin_of(code)[0].co_qualname if origin_of(code) else None)
+    return real(code, *args, **kwargs)
+convert_frame.translate = counting
+x = torch.randn(8, 5)
+with torch.no_grad():
+    got = pydynamo.optimize(mod.fn, backend=sys.argv[4])(x)
+    ok = bool(torch.allclose(got, mod.fn(x), atol=1e-6))
+print(json.dumps({"traced": traced, "hits": warm_cache.stats["hits"], "ok": ok,
+                  "heavy": [m for m in stages.HEAVY if m in sys.modules], "origins": origins}))
+"""
+
+
+def _fresh(path, cache, backend, env=None) -> dict:
+    r = subprocess.run([sys.executable, "-c", FRESH, str(path), str(cache), "pinned-" + str(cache),
+                        backend], capture_output=True, text=True, timeout=600,
+                       env=dict(os.environ, **(env or {})))
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("backend", ["codegen", "eager"])
+def test_a_hit_in_a_fresh_interpreter_imports_no_tracing_training_or_lowering(tmp_path, backend):
+    """What makes a small model's warm first call cheap: a hit runs guards, the warm cache and
+    the compiled code's runtime only (pydynamo/stages.py): not the executor, sympy, aot nor
+    codegen's pipeline. The cold process traces and stores; the warm one loads and imports none
+    of them, and its result equals eager."""
+    path, cache = _user_file(tmp_path, 2), tmp_path / "cache"
+    cold = _fresh(path, cache, backend)
+    assert cold["ok"] and cold["traced"] == ["fn"] and cold["hits"] == 0, cold
+    assert "pydynamo.executor.translator" in cold["heavy"]     # (what the check looks for)
+    warm = _fresh(path, cache, backend)
+    assert warm == {"traced": [], "hits": 1, "ok": True, "heavy": [], "origins": []}, warm
+
+
+def _break_file(tmp_path) -> str:
+    """fn with two graph breaks (three frames: fn and two resume functions); the second piece
+    reads SCALE, which only its own guards pin (set from $WARM_SCALE when the module loads)."""
+    path = tmp_path / "user_breaks.py"
+    path.write_text("import os\n\nimport torch\n\nimport pydynamo\n\n"
+                    "SCALE = float(os.environ.get('WARM_SCALE', '2'))\n\n\n"
+                    "def fn(x):\n"
+                    "    y = (x * 2).sin()\n"
+                    "    pydynamo.graph_break()\n"
+                    "    z = y.cos() * SCALE\n"
+                    "    pydynamo.graph_break()\n"
+                    "    return z * y + 1\n")
+    return str(path)
+
+
+RESUMED = ["fn (resumed at user_breaks.py:12)", "fn (resumed at user_breaks.py:14)"]
+
+
+@pytest.mark.parametrize("backend", ["codegen", "eager"])
+def test_graph_breaks_load_every_piece_in_a_fresh_interpreter(tmp_path, backend):
+    """A frame with graph breaks: its entry holds the break functions' code, and each resume
+    function has its own entry, found by its code's content; the warm process traces nothing,
+    loads all three, imports no tracing stage, and equals eager."""
+    path, cache = _break_file(tmp_path), tmp_path / "cache"
+    cold = _fresh(path, cache, backend)
+    assert cold["ok"] and cold["traced"] == ["fn"] + RESUMED and cold["hits"] == 0, cold
+    warm = _fresh(path, cache, backend)
+    assert warm == {"traced": [], "hits": 3, "ok": True, "heavy": [], "origins": []}, warm
+
+
+def test_a_loaded_resume_function_traced_again_knows_its_origin(tmp_path):
+    """The first piece and the last load; the middle one's guard (SCALE) fails, so its loaded
+    resume code is traced in the new process: it must still be known as the rest of fn (where
+    it may break, its name in messages), and the result equals eager."""
+    path, cache = _break_file(tmp_path), tmp_path / "cache"
+    assert _fresh(path, cache, "codegen")["hits"] == 0
+    warm = _fresh(path, cache, "codegen", env={"WARM_SCALE": "3"})
+    assert warm["ok"] and warm["traced"] == RESUMED[:1] and warm["hits"] == 2, warm
+    assert warm["origins"] == ["fn"], warm
+    again = _fresh(path, cache, "codegen", env={"WARM_SCALE": "3"})   # its entry beside the first
+    assert again["ok"] and again["traced"] == [] and again["hits"] == 3, again
+
+
+@pytest.mark.parametrize("which", [0, 1, 2])
+def test_a_damaged_piece_of_a_frame_with_breaks_is_retraced_alone(server, tmp_path, which):
+    """Damage one of the three entries (fn's or a resume function's): that frame is traced again
+    with one warning, the other two still load, the result equals eager; then all load again."""
+    d = tmp_path / "cache"
+    fns = ["file:" + _break_file(tmp_path)]
+    check(server.run(d, fns=fns), traced=3, hits=0)
+    path = entries(d)[which]
+    blob = open(path, "rb").read()
+    with open(path, "wb") as fh:
+        fh.write(blob[:len(blob) // 2])
+    rep = check(server.run(d, fns=fns), traced=1, warnings=1, hits=2)
+    assert "damaged" in rep["cache_warnings"][0]
+    check(server.run(d, fns=fns), traced=0, hits=3)
