@@ -4,7 +4,10 @@ One `torch.autograd.Function` per compiled graph: its forward runs the compiled 
 (grad mode off, as in any Function) and saves what the partition saved; its backward runs the
 compiled backward graph, compiled at the first `.backward()` from the real saved tensors and
 tangents (so it is specialized to the strides the forward produced; the compiled code re-checks
-them per call) and cached. A backward with create_graph=True (double backward) raises a clear
+them per call) and cached. An output the loss does not reach gets None from autograd, not an
+output-sized tensor of zeros (`set_materialize_grads(False)`): a call with absent tangents runs a
+backward variant compiled for that set, with zeros filled inside its kernels. A backward with
+create_graph=True (double backward) raises a clear
 error: the compiled backward is not differentiable, and gradients without history would make
 a second derivative silently zero.
 
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import copy
 import warnings
 from typing import Callable, Dict, List, Optional
 
@@ -39,7 +43,8 @@ from pydynamo.aot.recorder import Joint, Unsupported, record
 # tests and benchmarks read these: "joint_graphs" (graphs compiled for training),
 # "backward_compiled", "backward_calls", "eager_fallback" (graphs that run with eager autograd),
 # "joint_recompiles" (a dynamic graph recorded again for new sizes), "error_replays" (a
-# compiled forward raised and the graph ran eagerly to raise eager's error)
+# compiled forward raised and the graph ran eagerly to raise eager's error),
+# "backward_zero_tangents" (backward variants compiled for calls where outputs got no gradient)
 counters: collections.Counter = collections.Counter()
 
 
@@ -83,6 +88,7 @@ class CompiledJoint:
         self.grad_positions = positions
         self.bw_compiler = bw_compiler
         self.bw = None
+        self.bw_variants: Dict[tuple, Callable] = {}
         if logs.enabled("aot"):
             logs.log("aot", "%s joint graph:\n%s", name, joint.gm.code)
             logs.log("aot", "%s forward graph:\n%s", name, fw_gm.code)
@@ -111,6 +117,9 @@ class CompiledJoint:
                 ctx.saved_layout = [isinstance(s, torch.Tensor) for s in saved]
                 ctx.saved_other = [s for s in saved if not isinstance(s, torch.Tensor)]
                 ctx.mark_non_differentiable(*[computed[k] for k in nondiff])
+                # an output the loss does not reach gets None, not a tensor of zeros the size
+                # of the output (the backward variant for it fills zeros inside its kernels)
+                ctx.set_materialize_grads(False)
                 return tuple(computed)
 
             @staticmethod
@@ -127,8 +136,10 @@ class CompiledJoint:
                 tensors, others = iter(ctx.saved_tensors), iter(ctx.saved_other)
                 args = [next(tensors) if t else next(others) for t in ctx.saved_layout]
                 del tensors
-                args += [g.contiguous() for g, d in zip(grads, diff) if d]
-                del grads
+                tangents = [g for g, d in zip(grads, diff) if d]
+                absent = tuple(k for k, g in enumerate(tangents) if g is None)
+                args += [g.contiguous() for g in tangents if g is not None]
+                del grads, tangents
                 # without retain_graph, autograd drops the saved tensors once this returns: drop
                 # them now, so the compiled backward (which empties `args`) frees each one at
                 # its last use, as eager's backward frees a node's saved tensors after it runs
@@ -136,9 +147,7 @@ class CompiledJoint:
                 prev = _C.set_eval_frame(None)
                 try:
                     with autocast_off():
-                        if compiled.bw is None:
-                            compiled.compile_backward(args)
-                        out = compiled.bw(args)
+                        out = compiled.backward_for(absent, args)(args)
                 finally:
                     _C.set_eval_frame(prev)
                 result: List[Optional[torch.Tensor]] = [None] * n_inputs
@@ -148,13 +157,30 @@ class CompiledJoint:
 
         return CompiledFunction
 
-    def compile_backward(self, example_args: list) -> None:
-        """The backward's callable, taking one list of saved values and tangents (emptied by a
-        boxed codegen wrapper, which frees each at its last use; copied by any other)."""
-        fn = self.bw_compiler(self.bw_gm, list(example_args))
+    def backward_for(self, absent: tuple, example_args: list) -> Callable:
+        """The backward's callable for a call whose tangents at positions `absent` (among the
+        differentiable outputs) are None, compiled at its first use from `example_args`: it
+        takes one list of saved values and the present tangents (emptied by a boxed codegen
+        wrapper, which frees each at its last use; copied by any other). The usual call has
+        every tangent (`self.bw`); an output the loss does not reach (a key/value cache, logits
+        returned beside the loss) gets a variant whose graph fills that tangent with zeros, so
+        no output-sized buffer of zeros is allocated for it."""
+        if not absent:
+            if self.bw is None:
+                self.bw = self._compile_backward(self.bw_gm, example_args)
+            return self.bw
+        fn = self.bw_variants.get(absent)
+        if fn is None:
+            counters["backward_zero_tangents"] += 1
+            fn = self.bw_variants[absent] = self._compile_backward(
+                _zero_tangents(self.bw_gm, self.num_saved, absent), example_args)
+        return fn
+
+    def _compile_backward(self, gm, example_args: list) -> Callable:
+        fn = self.bw_compiler(gm, list(example_args))
         counters["backward_compiled"] += 1
         boxed = getattr(fn, "boxed_entry", None)
-        self.bw = boxed if boxed is not None else lambda args: fn(*args)
+        return boxed if boxed is not None else lambda args: fn(*args)
 
     def __call__(self, *args):
         joint = self.joint
@@ -185,6 +211,26 @@ class CompiledJoint:
             else:
                 outs.append(_alias(what, args, computed))
         return tuple(outs)
+
+
+def _zero_tangents(bw_gm: torch.fx.GraphModule, num_saved: int, absent: tuple):
+    """A copy of the backward graph whose tangent placeholders at `absent` (counted after the
+    `num_saved` saved values) are zeros of the tangent's recorded size, dtype and device."""
+    gm = torch.fx.GraphModule(bw_gm, copy.deepcopy(bw_gm.graph))
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    last = placeholders[-1]
+    for k in absent:
+        p = placeholders[num_saved + k]
+        v = p.meta["val"]
+        with gm.graph.inserting_after(last):
+            z = gm.graph.call_function(torch.ops.aten.zeros.default, (list(v.shape),),
+                                       {"dtype": v.dtype, "device": v.device})
+        z.meta = dict(p.meta)
+        p.replace_all_uses_with(z)
+        gm.graph.erase_node(p)
+    gm.graph.lint()
+    gm.recompile()
+    return gm
 
 
 def _alias(a, args, computed):
