@@ -84,6 +84,7 @@ class Regions:
     def __init__(self):
         self.templates: dict = {}       # key -> Template, or None (first call not reusable)
         self.active: set = set()        # keys being recorded (a recursive call inlines)
+        self.guard_texts: list = []     # _guard_text of the frame's guards, in order (made once)
 
 
 def inline_forward(tx, module_var, forward, args, kwargs):
@@ -179,8 +180,25 @@ def _mentions(src, root: Source) -> bool:
         return False
     if src is root or src == root:
         return True
-    return dataclasses.is_dataclass(src) and any(
-        _mentions(getattr(src, f.name), root) for f in dataclasses.fields(src))
+    return any(_mentions(getattr(src, name), root) for name in _fields(type(src)))
+
+
+_FIELDS: dict = {}
+
+
+def _fields(cls) -> tuple:
+    names = _FIELDS.get(cls)
+    if names is None:
+        names = _FIELDS[cls] = tuple(f.name for f in dataclasses.fields(cls)) \
+            if dataclasses.is_dataclass(cls) else ()
+    return names
+
+
+def _guard_text(g: Guard) -> str:
+    """The names a guard reads (its source's; an ALIASING guard's other source too): a source
+    that mentions S0 has S0's name inside its own, so a substring test finds every candidate."""
+    text = g.source.name() if g.source is not None else ""
+    return text + " " + g.expected.name() if g.kind is GuardKind.ALIASING else text
 
 
 _REGION = LocalSource("___pd_region")     # the instance, in a template's compiled check
@@ -267,8 +285,12 @@ class _Recording:
         rooted, id_rebind, ident_sources = [], {}, {}   # (a dict as an ordered set)
         # guards made before the call on the instance's state (its own ID_MATCH, its hooks, the
         # type of an object under it wrapped earlier) are assumptions the trace relied on too
-        for g in root.guards[:self.n_guards]:
-            if _mentions(g.source, S0) or (g.kind is GuardKind.ALIASING and _mentions(g.expected, S0)):
+        texts = root.regions.guard_texts     # (root.guards only grows)
+        texts.extend(_guard_text(g) for g in root.guards[len(texts):])
+        name = S0.name()
+        for g, text in zip(root.guards[:self.n_guards], texts):
+            if name in text and (_mentions(g.source, S0) or
+                                 (g.kind is GuardKind.ALIASING and _mentions(g.expected, S0))):
                 rooted.append(g)
                 if g.kind is GuardKind.ID_MATCH and isinstance(_eval(root, g.source), torch.nn.Module):
                     id_rebind[len(rooted) - 1] = type(_eval(root, g.source))
@@ -445,7 +467,8 @@ class Template:
             if not self._check(root)(frame):
                 return None
             objs = {s: _eval(root, reroot(s, self.source, S1, memo)) for s in self.ident_sources}
-        except Exception:
+        except Exception as e:  # a source that does not read on this instance
+            STATS[f"missed: {type(e).__name__}"] += 1
             return None
         if _identity_pattern(objs.values()) != self.pattern:
             return None
