@@ -112,7 +112,7 @@ def raise_at(exc: BaseException, src: str, namespace: Optional[dict] = None) -> 
     exc._pydynamo_placed = True
     run = None
     for k, (filename, line, name) in reversed(list(enumerate(frames))):   # innermost first
-        text = "raise __pydynamo_exc" if run is None else "__pydynamo_next()"
+        text = "raise (__pydynamo_exc)" if run is None else "__pydynamo_next()"   # (padded inside)
         # as long as the user's line (its columns are the traceback's): no carets under a
         # part of the user's line that has nothing to do with the error
         width = len(linecache.getline(filename, int(line)).rstrip().encode())

@@ -96,12 +96,26 @@ def caller(x, idx):
     return g(x * 2, idx) + 1
 
 
+def long_lines(x, idx):
+    a_rather_long_name_for_a_value = x.sin() * 2 + x.cos() * 3 + x.tan() * 4 + x.exp() * 5
+    the_value_we_index_out_of_range = a_rather_long_name_for_a_value[idx] + a_rather_long_name_for_a_value
+    return the_value_we_index_out_of_range
+
+
 @pytest.mark.parametrize("backend", ["eager", "aot_eager"])
 def test_error_raised_by_a_compiled_graph_shows_the_inlined_calls(backend):
     """One graph for caller with g inlined; the graph raises (an index out of range, known only
     at run time): the traceback is caller's line, then g's, as eager's. Before: the wrapper's
     frame and g's line only (caller's call of g missing)."""
     _same_as_eager(caller, torch.ones(3), torch.tensor([5]), compile_args=dict(backend=backend),
+                   warm=[(torch.ones(3), torch.tensor([1]))])
+
+
+@pytest.mark.parametrize("backend", ["eager", "codegen"])
+def test_graph_error_on_a_line_longer_than_the_frames_code(backend):
+    """Regression: the generated frame is padded to the user's line's width; the padding of
+    `raise __pydynamo_exc` went inside the name (a SyntaxError instead of the user's error)."""
+    _same_as_eager(long_lines, torch.ones(3), torch.tensor([5]), compile_args=dict(backend=backend),
                    warm=[(torch.ones(3), torch.tensor([1]))])
 
 
