@@ -117,9 +117,12 @@ def inline_forward(tx, module_var, forward, args, kwargs):
 # --- keys ---------------------------------------------------------------------------------
 
 def _tensor_key(v: TensorVariable):
+    """What a trace may read of a tensor argument: its metadata, and its source (a tensor from
+    outside the frame can carry Python attributes read through it; an intermediate has none)."""
     e = v.example
     return ("T", v.cls, e.dtype, v.device, tuple(e.shape), tuple(e.stride()), e.storage_offset(),
-            e.requires_grad, e.is_leaf, e._is_view())
+            e.requires_grad, e.is_leaf, e._is_view(), e.is_inference(), e.is_conj(), e.is_neg(),
+            v.source)
 
 
 def _arg_key(v, seen: dict):

@@ -352,7 +352,7 @@ def test_returns_tuple_with_view_and_input():
                 x.add_(1)               # writes the replayed result (a view of its own base)
             return x
     stats = differential(M, x16())
-    assert stats["replayed"] >= 2
+    assert stats["replayed"] >= 1     # layer 0 takes the frame's input (keyed apart), 2 replays 1
 
 
 def test_dynamic_shapes_still_correct():
@@ -399,3 +399,29 @@ def test_transformers_models(kind):
             return self.m(ids)[0]
     stats = differential(Last, (torch.randint(0, 100, (2, 12)),))
     assert stats["replayed"] >= 2
+
+
+@pytest.mark.xfail(strict=True, reason="pre-existing executor bug, templates off too: getattr(x, 'flag', "
+                   "False) on a frame input carrying the attribute gives another result than eager")
+def test_python_attribute_of_a_tensor_argument():
+    # layer 0 gets the frame's input, which carries an attribute the block reads; later layers
+    # get intermediates without it (eager takes the other branch): keyed apart by the source
+    class Flagged(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(16, 16)
+
+        def forward(self, x):
+            y = self.fc(x)
+            return y * 3 if getattr(x, "flag", False) else y
+
+    def run(m, x):
+        x.flag = True
+        return m(x)
+    for on in (False, True):
+        with templates(on):
+            torch.manual_seed(0)
+            m = nn.Sequential(*[Flagged() for _ in range(3)])
+            x, = x16()
+            f = pydynamo.optimize(m, backend="eager")
+            torch.testing.assert_close(run(f, x.clone()), run(m, x.clone()))
