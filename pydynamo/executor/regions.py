@@ -3,7 +3,8 @@
 When the translator inlines `module.forward` (variables/nn_module.py, after the hooks), the call
 goes through `inline_forward`. The first call for a key — the module's class (hence its forward
 function), the grad / inference / autocast state, and the arguments' kinds (tensors by their
-static metadata and which arguments are the same tensor, constants by type and value) — is
+static metadata, their source and which arguments are the same tensor, constants by type and
+value) — is
 inlined as always while a `_Recording` watches what it adds to the frame's state. If the
 recording shows the call was a pure function of
 
@@ -17,8 +18,11 @@ it becomes a `Template`: the FX nodes the call made, the placeholders it referre
 source under `S0`), the guards it added, and the structure of its result. A later call with the
 same key on another instance `S1` then replays the template instead of tracing the body again:
 
-  1. each recorded guard under `S0` is re-rooted to `S1` and the whole list evaluated on the
-     frame now (an instance whose attribute differs fails here and is inlined as always);
+  1. the recorded guards that mention `S0` (those the call added, and those made before it on
+     `S0`'s state: its own ID_MATCH, its hooks, an object under it wrapped earlier) are checked
+     on the frame now for `S1` (compiled once per template, over the instance as the local
+     `___pd_region`), then added re-rooted to `S1` (an instance whose attribute differs fails
+     the check and is inlined as always);
      a module's ID_MATCH (made by the builder when the submodule was first wrapped) is
      re-rooted to the new submodule's identity, after checking that the identity pattern of
      the instance's modules and tensors (which of them are the same object) is the same;
