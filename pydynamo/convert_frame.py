@@ -3,7 +3,10 @@
 Decides whether to trace (skip rules: skipfiles.py), enforces the recompile budget, runs the
 translator and returns (guard, new_code). Policy:
   * skip: generators/coroutines, module bodies, stdlib, torch internals (except nn module
-    `forward`s), pydynamo itself, functions marked `pydynamo.disable` -> SKIP_CODE.
+    `forward`s), pydynamo itself, functions marked `pydynamo.disable` -> SKIP_CODE. A torch.nn
+    forward called from code pydynamo gave up on (a frame run eagerly, a break's call) runs as
+    is (None), as under torch.compile; a frame with no graph that asked is_compiling() runs as
+    is for good (SKIP_CODE): called from eager code it answers as eager.
   * stance (stance.py): under "eager_on_recompile" a miss runs the frame as is (None: asked
     again next time, so the stance can change back); under "fail_on_recompile" it raises
     RecompileError naming each failing guard of this settings' entries.
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import os
 import sys
 import types
 import warnings
@@ -339,6 +343,8 @@ def _make_callback(backend, backend_fn, fullgraph, dynamic, mode, options, recom
     def callback(code, frame_locals, frame_globals, builtins, entries):
         if skip_reason(code) is not None:
             return _C.SKIP_CODE
+        if _nn_forward_called_from_python(code, sys._getframe(1)):
+            return None   # run as is; asked again at the next call (another caller may be traced)
         # entries compiled under other settings (another optimize() of the same code) do not
         # count against this one's budget, nor are they this one's to explain
         own = [e for e in entries if getattr(e[0], "callback", None) is callback]
@@ -418,6 +424,24 @@ def _make_callback(backend, backend_fn, fullgraph, dynamic, mode, options, recom
 
 
 _LIMIT_SETTING = "pydynamo.config.recompile_limit"
+_NN_DIR = os.path.realpath(os.path.dirname(torch.nn.modules.__file__)) + os.sep
+_MODULE_CALL = os.path.join("torch", "nn", "modules", "module.py")
+
+
+def _nn_forward_called_from_python(code: types.CodeType, caller) -> bool:
+    """A torch.nn module's forward (Embedding, Dropout, Sequential) called by code that runs in
+    CPython because pydynamo gave it up (a frame run eagerly as a whole, a graph break's call):
+    torch.compile traces torch.nn only inlined into a traced frame, or as the module it was
+    given, so such a call runs as is there and here (no one-op graphs, the same graph count)."""
+    if code.co_name != "forward" or not os.path.realpath(code.co_filename).startswith(_NN_DIR):
+        return False
+    while caller is not None and caller.f_code.co_filename.endswith(_MODULE_CALL):
+        caller = caller.f_back   # Module.__call__'s own frames
+    if caller is None:
+        return False
+    # (library code is marked skip too: optimize()'s own wrapper calling the module it was given)
+    return caller.f_code.co_filename.startswith("<pydynamo") or \
+        (_C.get_code_state(caller.f_code) == "skip" and skip_reason(caller.f_code) is None)
 
 
 def _failures_text(why) -> str:

@@ -181,3 +181,42 @@ def test_iterating_an_opaque_iterator_is_unsupported_not_an_internal_error():
     out, recs = _pydynamo_records(f, iter({"a": 1, "b": 2}.values()))
     assert out == [2, 4]
     assert not [r for r in recs if getattr(r, "reason_code", None) == "internal_error"]
+
+
+def _expand(mask):
+    return mask[..., None]
+
+
+class _Stack(torch.nn.Module):
+    """LongT5's encoder stack in small: its forward runs eagerly (the uncaught raise above)."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(10, 4)
+        self.drop = torch.nn.Dropout(0.1)
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, ids, mask=None):
+        h = self.drop(self.emb(ids))
+        if mask is None and not _mask_helper_compiling():
+            mask = torch.ones(ids.shape)
+        return self.lin(h) * _expand(mask)
+
+
+def test_torch_nn_forward_called_from_an_eagerly_run_frame_runs_as_is():
+    """The stack's forward runs eagerly; the torch.nn modules it calls from there ran as one-op
+    graphs of their own (LongT5: 9 graphs against torch.compile's 6, SwitchTransformers 8 vs
+    5). torch.compile traces torch.nn only inlined or as the compiled module: here too, so the
+    one graph is `_expand`'s (torch.compile itself raises on this small stack: its helper is
+    compiled and answers True; transformers' is_torchdynamo_compiling it skips)."""
+    torch.manual_seed(0)
+    m = _Stack().eval()
+    ids = torch.randint(0, 10, (2, 3))
+    want = m(ids)
+    out, recs = _pydynamo_records(m, ids)
+    torch.testing.assert_close(out, want)
+    compiled = [r.code.co_name for r in recs if hasattr(r, "graphs") and r.graphs]
+    assert compiled == ["_expand"], compiled
+    # compiled as the entry, a torch.nn module is traced as before
+    out, recs = _pydynamo_records(m.lin, torch.randn(2, 4))
+    assert sum(len(r.graphs) for r in recs if hasattr(r, "graphs")) == 1
