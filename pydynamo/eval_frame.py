@@ -19,6 +19,9 @@ Invariants:
 - disable() scopes are counted per thread (`_disabled`): a compile wrapper called, or an
   optimize() context entered, inside one leaves the hook off, so nothing under a disable
   compiles. optimize() validates its arguments when called (backends.check_settings).
+- An exception leaving a wrapper or an optimize()/disable() block has pydynamo's frames trimmed
+  from its traceback (user_errors.strip_own_frames; the wrapper's own entry too, as it
+  re-raises with a bare `raise`), unless config.verbose.
 """
 from __future__ import annotations
 
@@ -137,6 +140,9 @@ class _CallbackScope:
         return self
 
     def __exit__(self, *exc_info) -> None:
+        if exc_info[1] is not None and not config.verbose:
+            # as the wrapper does: the with-statement re-raises it with the trimmed traceback
+            strip_own_frames(exc_info[1], config.cache_dir)
         prev = self._saved.stack.pop()
         if prev is not _UNCHANGED:
             _disabled.depth -= self._disables

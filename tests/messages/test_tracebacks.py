@@ -86,6 +86,25 @@ def test_error_in_resume_code_after_breaks_in_two_frames(capsys):
     assert any(n.startswith("inner (graph break at test_tracebacks.py:") for n in names), names
 
 
+def _under_optimize_block(fn, *args):
+    with pydynamo.optimize(backend="eager"):
+        return fn(*args)
+
+
+def _called(fn, *args):
+    return fn(*args)
+
+
+def test_optimize_as_a_context_manager_has_eagers_frames(capsys):
+    """`with pydynamo.optimize():` trims the traceback in its __exit__ as the wrapper does.
+    Before: transformed code and executor/installed.py frames between every user frame."""
+    eager = _raised(lambda: _called(outer, torch.ones(3)))
+    got = _raised(lambda: _under_optimize_block(outer, torch.ones(3)))
+    text = "".join(traceback.format_exception(got))
+    assert _frames(got)[1:] == _frames(eager)[1:] and len(_frames(got)) == 3, text
+    assert PYDYNAMO_DIR not in text and "<pydynamo" not in text, text
+
+
 def g(x, idx):
     y = x.sin()
     z = y[idx]
