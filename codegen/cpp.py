@@ -10,7 +10,7 @@ accumulator per outer iteration; when the outer loops are too small to paralleli
 reduction is split across threads with per-thread accumulators combined under a critical
 section. Every kernel returns an error flag (1: an indirect index out of bounds, 2: an integer
 division by zero) that the wrapper turns into the exception eager raises for the op
-(codegen/wrapper.py kernel_error). fp16/bf16 buffers are passed as their 16 bits (`STORAGE`):
+(codegen/runtime.py kernel_error). fp16/bf16 buffers are passed as their 16 bits (`STORAGE`):
 loads widen them to float, stores round to nearest even (PREAMBLE's pd_float_to_bf16/fp16). A
 kernel identical to an earlier one but for its buffers' names is printed as a one-line function
 forwarding to it (`generate_source`), so a repeated block is compiled once.

@@ -11,7 +11,7 @@ tensors, for tests), it is a `TritonBackend` on the graph's device, and `compile
   (cuBLAS, cuDNN) -> optionally wrapped in CUDA-graph replay (codegen/cudagraphs.py).
 Same never-a-wrong-answer contract as the C++ path: anything that cannot be printed runs the
 graph eagerly with one warning. An out-of-range indirect index raises eager's exception on CPU
-(the interpreter; codegen/wrapper.py kernel_error) and trips a device-side assert on GPU (as
+(the interpreter; codegen/runtime.py kernel_error) and trips a device-side assert on GPU (as
 eager CUDA indexing does), never reads stray memory.
 """
 from __future__ import annotations
@@ -27,11 +27,12 @@ from codegen.graph import GraphLowering
 from codegen.ir import ArgRef, ComputedBuffer, ExternBuffer
 from codegen.options import Options
 from codegen.pipeline import CPP, Backend, counters
+from codegen.runtime import ensure_layout
 from codegen.scheduler import same_index
 from codegen.sizevars import static_int
 from codegen.triton import generate_source
 from codegen.triton_launch import TritonLauncher, current_stream, interpreting, load_module
-from codegen.wrapper import FRESH_RESULT_EXTERNS, WrapperPrinter, _py, ensure_layout, kernel_site
+from codegen.wrapper import FRESH_RESULT_EXTERNS, WrapperPrinter, _py, kernel_site
 
 
 

@@ -28,9 +28,9 @@ from codegen.cpp import generate_source as cpp_source
 from codegen.graph import EagerFallback, GraphLowering
 from codegen.ir import ExternCall
 from codegen.options import Options
+from codegen.runtime import CppRuntime, base_namespace, counters, fallbacks as _fallbacks
 from codegen.scalars import SpecializeFloats
 from codegen.scheduler import FusedKernel, mark_row_local, schedule
-from codegen.runtime import CppRuntime, base_namespace, counters, fallbacks as _fallbacks  # noqa: F401
 from codegen.wrapper import WrapperPrinter
 from pydynamo import logs, phases
 

@@ -13,7 +13,9 @@
      A kernel or extern that raises in a graph with write-backs makes the graph run eagerly
      on the (still untouched) inputs: eager's updates before the failing op, its exception.
 The kernel printer knows nothing of this file; a Triton printer can reuse it unchanged apart
-from the launch line.
+from the launch line. What the generated code calls besides kernels and externs (eager's
+exceptions for a kernel's error flag or an extern's error, the layout check of extern results,
+the eager escapes) is codegen/runtime.py: a wrapper rebuilt without compiling needs no lowering.
 """
 from __future__ import annotations
 
@@ -25,9 +27,8 @@ import torch
 from codegen.canonical import _canon_name
 from codegen.graph import may_alias
 from codegen.ir import ArgRef, ComputedBuffer, ExternCall, InputBuffer, NewViewRef
+from codegen.runtime import KernelSite, _source_lines
 from codegen.scalars import is_scalar_symbol
-from codegen.runtime import (KernelSite, ShapeMismatch, _source_lines, ensure_layout,  # noqa: F401
-                             extern_error, kernel_error)
 from codegen.scheduler import FusedKernel, _argrefs, lifetimes
 from codegen.sizevars import static_int
 from pydynamo.symbols import pyexpr

@@ -76,7 +76,7 @@ def test_returned_diagonal_of_input_aliases_input(dynamic):
 
 # F4 (fuzz seed 10, codegen dynamic=True): an out-of-range torch.gather raised IndexError from the
 # kernel where eager raises RuntimeError (issue 14 item 6: match eager's exception types; fixed
-# since: codegen/wrapper.py kernel_error raises per op, tests/codegen/test_kernel_errors.py).
+# since: codegen/runtime.py kernel_error raises per op, tests/codegen/test_kernel_errors.py).
 @pytest.mark.parametrize("dynamic", [None, True])
 def test_out_of_range_gather_raises_runtime_error_like_eager(dynamic):
     def f(a, i):
