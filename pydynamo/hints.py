@@ -241,6 +241,12 @@ def meta_failure(name: str, exc: Exception) -> tuple[str, str]:
     if DATA_METHODS.get(name.split(".")[-1]) == "dynamic_output_shape":
         return "dynamic_output_shape", f"torch.{name}: the output shape depends on the tensor's values"
     first = str(exc).splitlines()[0] if str(exc) else ""
+    # the op reads tensor data while computing its metadata (torch.compile breaks there too:
+    # "Data dependent operator", "Dynamic shape operator")
+    if "item() cannot be called on meta tensors" in first:
+        return "data_dependent", f"{name}: reads a tensor's value (a size or scalar argument given as a tensor)"
+    if "torch.nonzero()" in first and isinstance(exc, NotImplementedError):
+        return "dynamic_output_shape", f"{name}: the output shape depends on the tensor's values (a boolean mask)"
     return "meta_failed", f"{name}: cannot compute output metadata ({type(exc).__name__}: {first})"
 
 

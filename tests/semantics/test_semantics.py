@@ -36,6 +36,7 @@ BETTER: dict[str, str] = {
     "s_configs.getattribute_made_in_frame_computes": _WHOLE_FRAME + (
         " (an object made in the frame whose class has its own __getattribute__)"),
     "s_configs.numpy_scalar_global": "torch.compile breaks the graph at float() of a numpy number; pydynamo does not",
+    "s_library.boolean_mask_index": "both break at x[mask]; torch.compile also compiles the empty graph before it",
 }
 # name -> how torch.compile's own result differs from eager: pydynamo is checked against eager
 # alone (values on every call, steady calls are cache hits), and never takes more graphs on the

@@ -379,3 +379,17 @@ def lru_cached_log_breaks_as_logging(x):
     y = x * 2
     _warn_once("once")
     return y + 1
+
+
+# --- ops whose metadata needs a tensor's value (FastSpeech2Conformer, Vilt, Vits) ---------------
+# a break torch.compile takes too, named as it does: data-dependent, not "metadata failed"
+
+@case(t(4), torch.tensor([2, 3, 1]))
+def zeros_sized_by_a_tensor_max(x, lengths):
+    m = (lengths % 4 + 1).max()
+    return torch.zeros((2, m)).sum() + x
+
+
+@case(t(6), torch.tensor([True, False, True, True, False, True]))
+def boolean_mask_index(x, keep):
+    return x[keep].sum() * 2 + x.mean()
