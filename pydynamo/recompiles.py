@@ -218,6 +218,10 @@ def guard_failures(guards: list, frame_locals: dict, frame_globals: dict) -> lis
         if compile_guards([g], frame_globals)(frame_locals):
             continue
         if g.kind is GuardKind.SHAPE_ENV:
+            if g.expected.env is None:   # loaded by the warm cache: its relations as one text
+                out.append(GuardFailure("; ".join(g.expected.texts), g.kind.value, True,
+                                        _Raw("False"), g.origin))
+                continue
             out += shape_failures(g.expected.env, frame_locals, frame_globals)
             continue
         if g.kind is GuardKind.COMPILE_SETTINGS:  # compiled by another optimize() call

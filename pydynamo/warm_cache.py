@@ -35,9 +35,12 @@ Re-binding guards (the unsafe part of a warm start; nothing of the old process i
     torch, pydynamo and the standard library (those are covered by the versions) are hashed at
     store time and checked at load, so an edited model file makes its entries stale.
   * EQUALS_MATCH values must be plain data (numbers, strings, bytes, None, dtypes, devices,
-    tuples/lists/frozensets of these); TENSOR_MATCH only CPU tensors; no SHAPE_ENV guard (dynamic
-    shapes) yet; a backend other than "eager", "codegen"/"inductor" (the C++ wrapper, or its
-    eager fallback), or a custom callable: not cached.
+    tuples/lists/frozensets of these); TENSOR_MATCH only CPU tensors; a backend other than
+    "eager", "codegen"/"inductor" (the C++ wrapper, or its eager fallback), or a custom callable:
+    not cached.
+  * SHAPE_ENV (dynamic shapes) is stored as its check function's source (plain Python reading
+    sizes through sources, shapes.ShapeEnv.make_check_fn) and its texts; loaded without a
+    ShapeEnv, so a recompile explanation names its relations as text (recompiles.py).
   * COMPILE_SETTINGS is re-made for the callback asking (the key already holds the settings).
 
 Graph breaks: the output code of a frame cut at a break calls its break function (generated
@@ -94,7 +97,7 @@ from pydynamo import config
 from pydynamo.eval_frame import on_reset
 from pydynamo.bytecode import origin_of, set_origin
 from pydynamo.executor import installed
-from pydynamo.guards import Guard, GuardKind, TensorSpec, compile_guards
+from pydynamo.guards import Guard, GuardKind, ShapeGuards, TensorSpec, compile_guards
 
 log = logging.getLogger("pydynamo.warm_cache")
 
@@ -428,8 +431,9 @@ def _portable_guard(g: Guard, frame_locals, frame_globals, files) -> tuple:
     where = f"a guard on {g.source.name() if g.source is not None else k.value}"
     if k is GuardKind.COMPILE_SETTINGS:
         return ("settings",)
-    if k is GuardKind.SHAPE_ENV:
-        raise Uncacheable("dynamic shapes (a SHAPE_ENV guard)")
+    if k is GuardKind.SHAPE_ENV:     # its check function's source is plain Python (shapes.py)
+        sg: ShapeGuards = g.expected
+        return ("shape", sg.check.__source__, sg.texts, sg.origins, g.origin)
     if k is GuardKind.ID_MATCH:
         obj = eval(g.source.guard_expr(), {"L": frame_locals, "G": frame_globals})
         if id(obj) != g.expected[0]:
@@ -596,6 +600,12 @@ def _guard(p: tuple, callback, frame_locals: dict, frame_globals: dict) -> Guard
         return Guard(None, GuardKind.COMPILE_SETTINGS, callback)
     if tag == "plain":
         return Guard(p[1], p[2], p[3], p[4])
+    if tag == "shape":      # (no ShapeEnv here: a recompile explanation names the texts)
+        scope: dict = {"min": min, "max": max}
+        exec(compile(p[1], "<shape guards>", "exec"), scope)
+        check = scope["__shape_guard"]
+        check.__source__ = p[1]
+        return Guard(None, GuardKind.SHAPE_ENV, ShapeGuards(check, p[2], p[3], None), p[4])
     if tag == "type":
         return Guard(p[1], GuardKind.TYPE_MATCH, _resolve_named(p[2]), p[3])
     if tag == "tensor":

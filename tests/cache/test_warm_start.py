@@ -242,7 +242,9 @@ def test_source_files_outside_torch_pydynamo_and_stdlib_are_hashed():
 
 # A fresh interpreter (not the fork server, which imported more): compiles `fn` of the module at
 # argv[1] against the cache dir argv[2] with the version key pinned to argv[3] (pydynamo's files
-# change under a tree being edited), and reports what it traced, loaded and imported.
+# change under a tree being edited) with backend argv[4], and reports what it traced, loaded and
+# imported. argv[5] "dynamic": dynamic=True, called on three sizes (one entry serves them), then
+# on a size its shape guards refuse under the "fail_on_recompile" stance (the error's text).
 FRESH = """
 import importlib.util, json, sys
 import torch
@@ -262,18 +264,29 @@ def counting(code, *args, **kwargs):
     origins.append(origin_of(code)[0].co_qualname if origin_of(code) else None)
     return real(code, *args, **kwargs)
 convert_frame.translate = counting
-x = torch.randn(8, 5)
+dynamic = sys.argv[5:] == ["dynamic"]
+compiled = pydynamo.optimize(mod.fn, backend=sys.argv[4], dynamic=dynamic or None)
+refused = None
 with torch.no_grad():
-    got = pydynamo.optimize(mod.fn, backend=sys.argv[4])(x)
-    ok = bool(torch.allclose(got, mod.fn(x), atol=1e-6))
-print(json.dumps({"traced": traced, "hits": warm_cache.stats["hits"], "ok": ok,
-                  "heavy": [m for m in stages.HEAVY if m in sys.modules], "origins": origins}))
+    ok = True
+    for n in ((8, 11, 13) if dynamic else (8,)):
+        x = torch.randn(n, 5)
+        ok = ok and bool(torch.allclose(compiled(x), mod.fn(x), atol=1e-5))
+    heavy = [m for m in stages.HEAVY if m in sys.modules]
+    if dynamic:
+        try:
+            with pydynamo.set_stance("fail_on_recompile"):
+                compiled(torch.randn(1, 5))
+        except pydynamo.exc.RecompileError as e:
+            refused = str(e)
+print(json.dumps({"traced": traced, "hits": warm_cache.stats["hits"], "ok": ok, "heavy": heavy,
+                  "origins": origins, **({"refused": refused} if dynamic else {})}))
 """
 
 
-def _fresh(path, cache, backend, env=None) -> dict:
+def _fresh(path, cache, backend, env=None, mode=()) -> dict:
     r = subprocess.run([sys.executable, "-c", FRESH, str(path), str(cache), "pinned-" + str(cache),
-                        backend], capture_output=True, text=True, timeout=600,
+                        backend, *mode], capture_output=True, text=True, timeout=600,
                        env=dict(os.environ, **(env or {})))
     assert r.returncode == 0, r.stderr[-3000:]
     return json.loads(r.stdout.strip().splitlines()[-1])
@@ -350,3 +363,18 @@ def test_a_damaged_piece_of_a_frame_with_breaks_is_retraced_alone(server, tmp_pa
     rep = check(server.run(d, fns=fns), traced=1, warnings=1, hits=2)
     assert "damaged" in rep["cache_warnings"][0]
     check(server.run(d, fns=fns), traced=0, hits=3)
+
+
+@pytest.mark.parametrize("backend", ["codegen", "eager"])
+def test_dynamic_shapes_entry_serves_other_sizes_in_a_fresh_interpreter(tmp_path, backend):
+    """dynamic=True: the entry's SHAPE_ENV guard is stored as its check function's source (plain
+    Python) and its texts; the warm process runs three sizes on the one loaded entry, traces
+    nothing, imports no tracing stage, equals eager; a size the relations refuse is explained
+    from the stored texts (no ShapeEnv in that process) under "fail_on_recompile"."""
+    path, cache = tmp_path / "user_dyn.py", tmp_path / "cache"
+    path.write_text("import torch\n\n\ndef fn(x):\n    return (x * 2).sin().sum(0) + x.shape[0]\n")
+    cold = _fresh(path, cache, backend, mode=["dynamic"])
+    assert cold["ok"] and cold["traced"] == ["fn"] and cold["hits"] == 0, cold
+    warm = _fresh(path, cache, backend, mode=["dynamic"])
+    assert warm["ok"] and warm["traced"] == [] and warm["hits"] == 1 and warm["heavy"] == [], warm
+    assert "SHAPE_ENV" in warm["refused"] and "2 <= L['x'].size()[0]" in warm["refused"], warm
