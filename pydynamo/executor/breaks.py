@@ -82,6 +82,7 @@ def may_catch(code: types.CodeType, offset: int) -> bool:
             return False
         if inst.opname in _MAY_CATCH:
             return True
+    return True
 
 
 def _grad_ctx(mode: bool):

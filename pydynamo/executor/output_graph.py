@@ -306,11 +306,11 @@ class OutputGraph:
         if device is None:    # the first tensor argument's, also inside a list (torch.cat)
             device = next((a.device for a in _flat_variables(itertools.chain(args, kwargs.values()))
                            if isinstance(a, TensorVariable)), None) or _default_device()
-        if no_tensor_in and kind == "call_function" and target in CONSTANT_OPS and "device" not in m_kwargs:
-            return target(*m_args, **m_kwargs).to("meta"), device   # torch.div(7, 2): from numbers
         elif "device" in m_kwargs:
             m_kwargs["device"] = torch.device("meta")
         no_tensor_in = not any(_has_tensor(a) for a in itertools.chain(m_args, m_kwargs.values()))
+        if no_tensor_in and kind == "call_function" and target in CONSTANT_OPS and "device" not in m_kwargs:
+            return target(*m_args, **m_kwargs).to("meta"), device   # torch.div(7, 2): from numbers
         if no_tensor_in and kind == "call_function" and "device" not in m_kwargs:
             m_kwargs = dict(m_kwargs, device="meta")  # a factory: build it on meta
         if _autocast.any_enabled(tx.root.autocast_):
