@@ -425,3 +425,20 @@ def test_python_attribute_of_a_tensor_argument():
             x, = x16()
             f = pydynamo.optimize(m, backend="eager")
             torch.testing.assert_close(run(f, x.clone()), run(m, x.clone()))
+
+
+@pytest.mark.parametrize("which", [0, 1])
+def test_pending_attribute_store_on_an_instance(which):
+    # the frame writes a layer's attribute before calling it: the store is replayed after the
+    # graph, so the trace reads the new value from the tracker, not from the frame's state
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = nn.ModuleList([Block(16) for _ in range(3)])
+
+        def forward(self, x):
+            self.layers[which].scale = 4.0
+            for layer in self.layers:
+                x = layer(x)
+            return x
+    differential(M, x16(), calls=2)
