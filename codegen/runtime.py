@@ -15,7 +15,7 @@ import collections
 import ctypes
 import logging
 import warnings
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 import torch
 
@@ -108,7 +108,9 @@ _INDEX_ERRORS = {
 
 class KernelSite:
     """Where a kernel's error flag came from: the kernel and the FX nodes fused into it, each as
-    (name, canonical op, the user's source line, (dim, size) of an indexed dimension or None);
+    (name, canonical op, the user's source lines -- `File "f.py", line 3, in fn` lines, outermost
+    first, the calls the node was inlined through included --, (dim, size) of an indexed
+    dimension or None);
     built by codegen/wrapper.py kernel_site, kept in the wrapper's constants."""
 
     def __init__(self, kernel: str, nodes):
@@ -121,9 +123,9 @@ class KernelSite:
 
 def kernel_error(code: int, where):
     """Raise what eager raises for the condition a kernel flagged (`where`: a KernelSite, or
-    the kernel's name). The exception's traceback ends in a frame at the user's line of the
-    op that flagged it (the first indexing or dividing op fused into the kernel), as eager's
-    would; a note names the compiled kernel."""
+    the kernel's name). The exception's traceback ends in frames at the user's lines of the
+    op that flagged it (the first indexing or dividing op fused into the kernel) and of the
+    calls it was inlined through, as eager's would; a note names the compiled kernel."""
     site = None if isinstance(where, str) else where
     node = None
     if code == ERR_ZERO_DIV:
@@ -157,14 +159,15 @@ def kernel_error(code: int, where):
     raise exc
 
 
-def _source_lines(text: str) -> Dict[int, str]:
-    """Wrapper line number -> the user's source line of the step it belongs to (from the
-    `# node   [File "f.py", line 3, in fn]` comment opening each step)."""
+def _source_lines(text: str, stacks: Optional[Dict[str, str]] = None) -> Dict[int, str]:
+    """Wrapper line number -> the user's source lines of the step it belongs to (from the
+    `# node   [File "f.py", line 3, in fn]` comment opening each step: `stacks[comment]`, the
+    node's whole stack, outermost first, where given, else the comment's innermost line)."""
     out, cur = {}, ""
     for n, ln in enumerate(text.splitlines(), 1):
         s = ln.strip()
         if s.startswith("# ") and s.endswith("]") and "[File " in s:
-            cur = s[s.rindex("[File ") + 1:-1]
+            cur = (stacks or {}).get(s) or s[s.rindex("[File ") + 1:-1]
         elif s and not s.startswith("#"):
             out[n] = cur
     return out
@@ -172,7 +175,8 @@ def _source_lines(text: str) -> Dict[int, str]:
 
 def extern_error(exc, sources: Dict[int, str], replay=None):
     """An extern op raised inside the wrapper: raise `exc` itself (eager's exception, as the op
-    raised it) from a frame at the user's line of the op; a kernel's error is placed already.
+    raised it) from frames at the user's lines of the op (and of the calls it was inlined
+    through); a kernel's error is placed already.
     `replay` (graphs writing inputs in place, whose write-backs had not run yet): run the graph
     eagerly instead, so the inputs hold eager's updates before the failing op, and raise its
     exception from the same user line (or return its result, should eager not raise)."""
@@ -201,7 +205,7 @@ def extern_error(exc, sources: Dict[int, str], replay=None):
 
 
 def _raise_at(exc, src: str):
-    """Raise `exc` from a frame at the user's file:line (pydynamo/user_errors.py, shared with
+    """Raise `exc` from frames at the user's file:line lines (pydynamo/user_errors.py, shared with
     the executor's graphs); a source that is no `File ...` line goes into a note."""
     raise_at(exc, src)
     exc.add_note(f"  {src}")

@@ -62,13 +62,18 @@ FRESH_RESULT_EXTERNS = {torch.mm, torch.addmm, torch.bmm, torch.baddbmm,
                         torch.nn.functional.linear}
 
 
-def _source_line(node) -> str:
+def _source_stack(node) -> str:
+    """The user's `File "f.py", line 3, in fn` lines of the node's stack trace, one a line,
+    outermost first: the calls the node was inlined through, then its own line (an error at
+    the node is raised from one frame each, pydynamo/user_errors.py raise_at)."""
     st = node.meta.get("stack_trace") if node is not None else None
-    if st:
-        lines = [ln.strip() for ln in st.strip().splitlines() if ln.strip().startswith("File")]
-        if lines:
-            return lines[-1]
-    return ""
+    return "\n".join(ln.strip() for ln in (st or "").strip().splitlines()
+                     if ln.strip().startswith("File"))
+
+
+def _source_line(node) -> str:
+    """The node's own (innermost) user line: the one the wrapper's step comment shows."""
+    return _source_stack(node).rpartition("\n")[2]
 
 
 class WrapperPrinter:
@@ -89,6 +94,9 @@ class WrapperPrinter:
         self.alias: Dict[str, str] = {}      # buffer name -> python variable holding it
         self.allocated = set()               # buffers this wrapper allocates (reusable)
         self.assigned = set()                # buffer names given a python variable so far
+        # step comment -> the whole user stack of its node (the comment shows the innermost
+        # line only; an extern's error is raised from every frame of the stack)
+        self.stacks: Dict[str, str] = {}
 
     def emit(self, s, indent=1):
         self.lines.append("    " * indent + s)
@@ -178,7 +186,7 @@ class WrapperPrinter:
             self.lines[start:] = ["    try:"] + body + ["    except _ShapeMismatch:"] + \
                 mismatch + ["    except Exception as _e:"] + handler
             text = "\n".join(head + self.lines) + "\n"
-            sources.update(_source_lines(text))
+            sources.update(_source_lines(text, self.stacks))
             return text
         return "\n".join(head + self.lines) + "\n"
 
@@ -269,7 +277,9 @@ class WrapperPrinter:
             self.emit("")
             for node in _step_origins(step):
                 src = _source_line(node)
-                self.emit(f"# {node.format_node()}" + (f"   [{src}]" if src else ""))
+                comment = f"# {node.format_node()}" + (f"   [{src}]" if src else "")
+                self.stacks[comment] = _source_stack(node)
+                self.emit(comment)
             if isinstance(step, FusedKernel):
                 self.step_index = i
                 self._kernel(step, typed, free)
@@ -406,8 +416,8 @@ def _step_origins(step):
 
 def kernel_site(kernel: str, origins) -> KernelSite:
     """Where a kernel's error flag comes from (codegen/runtime.py): the FX nodes fused into it,
-    each with its op and the user's source line."""
-    return KernelSite(kernel, [(o.name, _canonical(o), _source_line(o), _size_info(o))
+    each with its op and the user's source lines (the calls it was inlined through included)."""
+    return KernelSite(kernel, [(o.name, _canonical(o), _source_stack(o), _size_info(o))
                                for o in origins])
 
 

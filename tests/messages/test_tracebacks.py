@@ -138,11 +138,28 @@ def test_graph_error_on_a_line_longer_than_the_frames_code(backend):
                    warm=[(torch.ones(3), torch.tensor([1]))])
 
 
-@pytest.mark.xfail(strict=True, reason="codegen places a kernel's or extern's error at the node's "
-                   "innermost user line only (codegen/wrapper.py's _source_line): caller's frame is missing")
 def test_error_raised_by_a_codegen_kernel_shows_the_inlined_calls():
+    """codegen: the indexing kernel flags the out-of-range index; the traceback is caller's line,
+    then g's, as eager's. Before: g's line only (KernelSite kept the innermost line)."""
     _same_as_eager(caller, torch.ones(3), torch.tensor([5]), compile_args=dict(backend="codegen"),
                    warm=[(torch.ones(3), torch.tensor([1]))])
+
+
+def _cholesky(a):
+    return torch.linalg.cholesky(a * 2)
+
+
+def _calls_cholesky(a):
+    return _cholesky(a + 1) + 1
+
+
+def test_error_raised_by_a_codegen_extern_shows_the_inlined_calls():
+    """codegen: cholesky runs as an extern call in the wrapper and raises on a matrix that is not
+    positive-definite (known only at run time); the traceback is the caller's line, then the
+    inlined _cholesky's, as eager's. Before: _cholesky's line only (the wrapper's step comment,
+    which shows the innermost line, was the extern's only source)."""
+    _same_as_eager(_calls_cholesky, -2 * torch.eye(3), compile_args=dict(backend="codegen"),
+                   warm=[(torch.eye(3),)])
 
 
 def test_error_raised_by_a_codegen_kernel_is_at_the_users_line():
