@@ -113,3 +113,32 @@ def test_one_line_expressions_keep_their_spelling():
     ex = pydynamo.explain(spelled)(torch.ones(3), torch.ones(3))
     text = "\n".join(ex.guards)
     assert "TENSOR_MATCH: (x*2) dtype" in text and "EQUALS_MATCH: w.sum().item() 3.0" in text, text
+
+
+@pydynamo.disable
+def _refuses(y):
+    raise ValueError("refused")
+
+
+def sin_then_refuse(x, y):
+    return x.sin() + _refuses(y)
+
+
+@pytest.mark.xfail(strict=True, reason="resume/break code takes its stack values as parameters "
+                   "___stack0, ... (bytecode/resume.py _build); a debugger's `args` and pytest's "
+                   "argument listing show them (documented in docs/USER_GUIDE.md's differences)")
+def test_break_code_parameters_read_as_the_users_expressions():
+    """The break code of sin_then_refuse (the call of the disabled _refuses runs in CPython)
+    holds x.sin(), _refuses and y on its stack; the frame the error passes through lists them
+    as its arguments. Guards and recompile reasons already spell them as the user's expression
+    (recompiles.user_names); the frame's own parameter names do not."""
+    f = pydynamo.optimize(sin_then_refuse, backend="eager")
+    with pytest.raises(ValueError) as info:
+        f(torch.ones(2), torch.ones(2))
+    tb, params = info.value.__traceback__, []
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if code.co_name.startswith("sin_then_refuse"):
+            params += code.co_varnames[:code.co_argcount]
+        tb = tb.tb_next
+    assert params and not any(p.startswith("___stack") for p in params), params
