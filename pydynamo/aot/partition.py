@@ -17,7 +17,9 @@ go to less recomputation. So a chain of pointwise ops collapses onto the expensi
 starts from (`gelu(addmm(...))` saves the addmm result only), a float32 upcast of a bfloat16
 tensor saves the bfloat16 one, a weight's autocast copy is recast from the weight, and a
 log-softmax over a vocabulary saves its (narrower) logits. Saved bytes never exceed "save
-everything the backward reads", and recomputed ops fuse into the backward kernels. Random ops
+everything the backward reads", and recomputed ops fuse into the backward kernels. In the
+backward graph each recomputed value comes right before the first backward node that needs it,
+so it is not alive from the backward's start (its memory peak) to its use. Random ops
 always stay in the forward: the backward sees the forward's random values.
 """
 from __future__ import annotations
@@ -154,12 +156,30 @@ def partition(joint_gm: torch.fx.GraphModule, num_computed: int, num_tangents: i
         benv[t] = bw.node_copy(t)
 
     positions = [i for i, g in enumerate(grads) if isinstance(g, torch.fx.Node)]
-    # the backward's nodes, copied in the joint graph's order (a writer before its readers)
+    # the backward's nodes, copied in the joint graph's order (a writer before its readers),
+    # each recomputed forward value just before the first backward node that needs it: copied
+    # in forward order, the recomputation of every layer would come first and its results
+    # stay alive through the whole backward, at its memory peak
     needed = _ancestors([grads[i] for i in positions] + bw_writers, stop=benv)
+
+    def copy_with_inputs(n):
+        stack = [n]
+        while stack:
+            m = stack[-1]
+            missing = [a for a in m.all_input_nodes if a not in benv]
+            if missing:
+                stack.extend(missing)
+                continue
+            stack.pop()
+            if m not in benv:
+                assert m.op == "get_attr" or m in recompute or m in backward, m
+                benv[m] = bw.node_copy(m, lambda a: benv[a])
+    for n in nodes:
+        if n in needed and n not in benv and n in backward:
+            copy_with_inputs(n)
     for n in nodes:
         if n in needed and n not in benv:
-            assert n.op == "get_attr" or n in recompute or n in backward, n
-            benv[n] = bw.node_copy(n, lambda a: benv[a])
+            copy_with_inputs(n)
     bw.output(tuple(benv[grads[i]] for i in positions))
     bw_gm = torch.fx.GraphModule(joint_gm, bw)
     bw_gm.graph.eliminate_dead_code()

@@ -121,3 +121,34 @@ def test_a_random_mask_is_never_recomputed():
     fw, bw, saved, positions, recompute = _split(f, x, w)
     assert not any("bernoulli" in str(n.target) or "rand" in str(n.target) for n in recompute)
     assert all(n.op == "placeholder" or "tangent" not in n.name for n in saved)
+
+
+def test_recomputed_values_come_just_before_their_first_use_in_the_backward():
+    """Copied in forward order, each layer's recomputed GELU came first in the backward and
+    stayed alive through all of it (GPT-2 small fp32: 12 x 24 MiB at the step's memory peak).
+    Every recomputed node now comes right before the first backward node that needs it: between
+    a recomputed node and its first user in the backward graph lie only other recomputed nodes
+    feeding that same user."""
+    def f(x, w1, w2, w3, w4):
+        h = _gelu_tanh(x @ w1) @ w2          # layer 1
+        return (_gelu_tanh(h @ w3) @ w4,)    # layer 2
+    args = [torch.randn(8, 16, requires_grad=True), torch.randn(16, 64, requires_grad=True),
+            torch.randn(64, 16, requires_grad=True), torch.randn(16, 64, requires_grad=True),
+            torch.randn(64, 16, requires_grad=True)]
+    fw, bw, saved, positions, recompute = _split(f, *args)
+    assert recompute, "the GELU chains are recomputed"
+    nodes = [n for n in bw.graph.nodes if n.op == "call_function"]
+    order = {n: i for i, n in enumerate(nodes)}
+    recomputed_names = {n.name for n in recompute}
+    tangent_users = [n for n in nodes if n.name not in recomputed_names]
+    first_bw = order[tangent_users[0]]
+    for n in nodes:
+        if n.name not in recomputed_names:
+            continue
+        first_use = min(order[u] for u in n.users if u in order)
+        between = nodes[order[n] + 1:first_use]
+        assert all(m.name in recomputed_names for m in between), (n, between)
+    # and the second layer's chain (used first by the backward) is not computed before it:
+    # some recomputed node comes after the backward's first own node
+    assert any(order[n] > first_bw for n in nodes if n.name in recomputed_names)
+    _check_grads(f, *args)
