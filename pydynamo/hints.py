@@ -33,6 +33,9 @@ HINTS: dict[str, str] = {
     "side_effect": "this call changes state outside the graph; move it out of the compiled function",
     "meta_failed": "the op failed on the given shapes/dtypes; check that it runs eagerly",
     "internal_error": "a pydynamo bug: please report it (set PYDYNAMO_VERBOSE=1 for the traceback)",
+    "region_template": "a repeated module's recorded trace could not be reused for this instance: "
+                       "set pydynamo.config.region_templates = False to trace every instance "
+                       "(and please report it)",
     "context_generator": "write the context manager as a class with __enter__/__exit__ to compile the code inside it",
     "autocast_context": "use `with torch.autocast(...)` or the decorator form; torch.autocast's own methods "
                         "are not traced line by line",
