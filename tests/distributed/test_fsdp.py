@@ -4,8 +4,10 @@ fully_shard on each layer (the MLP's Linears, GPT-2's blocks) and on the root. A
 module's call runs FSDP2's hooks (pre-forward all-gather, post-forward reshard, and through
 autograd the pre-backward all-gather and post-backward reduce-scatter): pydynamo does not trace
 a module with hooks (a graph break, reason module_hooks), so the collectives stay where FSDP2
-puts them, outside the graphs, and the code between them (each module's forward, the loss) is
-compiled for training (joint graphs, compiled backward). Compared with eager FSDP2 per rank: the
+puts them, outside the graphs, and the code between them (the activations, the loss; GPT-2's
+block bodies) is compiled for training (joint graphs, compiled backward). A torch.nn module's
+own forward called from such a break (the MLP's Linears) runs as is, as under torch.compile
+(since session 12: the MLP's count went from 8 graphs per rank to 4). Compared with eager FSDP2 per rank: the
 5 losses and the full parameters (gathered) after 5 SGD steps, float32 exactly at
 torch.testing's defaults, bf16 mixed precision (MixedPrecisionPolicy(param_dtype=bfloat16))
 exactly under aot_eager and within bf16 tolerance under codegen (its fused kernels round once
@@ -21,7 +23,7 @@ import workloads
 
 TIMEOUT = 120
 # (model, bf16) -> graphs per rank
-GRAPHS = {("mlp", False): 8, ("mlp", True): 8, ("gpt2", False): 6}
+GRAPHS = {("mlp", False): 4, ("mlp", True): 4, ("gpt2", False): 6}
 BF16_TOL = dict(rtol=1.6e-2, atol=1e-3)
 
 
