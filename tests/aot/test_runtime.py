@@ -170,15 +170,17 @@ def _ancestors(node):
 def test_aot_log_prints_the_three_graphs_with_user_lines(caplog):
     x, w = torch.randn(4, 5, requires_grad=True), torch.randn(5, 3, requires_grad=True)
     # earlier tests' joints may still be alive (gc order varies: CI on 3.12 read another
-    # test's joint first): only this test's joints count
-    earlier = {id(c) for c in _compiled_joints()}
+    # test's joint first): only this test's joints count. `earlier` holds them, so none is
+    # freed during the call and its id taken by this test's joint
+    earlier = _compiled_joints()
+    earlier_ids = {id(c) for c in earlier}
     with caplog.at_level(logging.DEBUG, logger="pydynamo.aot"):
         out = pydynamo.optimize(_mlp, backend="aot_eager")(x, w)
     text = "\n".join(r.getMessage() for r in caplog.records)
     assert "joint graph" in text and "forward graph" in text and "backward graph" in text
     assert "tanh_backward" in text
     bw = out.grad_fn   # the Function's backward graph nodes carry the forward op's user line
-    lines = [n.meta.get("stack_trace") or "" for c in _compiled_joints() if id(c) not in earlier
+    lines = [n.meta.get("stack_trace") or "" for c in _compiled_joints() if id(c) not in earlier_ids
              for n in c.bw_gm.graph.nodes
              if n.op == "call_function" and "tanh_backward" in str(n.target)]
     assert lines and "test_runtime.py" in lines[0] and "_mlp" in lines[0], lines
