@@ -21,13 +21,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 
 
-@pytest.fixture(autouse=True)
-def fresh():
-    pydynamo.reset()
-    yield
-    pydynamo.reset()
-
-
 def f(x):
     return torch.sin(x) + 1
 

@@ -14,13 +14,6 @@ import pydynamo
 from pydynamo import convert_frame
 
 
-@pytest.fixture(autouse=True)
-def fresh():
-    pydynamo.reset()
-    yield
-    pydynamo.reset()
-
-
 def item_in_expression(x, w):
     return x * 2 + torch.sigmoid(w).sum().item()
 

@@ -29,13 +29,6 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 PYDYNAMO_DIR = os.path.join(REPO, "pydynamo") + os.sep
 
 
-@pytest.fixture(autouse=True)
-def fresh():
-    pydynamo.reset()
-    yield
-    pydynamo.reset()
-
-
 def _raised(call):
     try:
         call()
