@@ -133,6 +133,10 @@ HINTS: dict[str, str] = {
                 "inside it (other forms of autocast are not traced)",
     "autocast_leak": "leave every torch.autocast region the function enters before it returns",
     "functorch": "under torch.func transforms (vmap, grad) the function runs eagerly: compile outside them",
+    "pytree": "torch.utils._pytree is traced over tuples, lists, dicts and None without is_leaf: flatten "
+              "other structures outside the compiled function",
+    "vmap": "torch.vmap traces a pure tensor function returning tensors: keep in-place ops, chunk_size and "
+            "values that outlive the call out of it (it runs eagerly here)",
     "environ": "read os.environ with a str key (os.environ[k], .get(k)), or read it outside the compiled function",
     "copy": "copy.copy/deepcopy of this value is not traced: copy it outside the compiled function, or clone tensors",
     "torch_function": "__torch_function__ overrides and modes run outside the graph: call them outside the compiled function",

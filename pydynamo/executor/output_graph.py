@@ -209,6 +209,8 @@ class OutputGraph:
         """`v` as an FX node's argument, or, given `tensor` (what a TensorVariable stands for:
         its live meta example, or its record), as the metadata run's (a size is its SymInt)."""
         if isinstance(v, TensorVariable):
+            if v.dead is not None:
+                raise Unsupported("vmap", f"using {v.dead}")
             return tensor(v) if tensor else v.node
         if isinstance(v, SymNodeVariable):
             if tensor:
@@ -248,13 +250,15 @@ class OutputGraph:
             return any(self._is_symbolic(x) for x in v.items.values())
         return False
 
-    def call(self, tx, kind: str, target, args: list, kwargs: dict) -> VariableTracker:
+    def call(self, tx, kind: str, target, args: list, kwargs: dict, meta_target=None) -> VariableTracker:
         """Trace one torch call: its metadata first (`_metadata`), then its node, then the tracker
-        of its result (`wrap`; an in-place op's result is the variable it wrote)."""
+        of its result (`wrap`; an in-place op's result is the variable it wrote). `meta_target`,
+        if given, is what runs on the meta examples instead of `target` (a higher-order call's
+        meta form: executor/higher_order.py)."""
         if kind == "call_function":  # one spelling of the in-place flag: inplace=...
             args, kwargs = keyword_inplace(target, tuple(args), kwargs)
             args = list(args)
-        out, device = self._metadata(tx, kind, target, args, kwargs)
+        out, device = self._metadata(tx, kind, meta_target or target, args, kwargs)
         # (arguments after the metadata: a call answered without a node needs no size nodes)
         fx_args = tuple(self.to_fx(a) for a in args)
         fx_kwargs = {k: self.to_fx(v) for k, v in kwargs.items()}
@@ -423,6 +427,11 @@ class OutputGraph:
             self.by_example[id(out)] = var
         var.node = node
         _meta.set_node_meta(node, record)
+
+    def forget_nodes(self, nodes: set) -> None:
+        """`nodes` are about to leave the graph (moved into a sub-graph): drop the size nodes
+        cached among them."""
+        self._sym_nodes = {k: n for k, n in self._sym_nodes.items() if n not in nodes}
 
     def add_node(self, kind, target, args, kwargs=None):
         """A node with no traced output (grad-mode switches)."""

@@ -87,6 +87,8 @@ class OutputCodegen:
         return name
 
     def load_tensor(self, var: TensorVariable) -> str:
+        if var.dead is not None:
+            raise Unsupported("vmap", f"returning {var.dead}")
         if var.source is not None:
             return self.load_source(var.source)
         idx = self._out_index.get(id(var))

@@ -83,6 +83,7 @@ def _as_size(v):
 
 class TensorVariable(VariableTracker):
     const_value = None   # a small real tensor: the value, known at trace time (CONSTANT_OPS)
+    dead = None          # why the value is gone (computed inside torch.vmap's function): a use is Unsupported
 
     def __init__(self, node, example: torch.Tensor, device: torch.device, source=None, cls=torch.Tensor,
                  meta=None, env=None):

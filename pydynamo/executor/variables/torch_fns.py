@@ -13,7 +13,8 @@ import types
 import torch
 
 from pydynamo.exc import Unsupported
-from pydynamo.executor.variables import amp
+from pydynamo.executor import higher_order
+from pydynamo.executor.variables import amp, pytree
 from pydynamo.executor.variables.base import VariableTracker
 from pydynamo.executor.variables.constant import ConstantVariable
 from pydynamo.executor.variables.containers import BaseListVariable, SizeVariable
@@ -107,7 +108,14 @@ def _spelled_by_name(fn) -> bool:
     if not isinstance(fn, (types.FunctionType, types.BuiltinFunctionType)):
         return True
     mod = sys.modules.get(getattr(fn, "__module__", None) or "")
-    return mod is not None and getattr(mod, fn.__name__, None) is fn
+    if mod is None or getattr(mod, fn.__name__, None) is not fn:
+        return False
+    # FX spells it by attributes from the top package: a package attribute may shadow the
+    # submodule of the same name (torch._higher_order_ops.associative_scan is a function there)
+    obj = sys.modules.get(fn.__module__.partition(".")[0])
+    for part in fn.__module__.split(".")[1:]:
+        obj = getattr(obj, part, None)
+    return obj is mod
 
 
 class TorchFunctionVariable(VariableTracker):
@@ -154,6 +162,13 @@ class TorchFunctionVariable(VariableTracker):
             return tx.wrap_constant_result(fn(*real, **kw))
         if fn is torch.Size:
             return SizeVariable(tx.unpack(args[0]) if args else [])
+        if fn in pytree.HANDLERS:
+            return pytree.HANDLERS[fn](tx, list(args), kwargs)
+        if fn in higher_order.VMAP_FNS:
+            return higher_order.VmapVariable.build(list(args), kwargs)
+        if isinstance(fn, types.FunctionType) and higher_order.takes_function(args, kwargs):
+            # a graph node cannot take a function (associative_scan(combine_fn, ...)): trace it
+            return UserFunctionVariable(fn).call_function(tx, args, kwargs)
         if fn in ALLOWED_IN_GRAPH or (
                 (fn in FACTORIES or fn in CONSTANT_OPS or _has_tensor_arg(args, kwargs)) and _spelled_by_name(fn)):
             return tx.output.call(tx, "call_function", fn, list(args), kwargs)

@@ -4,6 +4,6 @@
 Importing this package registers every case in compat_case.REGISTRY (the compat harness's
 vocabulary: tests/compat/compat_case.py). Names are `<module>.<function>`.
 """
-from semantics_corpus import s_configs, s_containers, s_library, s_more, s_objects, s_resume
+from semantics_corpus import s_configs, s_containers, s_library, s_more, s_objects, s_resume, s_transforms
 
-MODULES = [s_library, s_containers, s_objects, s_more, s_resume, s_configs]
+MODULES = [s_library, s_containers, s_objects, s_more, s_resume, s_configs, s_transforms]
