@@ -142,3 +142,18 @@ def test_pytree_of_a_namedtuple_is_a_clean_break():
     e = _explain(f, x)
     assert any("pytree" in r for r in _reasons(e))
     torch.testing.assert_close(pydynamo.optimize(f, backend="eager")(x), f(x))
+
+
+def test_torch_function_under_a_shadowed_submodule_is_traced_not_a_node():
+    """`torch._higher_order_ops.associative_scan` is a function on its package, so FX could not
+    spell the submodule's `_interleave` as a node target (the graph raised AttributeError when it
+    ran): such a helper is traced through."""
+    from torch._higher_order_ops.associative_scan import _interleave
+
+    def f(a, b):
+        return _interleave(a, b, dim=0) * 2
+    a, b = torch.randn(3, 2), torch.randn(2, 2)
+    e = _explain(f, a, b)
+    assert e.graph_count == 1 and not e.break_reasons
+    assert all(getattr(n.target, "__name__", "") != "_interleave" for g in e.graphs for n in g.graph.nodes)
+    torch.testing.assert_close(pydynamo.optimize(f, backend="eager")(a, b), f(a, b))
