@@ -6,7 +6,9 @@ torch.compile with its caches warm, side by side (issue 20's acceptance: warm <=
 Every figure is the first call of a fresh process (`--child`), timed around the call only (the
 model is built and the inputs made before it, under torch.no_grad(): inference on CPU):
   * eager: the model itself (its first call pays torch's one-time CPU kernel setup too);
-  * pydynamo cold: an empty cache dir (tracing, codegen, C++ kernels compiled);
+  * pydynamo cold: an empty cache dir (tracing, codegen, C++ kernels compiled); and the same
+    with pydynamo/meta_direct.py switched off ("torch's meta refs": every pointwise op's metadata
+    from torch's Python references, whose first call imports torch._dynamo, as before it);
   * pydynamo warm: the cache the cold run filled (the frame loads from disk, kernels verified);
   * torch.compile cold / warm: inductor with an empty cache dir, then in a new process with the
     cache it filled (its FX-graph and AOT caches hit; dynamo traces again, as it does by default).
@@ -62,6 +64,9 @@ def child(model: str, engine: str, cache: str, backend: str, versions: str) -> d
             fn = m
         elif engine.startswith("pydynamo"):
             import pydynamo
+            if engine == "pydynamo-refs":
+                from pydynamo import meta_direct
+                meta_direct.run = lambda *a, **k: None
             from pydynamo import warm_cache     # (what the first call imports anyway: timed)
             warm_cache._versions[:] = [versions]
             pydynamo.config.cache_dir = cache
@@ -76,7 +81,8 @@ def child(model: str, engine: str, cache: str, backend: str, versions: str) -> d
         want = m(*args)
     out = getattr(out, "last_hidden_state", out)
     want = getattr(want, "last_hidden_state", want)
-    return {"seconds": dt, "ok": bool(torch.allclose(out, want, atol=1e-4)), "stats": dict(stats)}
+    return {"seconds": dt, "ok": bool(torch.allclose(out, want, atol=1e-4)), "stats": dict(stats),
+            "dynamo": "torch._dynamo" in sys.modules}
 
 
 def run_child(model, engine, cache, backend, versions, env) -> dict:
@@ -110,6 +116,9 @@ def main():
             run_child(model, "eager", "-", a.backend, versions, env)    # fills the pycache
             times = {"eager": [], "pydynamo warm": [], "torch.compile warm": []}
             cold = {"pydynamo cold": run_child(model, "pydynamo", pd_cache, a.backend, versions, env),
+                    "pydynamo cold, torch's meta refs": run_child(
+                        model, "pydynamo-refs", os.path.join(tmp, model, "pd-refs"), a.backend,
+                        versions, env),
                     "torch.compile cold": run_child(model, "torch.compile", tc_cache, a.backend,
                                                     versions, env)}
             checks = [c["ok"] for c in cold.values()]
@@ -123,10 +132,12 @@ def main():
                     if engine == "pydynamo" and r["stats"].get("hits", 0) < 1:
                         raise RuntimeError(f"{model}: the warm run missed the cache: {r['stats']}")
             eager = statistics.median(times["eager"])
-            for name in ("eager", "pydynamo cold", "pydynamo warm", "torch.compile cold",
-                         "torch.compile warm"):
+            for name in ("eager", "pydynamo cold", "pydynamo cold, torch's meta refs",
+                         "pydynamo warm", "torch.compile cold", "torch.compile warm"):
                 t = statistics.median(times[name]) if name in times else cold[name]["seconds"]
                 spread = f"{min(times[name]):.3f}-{max(times[name]):.3f}" if name in times else "(1 run)"
+                if name.startswith("pydynamo cold"):
+                    spread += " torch._dynamo imported" if cold[name]["dynamo"] else " no torch._dynamo"
                 rows.append((model, name, t, t / eager, spread))
             if not all(checks):
                 raise RuntimeError(f"{model}: a compiled output differs from eager")
@@ -134,9 +145,9 @@ def main():
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"first call of a new process (CPU, inference, backend={a.backend}, median of "
           f"{a.repeat} for eager and warm)")
-    print(f"{'model':6} {'engine':20} {'seconds':>9} {'x eager':>8}  range")
+    print(f"{'model':6} {'engine':33} {'seconds':>9} {'x eager':>8}  range")
     for model, name, t, ratio, spread in rows:
-        print(f"{model:6} {name:20} {t:9.3f} {ratio:8.2f}  {spread}")
+        print(f"{model:6} {name:33} {t:9.3f} {ratio:8.2f}  {spread}")
 
 
 if __name__ == "__main__":

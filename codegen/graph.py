@@ -23,6 +23,7 @@ import torch.fx
 from torch.fx.passes.shape_prop import TensorMetadata
 
 from codegen.canonical import VIEW_OPS, Canonical, _canon_name, canonicalize
+from pydynamo import meta_direct as _direct
 from pydynamo.meta import device_results
 from pydynamo.mutation import node_mutation
 from codegen.ir import (ArgRef, ComputedBuffer, ExternBuffer, ExternCall, InputBuffer, Layout,
@@ -372,7 +373,10 @@ class GraphLowering:
         device = self.backend.device or torch.device(self.devices[0])
         # where the meta kernel answers for another device (norm statistics of half inputs on
         # CPU), the layout follows the device's kernel, as the graph's metadata does
-        return _as_meta(device_results(target, margs, device, target(*margs, **to_meta(kwargs))))
+        mkwargs = to_meta(kwargs)
+        out = _direct.run(target, margs, mkwargs)   # eager's answer without torch's Python refs
+        return _as_meta(device_results(target, margs, device,
+                                       target(*margs, **mkwargs) if out is None else out))
 
     def _symbolic_extern(self, target, args, kwargs, out_meta, meta):
         """{output path: (size, stride)} in size symbols when the arguments have symbolic

@@ -9,7 +9,10 @@ that return sizes (`size`, `dim`, `numel`, ...).
 Invariants:
 - The source of truth is always the eager op run on `device="meta"` tensors built from the
   arguments' concrete sizes (hints for symbolic dims): dtype, device, requires_grad, output
-  structure and errors come from there, so metadata never disagrees with eager.
+  structure and errors come from there, so metadata never disagrees with eager. For pointwise
+  ops, F.linear, F.layer_norm and masked_fill, pydynamo/meta_direct.py gives eager's answer
+  without running torch's Python reference kernels (whose first call imports torch._dynamo);
+  where it is not sure it declines and the op runs on meta as for any other.
 - When some input is symbolic, a registered shape rule (pydynamo/meta_rules.py, looked up in
   `RULES`) supplies the symbolic shape/stride, and the rule's shape evaluated on hints must equal
   the meta run's shape (a disagreement specializes instead and counts `rule_mismatch`). An op
@@ -38,6 +41,7 @@ import sympy
 import torch
 
 from pydynamo import autocast as _autocast
+from pydynamo import meta_direct as _direct
 from pydynamo.exc import Unsupported
 from pydynamo.shapes import is_truth_expr, symbols_of
 
@@ -677,8 +681,10 @@ def _run_on_meta(target, args: tuple, kwargs: dict, env=None):
         elif target == "detach_alias":
             out = margs[0]
         else:
-            fn, bound = _resolve_callable(target, margs[0] if margs else None)
-            out = fn(*margs[1:], **mkwargs) if bound else fn(*margs, **mkwargs)
+            out = _direct.run(target, margs, mkwargs)   # eager's answer without torch's refs
+            if out is None:
+                fn, bound = _resolve_callable(target, margs[0] if margs else None)
+                out = fn(*margs[1:], **mkwargs) if bound else fn(*margs, **mkwargs)
     except NotImplementedError as e:
         raise MetaUnsupported("meta_unsupported",
                               f"{target_name(target)} cannot be evaluated without data: {_first_line(e)}") from e

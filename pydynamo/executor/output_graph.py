@@ -8,9 +8,11 @@ Invariants:
     static when it has no symbols, made once with the node; `is_view` says whether eager's
     value shares storage with the op's tensor argument (codegen's aliasing rules read it).
   * Metadata comes from one place per call (`_metadata`): the op run on the arguments' live
-    meta examples, under the traced grad mode and autocast state; or, when a symbolic size is
-    among the arguments, meta.propagate on their records. A failure there is Unsupported (eager
-    will raise the real error if there is one). One `wrap` turns either result into trackers.
+    meta examples (pointwise ops and three composites answered by meta_direct.py, without
+    torch's Python reference kernels), under the traced grad mode and autocast state; or, when
+    a symbolic size is among the arguments, meta.propagate on their records. A failure there
+    is Unsupported (eager will raise the real error if there is one). One `wrap` turns either
+    result into trackers.
   * Nodes whose only effect is a mutation are never removed by dead-code elimination: what a
     call writes is decided by pydynamo/mutation.py (in-place methods, `inplace=True`, setitem,
     out=, running statistics), plus grad-mode and autocast switches.
@@ -36,6 +38,7 @@ import torch.fx
 
 from pydynamo import autocast as _autocast
 from pydynamo import meta as _meta
+from pydynamo import meta_direct as _direct
 from pydynamo.exc import BackendCompilerFailed, Unsupported
 from pydynamo.executor.installed import graph_ids as _graph_ids, install, register_graph_module, wrap_compiled
 from pydynamo.executor.variables.base import VariableTracker
@@ -319,6 +322,10 @@ class OutputGraph:
             m_kwargs = dict(m_kwargs, device="meta")  # a factory: build it on meta
         if _autocast.any_enabled(tx.root.autocast_):
             return self._run_meta_autocast(tx, kind, target, m_args, m_kwargs), device
+        if kind in ("call_function", "call_method"):
+            out = _direct.run(target, m_args, m_kwargs)   # eager's answer without torch's refs
+            if out is not None:
+                return out, device
         if kind == "call_method":
             return getattr(m_args[0], target)(*m_args[1:], **m_kwargs), device
         return target(*m_args, **m_kwargs), device
