@@ -16,8 +16,10 @@ batching rules produce).
 
 The node's metadata comes from the same transform run on meta examples (`VmapCall.on_meta`:
 the sub-graph with every device argument moved to the meta device, under `torch.device("meta")`
-for factories); with symbolic sizes the call has no shape rule and the sizes it touches are
-specialized (guarded), as for any op without one.
+for factories); with symbolic sizes a shape rule registered for the call (each output is its
+per-example shape, from the trace, with the batch size inserted at its out_dim) keeps them
+symbolic where meta.propagate finds it agrees with the run on hints and the result is dense;
+otherwise the sizes it touches are specialized (guarded), as for any op without a rule.
 
 Never a wrong answer: what cannot be represented so is Unsupported (a graph break at the call:
 the transform runs eagerly) — a construct inside `fn` that cannot be traced (the error it
@@ -179,11 +181,32 @@ def _trace_vmap(tx, spec: VmapVariable, args: list, kwargs: dict):
     out_dims = _flat_dims(spec.out_dims, out, "out_dims")
     region = _nodes_after(og.graph, last)
     _check_writes(region)
+    shapes = [tuple(leaf.meta.shape) if leaf.meta is not None else tuple(leaf.example.shape) for leaf in leaves]
     call, outer = _extract(og, region, [e for _, _, e in batched], leaves,
                            tuple(d for _, d, _ in batched), out_dims, spec.randomness)
     flat_in = [b for b, _, _ in batched] + outer
-    res = og.call(tx, "call_function", call, flat_in, {}, meta_target=call.on_meta)
+    # with symbolic sizes: each output is its per-example shape with the batch size inserted at
+    # its out_dim (meta.propagate checks that against the run on hints and derives dense strides;
+    # anything else specializes). The rule lives only while this call's metadata is made.
+    _meta.RULES[call.on_meta] = _meta.Rule(_batched_shapes(shapes, out_dims, batched[0][1]))
+    try:
+        res = og.call(tx, "call_function", call, flat_in, {}, meta_target=call.on_meta)
+    finally:
+        del _meta.RULES[call.on_meta]
     return rebuild(list(tx.unpack(res)))
+
+
+def _batched_shapes(shapes, out_dims, in_dim0):
+    def rule(ctx, first, *rest):
+        batch = first.shape[in_dim0]
+        out = []
+        for shape, d in zip(shapes, out_dims):
+            if d is None:
+                raise _meta.NoRule()
+            d %= len(shape) + 1
+            out.append(shape[:d] + (batch,) + shape[d:])
+        return tuple(out)
+    return rule
 
 
 def _check_writes(region) -> None:

@@ -111,13 +111,32 @@ def test_codegen_and_training_take_the_vmap_node():
 
 
 def test_dynamic_sizes_are_guarded_not_assumed():
-    """The vmap node has no symbolic shape rule: the sizes it touches are specialized (guarded),
-    so every new sequence length recompiles and each answer is eager's."""
+    """The scan's own Python branches on the sequence length (specialized, guarded): every new
+    length recompiles and each answer is eager's."""
     w = torch.randn(4)
     opt = pydynamo.optimize(scan_model, backend="eager", dynamic=True)
     for n in (5, 7, 9, 5):
         a, b = torch.randn(2, 3, n, 4), torch.randn(2, 3, n, 4)
         torch.testing.assert_close(opt(a, b, w), scan_model(a, b, w))
+
+
+def test_vmap_keeps_sizes_symbolic(monkeypatch):
+    """The vmap node's shape rule (per-example shape with the batch size at out_dim) agrees with
+    the run on hints (STRICT_RULES: a disagreement raises): one compile serves every size."""
+    from pydynamo import convert_frame, meta
+    monkeypatch.setattr(meta, "STRICT_RULES", True)
+    w = torch.randn(4)
+
+    def f(x, y):
+        a, s = torch.vmap(lambda p, q: (p * q + w.sum(), p.sum()), in_dims=(1, None), out_dims=(1, 0))(x, y)
+        return torch.vmap(torch.vmap(lambda v: v.softmax(0)))(a.unsqueeze(-1).expand(-1, -1, 4)), s
+    items = []
+    monkeypatch.setattr(convert_frame, "RECORDERS", [items.append])
+    opt = pydynamo.optimize(f, backend="eager", dynamic=True)
+    for n in (5, 7, 9):
+        x, y = torch.randn(3, n), torch.randn(3)
+        torch.testing.assert_close(opt(x, y), f(x, y))
+    assert sum(type(i).__name__ == "FrameResult" for i in items) == 1
 
 
 def test_pytree_structures_are_torchs():
