@@ -30,6 +30,7 @@ Invariants:
   * Python scalar operands: the layout is computed with them as 0-dim operands (a wrapped number)
     and without; where the two differ (an op that takes the number as a Scalar argument lays out
     like a unary op) the module declines.
+  * Never under autocast (its dtypes are torch's kernels' to answer): declines.
   * A leaf: imports torch, codegen's primitive rows and pydynamo.symbols only (pydynamo.meta,
     the executor's meta run and codegen's extern meta run, codegen/graph.py, import it).
 """
@@ -128,6 +129,8 @@ def _table() -> dict:
 def run(target, args, kwargs) -> Optional[torch.Tensor]:
     """What `target(*args, **kwargs)` returns on meta tensors (a method's name: args[0] is self),
     or None where this module does not answer (the module docstring)."""
+    if torch._C._is_any_autocast_enabled():
+        return None     # autocast's dtypes: torch's kernels under the caller's autocast state
     try:
         op = _table().get(target)
         composite = _COMPOSITES.get(target) if op is None else None

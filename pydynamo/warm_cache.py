@@ -53,6 +53,17 @@ origin (the user function and offsets it continues: its name in messages, and wh
 it in this process may break). A resume frame whose origin this process does not know (its
 caller was neither loaded nor traced here) is not loaded.
 
+Training graphs (pydynamo/aot: `_dispatching` over a CompiledJoint; also an inference graph the
+recorder functionalized): the record holds the compiled forward and backward (each an eager
+graph or a C++ wrapper record as above; the backward boxed), the backward graph (unpickled only
+for a variant with absent tangents, which a loaded joint runs eagerly) and what the runtime's
+epilogue reads of the joint (writes, aliases, views); `CompiledJoint.loaded` rebuilds it without
+recording, partitioning or compiling. The backward is compiled at the first `.backward()`, so
+such a frame's entry is written then (a hook of the joint), once every joint of the frame has
+its backward; a process that never runs it stores nothing. Not stored: a joint with symbolic
+sizes, or whose only backward is a variant. A training hit imports pydynamo.aot (its recorder
+imports sympy), not the executor or codegen's lowering.
+
 The hit path (what a new process imports to run a loaded frame) is guards, this module,
 executor/installed.py (the output code's run-time half) and codegen/runtime.py (a wrapper's);
 tracing, training, recompile explanations and codegen's lowering are stages bound lazily
@@ -98,10 +109,13 @@ from pydynamo.eval_frame import on_reset
 from pydynamo.bytecode import origin_of, set_origin
 from pydynamo.executor import installed
 from pydynamo.guards import Guard, GuardKind, ShapeGuards, TensorSpec, compile_guards
+from pydynamo.stages import lazy
+
+aot_runtime = lazy("pydynamo.aot.runtime")  # the training stage: only a training entry loads it
 
 log = logging.getLogger("pydynamo.warm_cache")
 
-FORMAT = "1"
+FORMAT = "2"
 
 # hits: frames loaded instead of traced; stores: entries written; uncacheable: translations
 # not stored (logged with why); stale: verified entries that no longer bind; damaged: entries
@@ -229,6 +243,11 @@ def store(code, result, frame_locals: dict, frame_globals: dict, callback) -> bo
     try:
         key = frame_key(code, callback)
         payload = _serialize(code, result, frame_locals, frame_globals)
+        pending = [what for tag, what in payload["names"].values()
+                   if tag == "graph" and isinstance(what, _PendingJoint)]
+        if pending:
+            _store_when_backward_compiled(code, key, payload, pending)
+            return False
         blob = pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
     except Uncacheable as e:
         stats["uncacheable"] += 1
@@ -240,6 +259,10 @@ def store(code, result, frame_locals: dict, frame_globals: dict, callback) -> bo
         log.info("pydynamo warm cache: %s not cached: %s: %s", code.co_qualname,
                  type(e).__name__, e)
         return False
+    return _publish(key, payload, blob)
+
+
+def _publish(key: str, payload: dict, blob: bytes) -> bool:
     entry = hashlib.sha256("\n".join(payload["guard_texts"]).encode()).hexdigest()[:32]
     _frames_dir(True)
 
@@ -255,6 +278,35 @@ def store(code, result, frame_locals: dict, frame_globals: dict, callback) -> bo
     stats["stores"] += 1
     _seen.setdefault(key, set()).add(entry)     # (this process has it in memory already)
     return True
+
+
+class _PendingJoint:
+    """A training graph whose backward is not compiled yet (at the first `.backward()`): its
+    frame's entry is written then (`_store_when_backward_compiled`), whole."""
+
+    def __init__(self, cg, compiled):
+        self.cg, self.compiled = cg, compiled
+
+
+def _store_when_backward_compiled(code, key: str, payload: dict, pending: list) -> None:
+    """Publish `payload` once every pending joint's backward is compiled (a hook the joint calls
+    inside the first backward; a failure there is logged, never raised into autograd)."""
+    def hook(_compiled):
+        if any(p.compiled.bw is None for p in pending):
+            return
+        try:
+            for name, (tag, what) in list(payload["names"].items()):
+                if tag == "graph" and isinstance(what, _PendingJoint):
+                    payload["names"][name] = ("graph", _portable_joint(what.cg, what.compiled))
+            blob = pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as e:
+            stats["uncacheable"] += 1
+            log.info("pydynamo warm cache: %s not cached after its backward: %s: %s",
+                     code.co_qualname, type(e).__name__, e)
+            return
+        _publish(key, payload, blob)
+    for p in pending:
+        p.compiled.on_backward.append(hook)
 
 
 def _serialize(code, result, frame_locals, frame_globals) -> dict:
@@ -455,8 +507,13 @@ def _portable_guard(g: Guard, frame_locals, frame_globals, files) -> tuple:
     raise Uncacheable(f"{where}: guard kind {k.value}")
 
 
-def _portable_graph(cg) -> tuple:
+def _portable_graph(cg):
     fn = cg.backend_fn
+    compiled = getattr(fn, "compiled", None)
+    if compiled is not None and type(compiled).__name__ == "CompiledJoint":
+        if compiled.function is not None and compiled.bw is None:
+            return _PendingJoint(cg, compiled)
+        return _portable_joint(cg, compiled)
     gm = pickle.dumps(cg.gm, protocol=pickle.HIGHEST_PROTOCOL)
     if getattr(fn, "__self__", None) is cg.gm or getattr(fn, "wrapper_path", "x") is None:
         return ("eager", gm)     # gm.forward, or codegen's eager fallback: runs the graph
@@ -466,6 +523,48 @@ def _portable_graph(cg) -> tuple:
                           "eager backend and codegen's C++ wrappers)")
     autocast = any(n.target is _autocast.enter_autocast for n in cg.gm.graph.nodes)
     return ("cpp", gm) + _wrapper_record(cg.name, fn) + (autocast,)
+
+
+def _portable_joint(cg, compiled) -> tuple:
+    """A training graph (pydynamo/aot/runtime.py's CompiledJoint, behind `_dispatching`), or an
+    inference graph the recorder functionalized: what rebuilds it without recording,
+    partitioning or compiling: its compiled forward and backward (each as `_portable_compiled`),
+    the backward graph (for a variant with absent tangents, run eagerly after a load) and what
+    the runtime's epilogue reads of the joint."""
+    joint = compiled.joint
+    if getattr(joint, "sizes", None) is not None or aot_runtime.is_dynamic(cg.gm):
+        raise Uncacheable(f"graph {cg.name}: a training graph with dynamic sizes")
+    if any(kind == "alias" and getattr(what, "at", None) is not None
+           for kind, what in joint.user_outputs):
+        raise Uncacheable(f"graph {cg.name}: an output view with symbolic geometry")
+    epilogue = {"num_inputs": joint.num_inputs, "computed": len(joint.computed),
+                "differentiable": list(joint.differentiable), "mutated": list(joint.mutated),
+                "user_outputs": list(joint.user_outputs), "grad_inputs": list(joint.grad_inputs),
+                "num_tangents": joint.num_tangents, "view_bases": dict(joint.view_bases)}
+    fw = _portable_compiled(cg.name, compiled.fw_gm, compiled.fw)
+    bw = bw_gm = None
+    if compiled.function is not None:
+        bw = _portable_compiled(cg.name, compiled.bw_gm, compiled.bw_compiled)
+        placeholders = [(tuple(v.shape), v.dtype, v.device) if hasattr(v, "dtype") else None
+                        for v in (p.meta.get("val") for p in compiled.bw_gm.graph.nodes
+                                  if p.op == "placeholder")]
+        bw_gm = (pickle.dumps(compiled.bw_gm, protocol=pickle.HIGHEST_PROTOCOL), placeholders)
+    autocast = any(n.target is _autocast.enter_autocast for n in cg.gm.graph.nodes)
+    return ("joint", pickle.dumps(cg.gm, protocol=pickle.HIGHEST_PROTOCOL),
+            pickle.dumps(epilogue, protocol=pickle.HIGHEST_PROTOCOL), fw, bw, bw_gm,
+            list(compiled.grad_positions), compiled.num_saved, autocast)
+
+
+def _portable_compiled(name: str, gm, fn) -> tuple:
+    """One compiled half of a joint: ("eager", gm) where it runs its graph (the aot_eager
+    backend, codegen's eager fallback), else ("cpp", gm, <the wrapper's record>)."""
+    data = pickle.dumps(gm, protocol=pickle.HIGHEST_PROTOCOL)
+    if getattr(fn, "__self__", None) is gm or getattr(fn, "wrapper_path", "x") is None:
+        return ("eager", data)
+    if type(fn) is not types.FunctionType or getattr(fn, "wrapper_path", None) is None \
+            or getattr(fn, "kernel_path", None) is not None:
+        raise Uncacheable(f"graph {name}: a compiled {type(fn).__qualname__} in its joint")
+    return ("cpp", data) + _wrapper_record(name, fn)
 
 
 def _wrapper_record(name: str, fn) -> tuple:
@@ -505,8 +604,11 @@ def _wrapper_record(name: str, fn) -> tuple:
             "vector_width": width, "fast_launch": Options().triton_fast_launch,
             "bindings": bindings, "externs": externs, "consts": [],
             "constants": dict.fromkeys(constants)}
+    # the wrapper's code compiled now (marshal), so a load does not compile it again (about as
+    # long as the rest of a hit's rebuild); used where the wrapper file is at the same path then
+    code = marshal.dumps(compile(wsrc, fn.wrapper_path, "exec"))
     return (wsrc, ksrc, spec, pickle.dumps((list(ns["_consts"]), constants),
-                                           protocol=pickle.HIGHEST_PROTOCOL))
+                                           protocol=pickle.HIGHEST_PROTOCOL), code)
 
 
 # ------------------------------------------------------------------ loading
@@ -719,18 +821,65 @@ def _with_filename(code, filename: str):
 
 
 def _rebuild_graph(rec: tuple):
+    if rec[0] == "joint":
+        return _rebuild_joint(rec)
     if rec[0] == "eager":
         gm = pickle.loads(rec[1])
         return installed.wrap_compiled(gm, gm.forward)
-    _, gm_data, wsrc, ksrc, spec, values, autocast = rec
+    gm = _LazyGraph(rec[1])
+    return installed.wrap_compiled(gm, _rebuild_compiled(rec[:-1], gm), rec[-1])
+
+
+def _rebuild_compiled(rec: tuple, gm, boxed: bool = False):
+    """The callable a ("eager", gm) / ("cpp", gm, <wrapper record>) record stands for, for graph
+    `gm` (a _LazyGraph: the wrapper's eager escapes run it); `boxed`: taking one list."""
+    if rec[0] == "eager":
+        return (lambda args: gm(*args)) if boxed else gm
+    _, _, wsrc, ksrc, spec, values, code = rec
     consts, constants = pickle.loads(values)
-    gm = _LazyGraph(gm_data)
     ns = run_wrapper.namespace(spec, runtime.fallbacks(gm), constants, ksrc, consts)
     path = codecache.write_wrapper(wsrc)
-    exec(compile(wsrc, path, "exec"), ns)
+    code = marshal.loads(code)
+    exec(code if code.co_filename == path else compile(wsrc, path, "exec"), ns)
     call = ns["call"]
     call.wrapper_path, call.library_path = path, None
-    return installed.wrap_compiled(gm, call, autocast)
+    return ns["call_boxed"] if boxed else call
+
+
+def _rebuild_joint(rec: tuple):
+    _, gm_data, epilogue, fw_rec, bw_rec, bw_gm, grad_positions, num_saved, autocast = rec
+    gm = _LazyGraph(gm_data)
+    fields = pickle.loads(epilogue)
+    fields["computed"] = [None] * fields["computed"]     # (only their number is read)
+    joint = aot_runtime.Joint(gm=None, **fields)
+    bw = bw_graph = bw_compiler = None
+    if bw_rec is not None:
+        bw = _rebuild_compiled(bw_rec, _LazyGraph(bw_rec[1]), boxed=True)
+        bw_graph, bw_compiler = _backward_graph(*bw_gm), _eager_variant
+    fw = _rebuild_compiled(fw_rec, _LazyGraph(fw_rec[1]))
+    c = aot_runtime.CompiledJoint.loaded(joint, fw, bw, bw_graph,
+                                         grad_positions, num_saved, bw_compiler, "loaded")
+    return installed.wrap_compiled(gm, aot_runtime._dispatching(gm, c, None, dynamic=False),
+                                   autocast)
+
+
+def _eager_variant(gm, example_args):
+    """A loaded joint's backward variant for absent tangents (rare: an output the loss does not
+    reach, first seen after the load): its graph, run eagerly."""
+    return gm.forward
+
+
+def _backward_graph(data: bytes, placeholders: list):
+    """A loaded joint's backward graph, unpickled only for a variant (runtime.backward_graph):
+    pickle drops node.meta, so the placeholders' (shape, dtype, device) that
+    runtime._zero_tangents reads are put back."""
+    def load():
+        gm = pickle.loads(data)
+        for p, spec in zip([n for n in gm.graph.nodes if n.op == "placeholder"], placeholders):
+            if spec is not None:
+                p.meta["val"] = types.SimpleNamespace(shape=spec[0], dtype=spec[1], device=spec[2])
+        return gm
+    return load
 
 
 class _LazyGraph:
@@ -744,6 +893,9 @@ class _LazyGraph:
         if self.gm is None:
             self.gm = pickle.loads(self.data)
         return self.gm(*args)
+
+    def forward(self, *args):   # (the joint runtime's eager replays call gm.forward)
+        return self(*args)
 
 
 # ------------------------------------------------------------------ moving a warm cache

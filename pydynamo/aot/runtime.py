@@ -89,6 +89,8 @@ class CompiledJoint:
         self.bw_compiler = bw_compiler
         self.bw = None
         self.bw_variants: Dict[tuple, Callable] = {}
+        self.bw_compiled = None     # what bw_compiler returned for bw_gm (the warm cache stores it)
+        self.on_backward: List[Callable] = []   # called with self once the backward is compiled
         if logs.enabled("aot"):
             logs.log("aot", "%s joint graph:\n%s", name, joint.gm.code)
             logs.log("aot", "%s forward graph:\n%s", name, fw_gm.code)
@@ -168,19 +170,47 @@ class CompiledJoint:
         if not absent:
             if self.bw is None:
                 self.bw = self._compile_backward(self.bw_gm, example_args)
+                for hook in self.on_backward:
+                    hook(self)
             return self.bw
         fn = self.bw_variants.get(absent)
         if fn is None:
             counters["backward_zero_tangents"] += 1
             fn = self.bw_variants[absent] = self._compile_backward(
-                _zero_tangents(self.bw_gm, self.num_saved, absent), example_args)
+                _zero_tangents(self.backward_graph(), self.num_saved, absent), example_args)
         return fn
+
+    def backward_graph(self) -> torch.fx.GraphModule:
+        """bw_gm; a loaded joint's is read from the warm cache at its first use (a variant)."""
+        if callable(self.bw_gm) and not isinstance(self.bw_gm, torch.nn.Module):
+            self.bw_gm = self.bw_gm()
+        return self.bw_gm
 
     def _compile_backward(self, gm, example_args: list) -> Callable:
         fn = self.bw_compiler(gm, list(example_args))
+        if gm is self.bw_gm:
+            self.bw_compiled = fn
         counters["backward_compiled"] += 1
         boxed = getattr(fn, "boxed_entry", None)
         return boxed if boxed is not None else lambda args: fn(*args)
+
+    @classmethod
+    def loaded(cls, joint: Joint, fw: Callable, bw: Optional[Callable], bw_gm, grad_positions: list,
+               num_saved: int, bw_compiler: Optional[Callable], name: str) -> "CompiledJoint":
+        """A joint an earlier process recorded, partitioned and compiled, rebuilt by the warm cache
+        (pydynamo/warm_cache.py) from its parts: `fw` and `bw` (the backward as
+        `_compile_backward` returns it; None with `bw_compiler` None: an inference graph) run
+        as they did there; `bw_compiler` compiles a backward variant (absent tangents) from the
+        backward graph `bw_gm` returns, if one is needed."""
+        self = cls.__new__(cls)
+        self.joint, self.name, self.signature = joint, name, None
+        self.fw_gm, self.bw_gm, self.fw, self.bw = None, bw_gm, fw, bw
+        self.num_saved, self.saved_bytes, self.recomputed = num_saved, 0, 0
+        self.grad_positions = grad_positions
+        self.bw_compiler, self.bw_compiled = bw_compiler, None
+        self.bw_variants, self.on_backward = {}, []
+        self.function = self._make_function() if bw_compiler is not None else None
+        return self
 
     def __call__(self, *args):
         joint = self.joint
@@ -302,10 +332,12 @@ def functional_compile(gm: torch.fx.GraphModule, example_inputs, compiler: Calla
         record(gm, list(args), with_grad=False), list(args), compiler, None, name))
 
 
-def _dispatching(gm, first: CompiledJoint, rebuild: Callable) -> Callable:
+def _dispatching(gm, first: CompiledJoint, rebuild: Optional[Callable],
+                dynamic: Optional[bool] = None) -> Callable:
     """The callable: the compiled joint for this call's sizes (one per signature when the graph
-    is dynamic), eager for inputs that share storage with a written one."""
-    dynamic = is_dynamic(gm)
+    is dynamic), eager for inputs that share storage with a written one. `dynamic` None: read
+    from `gm` (a joint loaded by the warm cache passes False: its graph is read lazily)."""
+    dynamic = is_dynamic(gm) if dynamic is None else dynamic
     cache: Dict[tuple, CompiledJoint] = {first.signature: first}
     check_alias = bool(first.joint.mutated)
 

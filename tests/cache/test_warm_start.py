@@ -20,6 +20,7 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import fresh  # noqa: E402
 import test_cache_faults  # noqa: E402  (its scenario server)
 
 CHILD = os.path.join(HERE, "warm_child.py")
@@ -245,25 +246,7 @@ def test_source_files_outside_torch_pydynamo_and_stdlib_are_hashed():
 # change under a tree being edited) with backend argv[4], and reports what it traced, loaded and
 # imported. argv[5] "dynamic": dynamic=True, called on three sizes (one entry serves them), then
 # on a size its shape guards refuse under the "fail_on_recompile" stance (the error's text).
-FRESH = """
-import importlib.util, json, sys
-import torch
-spec = importlib.util.spec_from_file_location("warm_fresh_model", sys.argv[1])
-mod = importlib.util.module_from_spec(spec)
-sys.modules[spec.name] = mod
-spec.loader.exec_module(mod)
-import pydynamo
-from pydynamo import convert_frame, stages, warm_cache
-from pydynamo.bytecode import origin_of
-warm_cache._versions[:] = [sys.argv[3]]
-pydynamo.config.cache_dir = sys.argv[2]
-pydynamo.config.warm_start = True
-traced, origins, real = [], [], convert_frame.translate
-def counting(code, *args, **kwargs):
-    traced.append(code.co_qualname)
-    origins.append(origin_of(code)[0].co_qualname if origin_of(code) else None)
-    return real(code, *args, **kwargs)
-convert_frame.translate = counting
+FRESH = fresh.PRELUDE + """
 dynamic = sys.argv[5:] == ["dynamic"]
 compiled = pydynamo.optimize(mod.fn, backend=sys.argv[4], dynamic=dynamic or None)
 refused = None

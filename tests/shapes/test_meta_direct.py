@@ -246,6 +246,8 @@ def test_under_no_grad_and_inference_mode():
 
 def test_forms_it_does_not_know_are_declined():
     x = torch.empty(3, 4, device="meta")
+    with torch.autocast("cpu", dtype=torch.bfloat16):   # autocast's dtypes: torch's kernels
+        assert mp.run(torch.nn.functional.linear, [x, torch.empty(5, 4, device="meta")], {}) is None
     assert mp.run(torch.add, [x, x], {"alpha": 2}) is None          # a keyword: torch's kernel
     assert mp.run(torch.add, [x, x, 2], {}) is None                 # positional alpha
     assert mp.run(torch.sin, [torch.empty(3, dtype=torch.complex64, device="meta")], {}) is None
