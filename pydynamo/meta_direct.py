@@ -128,7 +128,15 @@ def _table() -> dict:
 
 def run(target, args, kwargs) -> Optional[torch.Tensor]:
     """What `target(*args, **kwargs)` returns on meta tensors (a method's name: args[0] is self),
-    or None where this module does not answer (the module docstring)."""
+    or None where this module does not answer (the module docstring). Never raises: an error
+    (torch.result_type of a number no dtype holds) is torch's kernel's to raise."""
+    try:
+        return _run(target, args, kwargs)
+    except Exception:
+        return None
+
+
+def _run(target, args, kwargs) -> Optional[torch.Tensor]:
     if torch._C._is_any_autocast_enabled():
         return None     # autocast's dtypes: torch's kernels under the caller's autocast state
     try:

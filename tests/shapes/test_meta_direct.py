@@ -254,6 +254,7 @@ def test_forms_it_does_not_know_are_declined():
     assert mp.run(torch.where, [x], {}) is None                     # data-dependent form
     assert mp.run(torch.matmul, [x, x.t()], {}) is None             # not pointwise
     assert mp.run(torch.add, [x, torch.empty(5, device="meta")], {}) is None  # does not broadcast
+    assert mp.run(operator.add, [x, 2 ** 70], {}) is None           # no dtype holds it: eager raises
 
 
 _COLD = textwrap.dedent("""
