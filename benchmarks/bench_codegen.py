@@ -5,10 +5,15 @@
     python benchmarks/bench_codegen.py --cold     # also cold compile times (new processes)
     python benchmarks/bench_codegen.py --only softmax mlp --rounds 30
     python benchmarks/bench_codegen.py --cold-only --cold-graphs gpt2 --cold-backends codegen
+    python benchmarks/bench_codegen.py --models-only --rounds 12   # the transformers models only
 
 Each line: median time per call (interleaved rounds) for eager, codegen and inductor, the speedups over eager
 (codegen x, inductor x), and codegen's kernel count. Graphs come from torch.fx.symbolic_trace
 and are compiled with codegen.compile_fx; inductor gets the same nn.Module via torch.compile.
+Models (transformers, random weights, eval, no_grad, `.logits`/`.last_hidden_state`): the tiny
+GPT-2 of bench_training.py (2 layers, 128 wide, batch 2, seq 64) and BERT-base-shaped stacks
+(hidden 768, 12 heads, seq 128); these go whole through pydynamo.optimize(model,
+backend="codegen") against torch.compile(model), the way a user compiles them.
 Cold compile: a new Python process with an empty cache directory compiles (a) a 10-op
 pointwise graph and (b) the GPT-2 block stack, for codegen and for torch.compile.
 """
@@ -147,6 +152,75 @@ def cases(smoke):
     ]
 
 
+def model_cases(smoke):
+    """(name, model, kwargs, output attribute): transformers models as a user compiles them."""
+    from transformers import BertConfig, BertModel, GPT2Config, GPT2LMHeadModel
+    torch.manual_seed(0)
+    out = []
+    if smoke:
+        g = GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=100, n_positions=16,
+                       bos_token_id=0, eos_token_id=0, use_cache=False)
+        out.append(("GPT-2 tiny (smoke)", GPT2LMHeadModel(g),
+                    dict(input_ids=torch.randint(0, 100, (2, 16))), "logits"))
+        b = BertConfig(hidden_size=64, num_attention_heads=4, intermediate_size=256,
+                       num_hidden_layers=1, vocab_size=100)
+        out.append(("BERT (smoke)", BertModel(b, add_pooling_layer=False),
+                    dict(input_ids=torch.randint(0, 100, (1, 16))), "last_hidden_state"))
+        return out
+    g = GPT2Config(n_layer=2, n_embd=128, n_head=2, vocab_size=1000, n_positions=64,
+                   bos_token_id=0, eos_token_id=0, use_cache=False)
+    out.append(("GPT-2 tiny LM (2x d128, B2 T64)", GPT2LMHeadModel(g),
+                dict(input_ids=torch.randint(0, 1000, (2, 64))), "logits"))
+    for layers, batch in ((2, 1), (4, 2)):
+        b = BertConfig(hidden_size=768, num_attention_heads=12, intermediate_size=3072,
+                       num_hidden_layers=layers, max_position_embeddings=512)
+        out.append((f"BERT-base {layers} layers (B{batch} T128)",
+                    BertModel(b, add_pooling_layer=False),
+                    dict(input_ids=torch.randint(0, b.vocab_size, (batch, 128))),
+                    "last_hidden_state"))
+    return out
+
+
+def run_models(smoke, rounds=15, only=None):
+    import pydynamo
+    rows = []
+    with torch.no_grad():
+        for name, model, kwargs, attr in model_cases(smoke):
+            if only and not any(o.lower() in name.lower() for o in only):
+                continue
+            model.eval()
+            ours_m = pydynamo.optimize(model, backend="codegen")
+            ind_m = torch.compile(model)
+
+            def runner(m):
+                return lambda: getattr(m(**kwargs), attr)
+            eager, ours, ind = runner(model), runner(ours_m), runner(ind_m)
+            t0 = time.perf_counter()
+            ref = eager()
+            once = time.perf_counter() - t0
+            for f in (ours, ind):
+                torch.testing.assert_close(f(), ref, rtol=1e-3, atol=1e-3)
+            # about 0.3 s per contender and round (BERT's stacks take 0.1-1 s per call here)
+            iters = 3 if smoke else max(2, min(20, int(0.3 / once)))
+            te, tc, ti = timeit_interleaved([eager, ours, ind], [], iters, 2 if smoke else rounds,
+                                            warm=1 if iters < 5 else 3)
+            rows.append(dict(case=name, eager_ms=te * 1e3, codegen_ms=tc * 1e3,
+                             inductor_ms=ti * 1e3, codegen_x=te / tc, inductor_x=te / ti,
+                             iters=iters))
+            _print_row(rows[-1], "")
+    return rows
+
+
+def _print_row(r, kernels):
+    print(f"{r['case']:30s} eager {r['eager_ms']:8.3f} ms | codegen {r['codegen_ms']:8.3f} ms "
+          f"({r['codegen_x']:5.2f}x{kernels}) | inductor "
+          f"{r['inductor_ms']:8.3f} ms ({r['inductor_x']:5.2f}x) | codegen/inductor "
+          f"{r['inductor_ms'] / r['codegen_ms']:5.2f}", flush=True)
+
+
+CLOCK = time.perf_counter
+
+
 def timeit_interleaved(fns, args, iters, rounds, warm=3):
     """Median seconds per call of each fn. Rounds alternate the contenders, in an order that
     rotates every round, so a drift of the machine hits all of them alike; each block starts
@@ -160,10 +234,10 @@ def timeit_interleaved(fns, args, iters, rounds, warm=3):
             fn = fns[i]
             for _ in range(warm):
                 fn(*args)
-            t0 = time.perf_counter()
+            t0 = CLOCK()
             for _ in range(iters):
                 fn(*args)
-            times[i].append((time.perf_counter() - t0) / iters)
+            times[i].append((CLOCK() - t0) / iters)
     return [statistics.median(t) for t in times]
 
 
@@ -186,11 +260,7 @@ def run_speed(smoke, rounds=15, only=None):
             rows.append(dict(case=name, eager_ms=te * 1e3, codegen_ms=tc * 1e3,
                              inductor_ms=ti * 1e3, codegen_x=te / tc, inductor_x=te / ti,
                              kernels=ours.kernel_count, externs=ours.stats.externs))
-            r = rows[-1]
-            print(f"{name:30s} eager {r['eager_ms']:8.3f} ms | codegen {r['codegen_ms']:8.3f} ms "
-                  f"({r['codegen_x']:5.2f}x, {r['kernels']} kernels) | inductor "
-                  f"{r['inductor_ms']:8.3f} ms ({r['inductor_x']:5.2f}x) | codegen/inductor "
-                  f"{r['inductor_ms'] / r['codegen_ms']:5.2f}", flush=True)
+            _print_row(rows[-1], f", {rows[-1]['kernels']} kernels")
     return rows
 
 
@@ -250,19 +320,34 @@ def main():
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--cold", action="store_true")
     ap.add_argument("--cold-only", action="store_true", help="skip the speed table")
+    ap.add_argument("--models-only", action="store_true", help="only the transformers models")
+    ap.add_argument("--no-models", action="store_true", help="skip the transformers models")
     ap.add_argument("--cold-graphs", nargs="*", default=["pointwise", "gpt2"])
     ap.add_argument("--cold-backends", nargs="*", default=["codegen", "inductor"])
     ap.add_argument("--json", default="")
     ap.add_argument("--rounds", type=int, default=15, help="interleaved timing rounds")
     ap.add_argument("--only", nargs="*", help="cases whose name contains one of these words")
+    ap.add_argument("--cpu-time", action="store_true",
+                    help="time by this thread's CPU time (time.thread_time), not wall time: "
+                         "with OMP_NUM_THREADS=1 it leaves out the time other processes take "
+                         "the core away (a machine shared by others); needs one thread")
     a = ap.parse_args()
+    if a.cpu_time:
+        if torch.get_num_threads() != 1 or os.environ.get("OMP_NUM_THREADS") != "1":
+            sys.exit("--cpu-time needs OMP_NUM_THREADS=1 (every kernel on this thread)")
+        global CLOCK
+        CLOCK = time.thread_time
     torch.manual_seed(0)
-    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, cpus {os.cpu_count()}")
+    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, cpus {os.cpu_count()}, "
+          f"clock {'thread CPU time' if a.cpu_time else 'wall'}, load {os.getloadavg()[0]:.2f}")
     out = {}
-    if not a.cold_only:
+    if not a.cold_only and not a.models_only:
         out["speed"] = run_speed(a.smoke, a.rounds, a.only)
+    if not a.cold_only and not a.no_models:
+        out["models"] = run_models(a.smoke, a.rounds, a.only)
     if a.cold or a.cold_only:
         out["cold"] = run_cold(a.smoke, a.cold_graphs, a.cold_backends)
+    print(f"load average at the end {os.getloadavg()[0]:.2f}")
     if a.json:
         with open(a.json, "w") as f:
             json.dump(out, f, indent=1)

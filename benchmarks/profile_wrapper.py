@@ -2,8 +2,11 @@
 
     python benchmarks/profile_wrapper.py "GPT-2"          # a case of bench_codegen.py by name
     python benchmarks/profile_wrapper.py softmax --calls 500
+    python benchmarks/profile_wrapper.py BERT --calls 20     # a model of bench_codegen.py
 
-Compiles the case with codegen.compile_fx (C++ path), wraps every `kernelN` and extern call of
+Compiles the case with codegen.compile_fx (C++ path; a transformers model of
+bench_codegen.model_cases goes through pydynamo.optimize with a backend that calls compile_fx and
+keeps every graph's callable), wraps every `kernelN` and extern call of
 the generated wrapper in a timer, and prints µs per call for the slowest steps beside the total;
 the wrapper file (printed first) says which FX nodes and user lines each step implements. Then
 torch's profiler gives eager's per-op times for the same module, to compare step by step.
@@ -29,8 +32,15 @@ def main():
     ap.add_argument("--top", type=int, default=20)
     a = ap.parse_args()
     import codegen
-    name, mod, args = next(c for c in B.cases(False) if a.case.lower() in c[0].lower())
-    mod.eval()
+    found = [c for c in B.cases(False) if a.case.lower() in c[0].lower()]
+    model = None
+    if found:
+        name, mod, args = found[0]
+        mod.eval()
+    else:
+        name, model, kwargs, attr = next(c for c in B.model_cases(False)
+                                         if a.case.lower() in c[0].lower())
+        model.eval()
     spent = collections.defaultdict(float)
 
     def timed(label, fn):
@@ -41,15 +51,33 @@ def main():
             return out
         return call
 
-    with torch.no_grad():
-        fn = codegen.compile_fx(torch.fx.symbolic_trace(mod), args)
+    def instrument(fn, prefix=""):
         print(f"{name}: wrapper {fn.wrapper_path}")
         glb = fn.__globals__
         for k in [k for k in glb if k.startswith("kernel")]:
-            glb[k] = timed(k, glb[k])
+            glb[k] = timed(prefix + k, glb[k])
         externs = glb.get("_externs", [])
         for i in range(len(externs)):
-            externs[i] = timed(f"extern{i}", externs[i])
+            externs[i] = timed(f"{prefix}extern{i}", externs[i])
+
+    with torch.no_grad():
+        if model is None:
+            fn = codegen.compile_fx(torch.fx.symbolic_trace(mod), args)
+            instrument(fn)
+        else:
+            import pydynamo
+            graphs = []
+
+            def backend(gm, example_inputs):
+                graphs.append(codegen.compile_fx(gm, example_inputs))
+                instrument(graphs[-1], f"g{len(graphs) - 1}.")
+                return graphs[-1]
+            compiled = pydynamo.optimize(model, backend=backend)
+            args = []
+
+            def fn():
+                return getattr(compiled(**kwargs), attr)
+            mod = lambda: model(**kwargs)   # noqa: E731  (eager, for the profiler below)
         for _ in range(20):
             fn(*args)
         spent.clear()

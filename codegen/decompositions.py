@@ -310,8 +310,8 @@ def tensor(data, *, dtype=None, **kw):
 @register("scaled_dot_product_attention")
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
                                  is_causal=False, scale=None, enable_gqa=False):
-    """An extern call; on GPU graphs a boolean mask is first turned into the additive float
-    mask eager's kernels build from it (0 where kept, -inf where masked; the same values),
+    """An extern call; a boolean mask is first turned into the additive float mask eager's
+    kernels build from it (0 where kept, -inf where masked; the same values),
     once per graph: a model passes one mask to every layer, and eager would convert it again
     in each layer's call (a fill and a where per layer)."""
     g = current.graph
@@ -609,9 +609,17 @@ def glu(input, dim=-1):
 
 @register("diff")
 def diff(input, n=1, dim=-1, prepend=None, append=None):
-    if n != 1 or prepend is not None or append is not None:
+    """prepend/append: the difference of their concatenation along `dim` (what eager computes;
+    transformers' packed-sequence mask does `diff(positions, prepend=first - 1)`)."""
+    if n != 1:
         raise NotLowered("diff args")
     d = norm_dim(dim, input.ndim)
+    if prepend is not None or append is not None:
+        parts = [p for p in (prepend, input, append) if p is not None]
+        if not all(is_tensor(p) and p.ndim == input.ndim and p.dtype == input.dtype
+                   for p in parts):
+            raise NotLowered("diff prepend/append")
+        input = L["cat"](parts, d)
     m = int(input.size[d])
     a = L["narrow"](input, d, 1, m - 1)
     b = L["narrow"](input, d, 0, m - 1)

@@ -85,7 +85,7 @@ def _pad_plan(m, k, n, a, b) -> Optional[List[int]]:
     """The padded (M, K, N) of a product of a (M, K) and b, or None to run it as is (see the
     module docstring)."""
     g = current.graph
-    if not g.backend.extern_epilogues or a.dtype not in _PADDED_DTYPES or b.dtype != a.dtype:
+    if not g.backend.pad_gemm_operands or a.dtype not in _PADDED_DTYPES or b.dtype != a.dtype:
         return None
     dims = [static_int(d) for d in (m, k, n)]
     if any(d is None for d in dims) or dims[0] * dims[1] * dims[2] < PAD_MIN_MACS:

@@ -23,8 +23,7 @@ from typing import Dict
 import torch
 
 from codegen.cudagraphs import maybe_wrap
-from codegen.graph import GraphLowering
-from codegen.ir import ArgRef, ComputedBuffer, ExternBuffer
+from codegen.ir import ComputedBuffer, ExternBuffer
 from codegen.options import Options
 from codegen.pipeline import CPP, Backend, counters
 from codegen.runtime import ensure_layout
@@ -155,56 +154,16 @@ def _device_move(gm, device):
     return None
 
 
-# ops whose output strides depend on the kernel the device picks (CUDA's memory-efficient
-# attention writes (batch, seq, heads, dim) and returns it transposed; meta tensors say
-# contiguous): their layout is learnt from one call on zeros, so the result is used as it is
-# (no copy to a guessed layout, and the usual transpose back to (batch, seq, hidden) is a view)
-LAYOUT_PROBED = {torch.nn.functional.scaled_dot_product_attention,
-                 torch.ops.aten.scaled_dot_product_attention.default}
-
-
-def _probe_layout(target, args, kwargs, device):
-    if target not in LAYOUT_PROBED:
-        return None
-
-    def real(a):
-        if isinstance(a, ArgRef):
-            size, stride = [int(x) for x in a.size], [int(x) for x in a.stride]
-            need = int(a.offset) + 1 + sum((n - 1) * st for n, st in zip(size, stride))
-            base = torch.zeros(max(need, 1), dtype=a.buffer.dtype, device=device)
-            return base.as_strided(size, stride, int(a.offset))
-        if isinstance(a, (list, tuple)):
-            return type(a)(real(x) for x in a)
-        if isinstance(a, dict):
-            return {k: real(x) for k, x in a.items()}
-        if hasattr(a, "free_symbols"):
-            raise TypeError("symbolic")
-        return a
-    try:
-        with torch.no_grad():
-            out = target(*real(args), **real(kwargs))
-    except (TypeError, RuntimeError, ValueError):
-        return None               # symbolic sizes, or the op refuses: meta's layout is used
-    return out
-
-
 def _no_stream():
     return None       # the interpreter runs kernels on CPU tensors: no stream
-
-
-class DeviceLowering(GraphLowering):
-    def _extern_meta(self, target, args, kwargs, meta):
-        probed = _probe_layout(target, args, kwargs, self.device)
-        return probed if probed is not None else super()._extern_meta(target, args, kwargs, meta)
 
 
 class TritonBackend(Backend):
     """Triton kernels (codegen/triton.py) in one module, launched on the graph's device (CPU
     tensors under TRITON_INTERPRET=1), and the GPU wrapper printer."""
     name = "triton"
-    lowering = DeviceLowering
     row_scratch = False
-    extern_epilogues = True
+    pad_gemm_operands = True
     split_reductions = True
     source_attributes = True
 

@@ -317,8 +317,8 @@ class GraphLowering:
         pointwise work, when the biased product has to be written to memory anyway: some consumer
         (through views) is another extern (attention, a matmul) or a graph output. When every
         consumer is a kernel, the add fuses into it instead (GELU, residual + LayerNorm), which
-        saves the extern's extra read. GPU graphs only (Backend.extern_epilogues); asked by the
-        linear/addmm decompositions about the node being lowered."""
+        saves the extern's extra read. Backend.extern_epilogues (CPU's addmm and cuBLAS alike);
+        asked by the linear/addmm decompositions about the node being lowered."""
         node = self.current_node
         if not self.backend.extern_epilogues or node is None:
             return False
@@ -336,6 +336,9 @@ class GraphLowering:
         return False
 
     def _extern_meta(self, target, args, kwargs, meta):
+        probed = _probe_layout(target, args, kwargs, self.device or torch.device("cpu"))
+        if probed is not None:
+            return probed
         if meta is not None and isinstance(target, torch._ops.OpOverload):
             # a recorded aten graph's record follows the device's kernel where its meta
             # kernel disagrees (CPU batch norm's empty saved statistics in evaluation)
@@ -1289,6 +1292,40 @@ SIZE_FUNCTIONS = {operator.floordiv: FloorDiv, operator.mod: _size_mod,
 _AUTOCAST_NODES = {"enter_autocast", "exit_autocast", "_enter_autocast", "_exit_autocast"}
 
 _SIZE_COMPARISONS = {operator.eq, operator.ne, operator.lt, operator.le, operator.gt, operator.ge}
+
+
+# ops whose output strides depend on the kernel the device picks (CUDA's memory-efficient
+# attention and CPU's flash attention write (batch, seq, heads, dim) and return it transposed;
+# meta tensors say contiguous): their layout is learnt from one call on zeros, so the result is
+# used as it is (no copy to a guessed layout, and the usual transpose back to (batch, seq,
+# hidden) is a view)
+LAYOUT_PROBED = {torch.nn.functional.scaled_dot_product_attention,
+                 torch.ops.aten.scaled_dot_product_attention.default}
+
+
+def _probe_layout(target, args, kwargs, device):
+    if target not in LAYOUT_PROBED:
+        return None
+
+    def real(a):
+        if isinstance(a, ArgRef):
+            size, stride = [int(x) for x in a.size], [int(x) for x in a.stride]
+            need = int(a.offset) + 1 + sum((n - 1) * st for n, st in zip(size, stride))
+            base = torch.zeros(max(need, 1), dtype=a.buffer.dtype, device=device)
+            return base.as_strided(size, stride, int(a.offset))
+        if isinstance(a, (list, tuple)):
+            return type(a)(real(x) for x in a)
+        if isinstance(a, dict):
+            return {k: real(x) for k, x in a.items()}
+        if hasattr(a, "free_symbols"):
+            raise TypeError("symbolic")
+        return a
+    try:
+        with torch.no_grad():
+            out = target(*real(args), **real(kwargs))
+    except (TypeError, RuntimeError, ValueError):
+        return None               # symbolic sizes, or the op refuses: meta's layout is used
+    return out
 
 
 def _tensors_beside_scalars(m) -> bool:

@@ -61,16 +61,19 @@ class Backend(CppRuntime):
     callable. This base class is the C++/OpenMP target (codegen/cpp.py, one shared library
     called through ctypes); TritonBackend (codegen/gpu_wrapper.py) overrides it."""
     name = "cpp"
-    lowering = GraphLowering                    # (the Triton one adds a layout probe)
+    lowering = GraphLowering
     dtypes: FrozenSet[torch.dtype] = KERNEL_DTYPES  # tensors of other dtypes stay extern
     devices: Tuple[str, ...] = ("cpu",)         # device types whose tensors lower natively
     device: Optional[torch.device] = None       # factories naming another index stay extern
     # decomposition choices: a row-local scratch for values a kernel's inner loops read in their
     # own row (softmax's exp realized once, one reciprocal per row; scheduler.mark_row_local)
     row_scratch = True
-    # GPU extern choices: a matmul's bias in the extern's epilogue, SDPA's bool mask made a
-    # float mask once per graph (codegen/decompositions.py)
-    extern_epilogues = False
+    # extern choices: a matmul's bias in the extern's epilogue, SDPA's bool mask made a float
+    # mask once per graph (codegen/decompositions.py); on CPU the bias costs addmm one pass over
+    # its output where a separate kernel would read and write it again (GPT-2's QKV split)
+    extern_epilogues = True
+    # 16-bit GEMM operands padded to aligned sizes (codegen/gemm.py: cuBLAS's rule, GPU only)
+    pad_gemm_operands = False
     # a column-wise sum of many rows as two reductions (codegen/lowering.py, SPLIT_CHUNK)
     split_reductions = False
     source_attributes = False       # the callable also carries .kernel_path, .kernel_source

@@ -15,8 +15,8 @@ import sympy
 import torch
 
 from codegen.ir import NotLowered, TensorValue, current, realize, strided_view_of
-from codegen.lowering import (cast, check_dtype, expand_to, is_tensor, maybe_realize, norm_dim,
-                              register, result_dtype, value_loader)
+from codegen.lowering import (broadcast_sizes, cast, check_dtype, expand_to, is_tensor,
+                              maybe_realize, norm_dim, register, result_dtype, value_loader)
 from codegen.ops import ERR_INDEX, ERR_INDEX_IN_SELF, ops
 from codegen.sizevars import _is_int_poly, contiguous_strides, equals, flat_index, product
 from codegen.symbolic import same_size, size_hint, size_is_one
@@ -400,7 +400,7 @@ def getitem(x, item):
     if not isinstance(item, tuple):
         item = (item,)
     if any(is_tensor(i) or isinstance(i, (list, bool)) for i in item):
-        raise NotLowered("advanced indexing")
+        return _leading_tensor_index(x, item)
     n_real = sum(1 for i in item if i is not None and i is not Ellipsis)
     if n_real > x.ndim:
         raise NotLowered("too many indices")
@@ -424,6 +424,34 @@ def getitem(x, item):
         else:
             raise NotLowered(f"index {type(i).__name__}")
     return out
+
+
+def _leading_tensor_index(x, item):
+    """x[i0, i1, ...] (trailing `:` or `...` allowed) with integer index tensors on x's leading
+    dims (transformers' mask functions: `cumsum[batch_idx, q_idx]`): the result is the indices'
+    broadcast shape followed by x's other dims, each element loaded at the indices' values,
+    counted back from the end when negative and flagged out of range (IndexError) as Python
+    indexing is. Other forms (bool masks, lists, a tensor after a slice, None or int) stay
+    extern, and so does a single index tensor `x[i]`: eager's message names the offending value
+    and dim, which a kernel's flag does not carry (tests/codegen/test_kernel_errors.py)."""
+    item = list(item)
+    while item and not is_tensor(item[-1]) and (item[-1] is Ellipsis or item[-1] == slice(None)):
+        item.pop()
+    k = len(item)
+    if not 1 < k <= x.ndim or not all(is_tensor(i) and i.dtype in (torch.int64, torch.int32)
+                                      for i in item):
+        raise NotLowered("advanced indexing")
+    shape = broadcast_sizes(*[i.size for i in item])
+    picks = [expand_to(i, shape) for i in item]
+    nb = len(shape)
+
+    def loader(idx):
+        idx = list(idx)
+        at = [ops.indirect_indexing(p.loader(idx[:nb]), x.size[d], ERR_INDEX)
+              for d, p in enumerate(picks)]
+        return x.loader(at + idx[nb:])
+    return TensorValue(list(shape) + list(x.size[k:]), x.dtype, loader, None,
+                       x.cost + sum(p.cost for p in picks) + 2 * k)
 
 
 @register("split")
