@@ -281,8 +281,13 @@ def constant_literal(value, dtype) -> str:
 class CppKernelPrinter(KernelPrinter):
     """Prints one FusedKernel as a C++ function."""
 
+    hoist = True
+
     def __init__(self, kernel: FusedKernel, buffers: Dict[str, object], omp_schedule=""):
         super().__init__(kernel, buffers)
+        # what the kernel stores: its loads are never moved (kernel_printer's `hoist`)
+        self.written = {name for n in kernel.nodes for name in n.output_names()}
+        self.seal_next = 0      # loops of a collapse(k) nest whose bodies are still to open
         # option omp_schedule: a schedule clause for parallel pointwise loops ("": the runtime's
         # default, static with one contiguous chunk per thread)
         self.omp_schedule = f" schedule({omp_schedule})" if omp_schedule else ""
@@ -318,7 +323,14 @@ class CppKernelPrinter(KernelPrinter):
             self.line(pragma)
         self.line(f"for (int64_t {var} = 0; {var} < {self.idx(size)}; ++{var}) {{")
         self.ranges[index_symbol(var) if isinstance(var, str) else var] = size
-        self.push()
+        self.push(header_lines=2 if pragma else 1)
+        sealed = self.seal_next > 0
+        self.seal_next = max(self.seal_next - 1, 0)
+        if pragma and "collapse(" in pragma:   # the next k-1 loops sit directly in this one
+            self.seal_next = int(pragma.split("collapse(")[1].split(")")[0]) - 1
+            sealed = True
+        self.scopes[-1].sealed = sealed
+        self.var_level[str(var)] = len(self.scopes) - 1
 
     def close_loop(self):
         self.pop()
@@ -348,14 +360,15 @@ class CppKernelPrinter(KernelPrinter):
         if name in self.kernel.removed:
             raise RuntimeError(f"load of register-only buffer {name} not forwarded")
         self.params.setdefault(name, False)
+        level = None if name in self.written else self.index_level
         dt = self.buffers[name].dtype
         if dt == torch.bool:     # passed as bytes (see _signature)
-            return self.tmp(f"({key} != 0)", torch.bool)
+            return self.tmp(f"({key} != 0)", torch.bool, level)
         if dt in STORAGE:
-            v = self.tmp(f"{STORAGE[dt][1]}({key})", dt)
+            v = self.tmp(f"{STORAGE[dt][1]}({key})", dt, level)
             self.half_exact.add(v.name)
             return v
-        return self.tmp(key, dt)
+        return self.tmp(key, dt, level)
 
     def store(self, name, index, value):
         if name in self.kernel.local:
@@ -375,7 +388,8 @@ class CppKernelPrinter(KernelPrinter):
         self.line(f"{key} = {value};")
 
     def index_expr(self, expr, dtype):
-        return self.tmp(f"static_cast<{CTYPES[dtype]}>({self.idx(expr)})", dtype)
+        text = f"static_cast<{CTYPES[dtype]}>({self.idx(expr)})"
+        return self.tmp(text, dtype, self.index_level)
 
     def print_indirect(self, name, value, sz, code):
         self.line(f"int64_t {name} = static_cast<int64_t>({value});")

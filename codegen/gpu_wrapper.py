@@ -116,7 +116,7 @@ class GpuWrapperPrinter(WrapperPrinter):
             self.emit(f"{k.name}[lambda m: (({n} + m['XBLOCK'] - 1) // m['XBLOCK'],)]"
                       f"({', '.join(args)})", indent)
         else:
-            # a TritonLauncher (codegen/triton_launch.py): (stream, 3-D grid, arguments)
+            # a TritonLauncher's launch (codegen/triton_launch.py): (stream, 3-D grid, arguments)
             grid = cfg.grid(xnumel) if cfg.tile or xnumel is not None else \
                 (f"({n} + {cfg.xblock - 1}) // {cfg.xblock}",)
             grid = "(" + ", ".join(str(g) for g in tuple(grid) + (1, 1)[:3 - len(grid)]) + ")"
@@ -207,7 +207,7 @@ class TritonBackend(Backend):
         if kernel.name not in wp.launch_kinds:
             return fn               # autotuned: Triton's own launch
         return TritonLauncher(fn, cfg.xblock, cfg.num_warps, wp.launch_kinds[kernel.name],
-                              options.triton_fast_launch)
+                              options.triton_fast_launch).launch
 
     def binding_spec(self, kernel, info, wp) -> dict:
         return {"name": info.name, "xblock": info.config.xblock,

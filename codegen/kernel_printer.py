@@ -6,8 +6,19 @@ open scope. This base holds the machinery independent of the language:
   * scopes: `push` opens one (one indent level deeper), `pop` closes it and appends its lines
     to the enclosing one. Each scope has its own CSE table and its own store -> load
     forwarding table, so a value defined inside a loop is never used outside it;
-  * `tmp(expr, dtype)`: a temporary holding `expr`, reusing an enclosing scope's temporary of
-    the same text and dtype (common-subexpression elimination);
+  * `tmp(expr, dtype, level)`: a temporary holding `expr`, reusing an enclosing scope's
+    temporary of the same text and dtype (common-subexpression elimination). With `hoist`
+    (the C++ printer) a temporary whose operands are all defined outside the innermost loops
+    is declared before the outermost loop it does not depend on (loop-invariant code motion:
+    a row's loads and the math on them once per row, not once per element, and no scalar
+    load or libm call left in a vectorized loop). `level` is the scope the value needs (its
+    operands' and index variables' deepest scope; None: the innermost, never moved). Only
+    loop scopes are left (`push(header_lines)` records where the loop's header starts in the
+    enclosing scope), never an `if`/block/parallel region, and never into a `sealed` scope
+    (the body of a collapsed loop, which must hold only the next loop). Moved values are
+    pure: loads of buffers the kernel does not write (in bounds wherever the loops that
+    remain run: their index uses only those loops' variables) and primitives that flag no
+    error; the printer decides which (`load_level`, `op` below);
   * `idx(expr)`: an index simplified over the known loop ranges (codegen/sizevars.py) and
     printed in the language; the size symbols it reads become kernel arguments, and a runtime
     float in an index raises SpecializeFloats;
@@ -62,6 +73,8 @@ class Scope:
     lines: List[str] = field(default_factory=list)
     cse: Dict[str, KValue] = field(default_factory=dict)
     forward: Dict[str, KValue] = field(default_factory=dict)   # "buf[index]" -> value stored
+    header_at: int = -1     # a loop's: where its header starts in the enclosing scope's lines
+    sealed: bool = False    # a collapsed loop's body: holds nothing but the next loop
 
 
 def canonical_text(src: str, name: str, names: List[str]) -> str:
@@ -79,6 +92,8 @@ def canonical_text(src: str, name: str, names: List[str]) -> str:
 class KernelPrinter(HandlerBase):
     """Base of the C++ and Triton printers of one scheduler FusedKernel."""
 
+    hoist = False       # loop-invariant code motion (see the module docstring)
+
     def __init__(self, kernel, buffers: Dict[str, object]):
         self.kernel = kernel
         self.buffers = buffers
@@ -92,24 +107,63 @@ class KernelPrinter(HandlerBase):
         self.ranges: Dict[sympy.Symbol, sympy.Expr] = {}
         self.var_map: Dict[sympy.Symbol, sympy.Expr] = {}   # loop var -> expr of flat indices
         self.half_exact: set = set()      # fp32 temporaries holding an exact fp16/bf16 value
+        self.var_level: Dict[str, int] = {}     # loop variable -> the scope it indexes
+        self.value_level: Dict[str, int] = {}   # temporary -> the scope that declares it
+        self.index_level = 0                    # of the last index printed by `idx`
 
     # ------------------------------------------------------------ emission
     def line(self, s):
         self.scopes[-1].lines.append("    " * self.indent + s)
 
-    def tmp(self, expr: str, dtype) -> KValue:
+    def tmp(self, expr: str, dtype, level: Optional[int] = None) -> KValue:
         for sc in reversed(self.scopes):
             hit = sc.cse.get(expr)
             if hit is not None and hit.dtype == dtype:
                 return hit
         v = KValue(f"tmp{self.n_tmp}", dtype)
         self.n_tmp += 1
-        self.line(self.declare(v, expr))
-        self.scopes[-1].cse[expr] = v
+        at = self._hoist_target(level)
+        inner = len(self.scopes) - 1
+        if at == inner:
+            self.line(self.declare(v, expr))
+        else:       # before the header of the loop the value does not depend on
+            child = self.scopes[at + 1]
+            text = "    " * (self.indent - (inner - at)) + self.declare(v, expr)
+            self.scopes[at].lines.insert(child.header_at, text)
+            child.header_at += 1
+        self.scopes[at].cse[expr] = v
+        self.value_level[v.name] = at
         return v
 
-    def push(self):
-        self.scopes.append(Scope())
+    def _hoist_target(self, level: Optional[int]) -> int:
+        """The outermost scope at or above `level` that a value can be declared in without
+        leaving a non-loop scope or entering a sealed one (the innermost without `hoist`)."""
+        t = best = len(self.scopes) - 1
+        if not self.hoist or level is None:
+            return best
+        while t > level and self.scopes[t].header_at >= 0:
+            t -= 1
+            if not self.scopes[t].sealed:
+                best = t
+        return best
+
+    def level_of(self, *values) -> Optional[int]:
+        """The deepest scope declaring one of `values` (KValues; anything else is a literal or
+        an argument: scope 0), or None when one was not declared by `tmp`."""
+        level = 0
+        for v in values:
+            if isinstance(v, KValue):
+                at = self.value_level.get(v.name)
+                if at is None:
+                    return None
+                level = max(level, at)
+        return level
+
+    def push(self, header_lines: int = 0):
+        """Open a scope; `header_lines` > 0: it is a loop's body, whose header is the last
+        `header_lines` lines of the enclosing scope (values may be hoisted out of it)."""
+        parent = self.scopes[-1].lines
+        self.scopes.append(Scope(header_at=len(parent) - header_lines if header_lines else -1))
         self.indent += 1
 
     def pop(self):
@@ -126,11 +180,15 @@ class KernelPrinter(HandlerBase):
 
     def idx(self, expr) -> str:
         e = simplify_index(sympy.sympify(expr).xreplace(self.var_map), self.ranges)
+        level = 0
         for s in e.free_symbols:
             if is_scalar_symbol(s):
                 raise SpecializeFloats(f"float input {s} in an index")
             if s.name.startswith("s"):
                 self.size_syms.add(s)
+            else:       # a loop variable, or one declared by a statement (never moved past)
+                level = max(level, self.var_level.get(s.name, len(self.scopes) - 1))
+        self.index_level = level
         return self.print_index(e)
 
     def argument_order(self, extra=()) -> List[str]:
@@ -150,7 +208,7 @@ class KernelPrinter(HandlerBase):
             return self.scalar(scalar_name(value), dtype)
         if isinstance(value, sympy.Basic):
             value = float(value) if not value.is_Integer else int(value)
-        v = self.tmp(self.literal(value, dtype), dtype)
+        v = self.tmp(self.literal(value, dtype), dtype, level=0)
         return KValue(v.name, v.dtype, value)
 
     def to_dtype(self, x, dtype):
@@ -160,28 +218,29 @@ class KernelPrinter(HandlerBase):
         `round_half_expr(x computed in fp32, half dtype)` and `bool_expr(x)`."""
         if x.dtype == dtype:
             return x
+        lv = self.level_of(x)
         if x.dtype in HALF and x.name not in self.half_exact:
-            x = self.tmp(self.round_half_expr(x, x.dtype), x.dtype)
+            x = self.tmp(self.round_half_expr(x, x.dtype), x.dtype, lv)
             self.half_exact.add(x.name)
         if dtype == torch.bool:
-            return self.tmp(self.bool_expr(x), dtype)
+            return self.tmp(self.bool_expr(x), dtype, lv)
         if dtype in HALF:
             # eager converts an integer to a half type through float (c10::BFloat16 and
             # c10::Half are built from a float): beyond 2**24 it rounds twice, as here
             src = x if compute_dtype(x.dtype) == torch.float32 else \
                 KValue(self.cast_expr(x, torch.float32), torch.float32)
-            v = self.tmp(self.round_half_expr(src, dtype), dtype)
+            v = self.tmp(self.round_half_expr(src, dtype), dtype, lv)
             self.half_exact.add(v.name)
             return v
         cd = compute_dtype(dtype)
         if compute_dtype(x.dtype) == cd:
             return KValue(x.name, dtype)
-        return self.tmp(self.cast_expr(x, cd), dtype)
+        return self.tmp(self.cast_expr(x, cd), dtype, lv)
 
     def scalar(self, name, dtype):
         if name not in self.scalar_args:
             self.scalar_args.append(name)
-        return self.tmp(self.scalar_expr(name, dtype), dtype)
+        return self.tmp(self.scalar_expr(name, dtype), dtype, level=0)
 
     def indirect_indexing(self, value, size, check=True):
         """An index variable `indN` holding `value` wrapped into [0, size) (`print_indirect`:
@@ -200,4 +259,6 @@ class KernelPrinter(HandlerBase):
         out = self.op_expr(prim, args)
         if isinstance(out, KValue):
             return out
-        return self.tmp(out, torch.bool if prim.bool_result else args[-1].dtype)
+        # an op that flags an error (integer division by zero) stays where eager evaluates it
+        level = None if "pd_err" in out else self.level_of(*args)
+        return self.tmp(out, torch.bool if prim.bool_result else args[-1].dtype, level)

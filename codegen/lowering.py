@@ -315,12 +315,19 @@ def pow_(input, exponent):
     if not is_float(dt):
         raise NotLowered("integer pow")
     if isinstance(exponent, (int, float)) and not isinstance(exponent, bool):
-        if exponent == 2:
-            return pointwise(ops.square, [input], dt)
+        # eager's CPU and CUDA kernels compute these exponents by multiplication or a root,
+        # not pow(): the same rounding, and no libm call that keeps a loop from vectorizing
+        # (GELU's x ** 3 was a scalar std::pow per element)
         if exponent == 1:
             return cast(input, dt)
-        if exponent == 0.5:
-            return pointwise(ops.sqrt, [input], dt)
+        by_exponent = {2: lambda a: ops.square(a),
+                       3: lambda a: ops.mul(ops.square(a), a),
+                       0.5: lambda a: ops.sqrt(a),
+                       -0.5: lambda a: ops.rsqrt(a),
+                       -1: lambda a: ops.reciprocal(a),
+                       -2: lambda a: ops.reciprocal(ops.square(a))}
+        if exponent in by_exponent:
+            return pointwise(by_exponent[exponent], [input], dt)
     return pointwise(ops.pow, [input, exponent], dt)
 
 

@@ -152,33 +152,122 @@ def _hooks_set() -> bool:
                for h in (knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook))
 
 
+def _key_part(value: str, kind: str) -> str:
+    """The key's expression for one argument: `value` is a tensor's data pointer ("t"), an
+    int ("i") or a float ("f")."""
+    if kind == "t":
+        return f"{value} & 15 == 0"
+    if kind == "i":
+        return (f"({value} == 1, {value} % 16 == 0, -2147483648 <= {value} <= 2147483647, "
+                f"{value} > 9223372036854775807)")
+    return f"type({value})"
+
+
 def specialization_key(kinds: str) -> Callable:
     """A function of the launch arguments that separates every pair of calls Triton would
     compile differently: a pointer's 16-byte alignment, an int's value 1, divisibility by 16
     and width, a float's Python type. Argument kinds: "t" tensor, "i" int, "f" float. Dtypes
     are not part of it: the wrapper pins every buffer's dtype (entry checks, `_ensure`)."""
     params = [f"a{i}" for i in range(len(kinds))]
-    parts = []
-    for p, k in zip(params, kinds):
-        if k == "t":
-            parts.append(f"{p}.data_ptr() & 15 == 0")
-        elif k == "i":
-            parts.append(f"({p} == 1, {p} % 16 == 0, -2147483648 <= {p} <= 2147483647, "
-                         f"{p} > 9223372036854775807)")
-        else:
-            parts.append(f"type({p})")
+    parts = [_key_part(f"{p}.data_ptr()" if k == "t" else p, k) for p, k in zip(params, kinds)]
     ns: Dict[str, object] = {}
     exec(f"def key({', '.join(params)}):\n    return ({''.join(x + ', ' for x in parts)})", ns)
     return ns["key"]
+
+
+# The compiled kernel's `run` (Triton's CudaLauncher) is a Python __call__ that allocates the
+# kernel's scratch buffers (none for the kernels we print: sizes 0) and calls the C `launch` of
+# the generated launcher module. Where the installed __call__ reads as one of these, with no
+# scratch, the direct launch calls `launch` itself (3.6 on the GPU machine: 3-4 us per launch):
+#   "flat": launch(gx, gy, gz, stream, function, coop, pdl, global_scratch, profile_scratch,
+#                  packed_metadata, launch_metadata, enter_hook, exit_hook, *args)   (3.6)
+#   "tuple": launch(gx, gy, gz, stream, function, coop, pdl, packed_metadata, launch_metadata,
+#                   enter_hook, exit_hook, global_scratch, profile_scratch, arg_annotations,
+#                   kernel_signature, args)                                    (3.7, 3.9)
+# Any other text, scratch, or the sanitizer: `run` as before.
+_TUPLE_CALL = ("self.launch(gridX, gridY, gridZ, stream, function, self.launch_cooperative_grid, "
+               "self.launch_pdl, kernel_metadata, launch_metadata, launch_enter_hook, "
+               "launch_exit_hook, global_scratch, profile_scratch, self.arg_annotations, "
+               "self.kernel_signature, {})")
+_FLAT_DEF = "def __call__(self, gridX, gridY, gridZ, stream, function, *args):"
+_TUPLE_DEF = ("def __call__(self, gridX, gridY, gridZ, stream, function, kernel_metadata, "
+              "launch_metadata, launch_enter_hook, launch_exit_hook, *args):")
+LAUNCHER_CALLS = [      # (form, texts the normalized source of __call__ must all contain)
+    ("flat", (_FLAT_DEF, "self.launch(gridX, gridY, gridZ, stream, function, "
+              "self.launch_cooperative_grid, self.launch_pdl, global_scratch, profile_scratch, "
+              "*args)")),
+    ("tuple", (_TUPLE_DEF, _TUPLE_CALL.format("args"))),            # 3.7
+    ("tuple", (_TUPLE_DEF, _TUPLE_CALL.format("kernel_args"))),     # 3.9 (no sanitizer)
+]
+_forms: Dict[type, Optional[str]] = {}
+
+
+def launcher_form(run) -> Optional[str]:
+    """Which LAUNCHER_CALLS form the CudaLauncher class of `run` has (read once per class)."""
+    cls = type(run)
+    if cls not in _forms:
+        import inspect
+        import re
+        try:
+            text = re.sub(r"\s+", " ", inspect.getsource(cls.__call__))
+        except (OSError, TypeError, AttributeError):
+            text = ""
+        _forms[cls] = next((f for f, texts in LAUNCHER_CALLS if all(t in text for t in texts)),
+                           None)
+    return _forms[cls]
+
+
+def compiled_entry(ck) -> tuple:
+    """What `direct_launch` calls for a compiled kernel: (callable, head, form) with
+    call = callable(gx, gy, gz, stream, *head, *args) ("flat", "run") or
+    callable(gx, gy, gz, stream, *head, args) ("tuple")."""
+    run = ck.run
+    form = launcher_form(run)
+    plain = form is not None and getattr(run, "global_scratch_size", 1) == 0 and \
+        getattr(run, "profile_scratch_size", 1) == 0 and not getattr(run, "gsan_enabled", False)
+    if plain and form == "flat":
+        return run.launch, (ck.function, run.launch_cooperative_grid, run.launch_pdl, None, None,
+                            ck.packed_metadata, None, None, None), "flat"
+    if plain and form == "tuple":
+        return run.launch, (ck.function, run.launch_cooperative_grid, run.launch_pdl,
+                            ck.packed_metadata, None, None, None, None, None,
+                            run.arg_annotations, run.kernel_signature), "tuple"
+    return run, (ck.function, ck.packed_metadata, None, None, None), "run"
+
+
+def direct_launch(kinds: str, xblock: int, compiled: Dict[tuple, tuple], slow: Callable):
+    """The launcher's hot path for one argument signature: a function (stream, grid, *args)
+    that reads each tensor's data pointer once, looks the compiled kernel up by the same
+    values `specialization_key` computes, and calls its launcher with the pointers as ints
+    (Triton's launcher then neither calls `data_ptr` nor asks the driver to validate each
+    pointer, `cuPointerGetAttribute`: the wrapper's entry checks pinned every buffer's device);
+    a miss calls `slow(stream, grid, *args)`. `compiled` maps keys to `compiled_entry`s."""
+    params = [f"a{i}" for i in range(len(kinds))]
+    pre = [f"    {p}_ = {p}.data_ptr()" for p, k in zip(params, kinds) if k == "t"]
+    passed = [f"{p}_" if k == "t" else p for p, k in zip(params, kinds)]
+    key = [_key_part(v, k) for v, k in zip(passed, kinds)]
+    src = (f"def launch(stream, grid, {', '.join(params)}):\n" + "".join(x + "\n" for x in pre)
+           + f"    hit = compiled.get(({''.join(x + ', ' for x in key)}))\n"
+           + "    if hit is None:\n"
+           + f"        return slow(stream, grid, {', '.join(params)})\n"
+           + "    if hit[2] == 'tuple':\n"
+           + "        hit[0](grid[0], grid[1], grid[2], stream, *hit[1], "
+           + f"({''.join(x + ', ' for x in passed)}{xblock},))\n"
+           + "    else:\n"
+           + "        hit[0](grid[0], grid[1], grid[2], stream, *hit[1], "
+           + f"{''.join(x + ', ' for x in passed)}{xblock})\n")
+    ns: Dict[str, object] = {"compiled": compiled, "slow": slow}
+    exec(src, ns)
+    return ns["launch"]
 
 
 class TritonLauncher:
     """Launches one `@triton.jit` kernel with a fixed XBLOCK and num_warps:
     `launcher(stream, (g0, g1, g2), *args)`. The first call of each specialization goes
     through Triton's `kernel[grid](...)` (which compiles) and keeps the compiled kernel; later
-    calls with the same `specialization_key` launch it directly. Under the interpreter, on a
-    Triton version not in FAST_LAUNCH_VERSIONS, or with a launch hook set, every call takes
-    Triton's path."""
+    calls with the same `specialization_key` launch it directly (`direct_launch`). Under the
+    interpreter, on a Triton version not in FAST_LAUNCH_VERSIONS, or with a launch hook set,
+    every call takes Triton's path."""
 
     def __init__(self, fn, xblock: int, num_warps: int, kinds: Optional[str] = None,
                  fast: bool = True):
@@ -187,18 +276,26 @@ class TritonLauncher:
         self.fast = kinds is not None and fast and fast_launch_available(fn)
         self.key = specialization_key(kinds) if self.fast else None
         self.compiled: Dict[tuple, tuple] = {}
+        # what a wrapper binds (codegen/gpu_wrapper.py): one Python call per launch
+        self.launch = direct_launch(kinds, xblock, self.compiled, self._slow) if self.fast \
+            else self._slow
+
+    @staticmethod
+    def of(bound) -> Optional["TritonLauncher"]:
+        """The launcher a wrapper's bound `launch` belongs to (None for anything else)."""
+        owner = getattr(bound, "__self__", None)
+        if owner is None:
+            cells = getattr(bound, "__globals__", {})
+            owner = getattr(cells.get("slow"), "__self__", None)
+        return owner if isinstance(owner, TritonLauncher) else None
 
     def __call__(self, stream, grid: Sequence[int], *args):
-        if self.fast:
-            hit = self.compiled.get(self.key(*args))
-            if hit is not None:
-                run, function, packed = hit
-                run(grid[0], grid[1], grid[2], stream, function, packed, None, None, None,
-                    *args, self.xblock)
-                return
+        self.launch(stream, grid, *args)
+
+    def _slow(self, stream, grid: Sequence[int], *args):
         ck = self.fn[grid](*args, XBLOCK=self.xblock, num_warps=self.num_warps)
         if self.fast and ck is not None and not _hooks_set():
-            self.compiled[self.key(*args)] = (ck.run, ck.function, ck.packed_metadata)
+            self.compiled[self.key(*args)] = compiled_entry(ck)
 
 
 # ------------------------------------------------------------------ libdevice

@@ -58,6 +58,23 @@ def main():
          lambda: add7[(1,)](*xs, XBLOCK=64, num_warps=1))
     launch = TritonLauncher(add7, 64, 1, "ttttttt")
     line("pydynamo TritonLauncher (7 args)", lambda: launch(current_stream(), (1, 1, 1), *xs))
+    if launch.compiled:     # the same compiled kernel, by the paths launches took before
+        call, head, form = next(iter(launch.compiled.values()))
+        ck = add7[(1,)](*xs, XBLOCK=64, num_warps=1)     # returns the compiled kernel
+        ptrs = [x.data_ptr() for x in xs]
+        line("  Triton's run (CudaLauncher.__call__) given tensors (session 12)",
+             lambda: ck.run(1, 1, 1, current_stream(), ck.function, ck.packed_metadata, None,
+                            None, None, *xs, 64))
+        line("  Triton's run given data pointers",
+             lambda: ck.run(1, 1, 1, current_stream(), ck.function, ck.packed_metadata, None,
+                            None, None, *ptrs, 64))
+        if form == "tuple":
+            line("  its C launch given data pointers (the direct launch's call)",
+                 lambda: call(1, 1, 1, current_stream(), *head, (*ptrs, 64)))
+        else:
+            line(f"  its {'C launch' if form == 'flat' else 'run'} given data pointers "
+                 "(the direct launch's call)",
+                 lambda: call(1, 1, 1, current_stream(), *head, *ptrs, 64))
     ref = xs[0] + xs[1] + xs[2] + xs[3] + xs[4] + xs[5]
     launch(current_stream(), (1, 1, 1), *xs)
     torch.cuda.synchronize()

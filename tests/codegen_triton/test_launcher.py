@@ -44,10 +44,28 @@ def test_direct_launch_repeats_tritons_final_call(monkeypatch):
     lt("s0", (3, 1, 1), a, b, 40, 0.5)
     assert fn.log[-1] == ("generic", (3, 1, 1), (a, b, 40, 0.5), 128, 4)
     lt("s1", (5, 2, 1), a, b, 40, 0.25)
-    # grid, stream, function, packed metadata, no launch metadata or hooks, args, XBLOCK
+    # grid, stream, function, packed metadata, no launch metadata or hooks, args (tensors as
+    # their data pointers: Triton's launcher then skips the driver's pointer check), XBLOCK
     assert fn.log[-1] == ("direct", 1, 5, 2, 1, "s1", "fn1", "meta1", None, None, None,
-                          a, b, 40, 0.25, 128)
+                          a.data_ptr(), b.data_ptr(), 40, 0.25, 128)
     assert fn.compiles == 1
+    lt.launch("s2", (1, 1, 1), a, b, 40, 0.25)       # what a wrapper binds: the same call
+    assert fn.log[-1][5] == "s2" and fn.compiles == 1
+
+
+def test_direct_launch_looks_kernels_up_by_the_specialization_key(monkeypatch):
+    """The hot path computes the key from the data pointers it passes; it must equal
+    specialization_key's for every argument kind, or a call would take another
+    specialization's kernel (or never hit)."""
+    kinds = "tifti"
+    key = specialization_key(kinds)
+    t = torch.randn(64)
+    for args in [(t, 16, 1.0, t[1:], 1), (t[4:], 2 ** 31, 2.5, t, 33), (t[2:], -3, 0.0, t, 0)]:
+        lt, fn = launcher(monkeypatch, kinds)
+        lt(None, (1, 1, 1), *args)
+        assert list(lt.compiled) == [key(*args)]
+        lt(None, (1, 1, 1), *args)
+        assert fn.compiles == 1 and fn.log[-1][0] == "direct"
 
 
 def test_a_new_specialization_compiles_again(monkeypatch):
@@ -141,3 +159,104 @@ def test_triton_kernels_on_cpu_tensors_without_the_interpreter_run_eagerly(monke
     torch.testing.assert_close(got, f(x))
     said = [str(w.message) for w in caught if "Triton kernels run on CUDA tensors" in str(w.message)]
     assert len(said) == 1, [str(w.message) for w in caught]
+
+
+def test_a_bound_launch_knows_its_launcher(monkeypatch):
+    lt, _ = launcher(monkeypatch, "t")
+    assert TritonLauncher.of(lt.launch) is lt
+    slow = TritonLauncher(FakeJit(), 64, 2, None)          # no kinds: Triton's path
+    assert TritonLauncher.of(slow.launch) is slow
+    assert TritonLauncher.of(print) is None and TritonLauncher.of(lambda: 0) is None
+
+
+class FlatLauncher:
+    """Triton 3.6's CudaLauncher.__call__ (the GPU machine's), the part the direct launch skips:
+    scratch allocation, then the C launch with everything flat."""
+
+    def __init__(self, log, scratch=0):
+        self.log, self.global_scratch_size, self.profile_scratch_size = log, scratch, 0
+        self.launch_cooperative_grid, self.launch_pdl = False, True
+        self.launch = lambda *a: self.log.append(("c-launch",) + a)
+
+    def __call__(self, gridX, gridY, gridZ, stream, function, *args):
+        global_scratch = profile_scratch = None
+        self.launch(gridX, gridY, gridZ, stream, function, self.launch_cooperative_grid, self.launch_pdl,
+                    global_scratch, profile_scratch, *args)
+
+
+class TupleLauncher:
+    """Triton 3.7's: the kernel's arguments as one tuple after their annotations."""
+
+    def __init__(self, log):
+        self.log, self.global_scratch_size, self.profile_scratch_size = log, 0, 0
+        self.launch_cooperative_grid, self.launch_pdl = False, False
+        self.arg_annotations, self.kernel_signature = "ann", "sig"
+        self.launch = lambda *a: self.log.append(("c-launch",) + a)
+
+    def __call__(self, gridX, gridY, gridZ, stream, function, kernel_metadata, launch_metadata, launch_enter_hook,
+                 launch_exit_hook, *args):
+        global_scratch = profile_scratch = None
+        self.launch(gridX, gridY, gridZ, stream, function, self.launch_cooperative_grid, self.launch_pdl,
+                    kernel_metadata, launch_metadata, launch_enter_hook, launch_exit_hook, global_scratch,
+                    profile_scratch, self.arg_annotations, self.kernel_signature, args)
+
+
+class LauncherJit(FakeJit):
+    def __init__(self, make):
+        super().__init__()
+        self.make = make
+
+    def __getitem__(self, grid):
+        def launch(*args, XBLOCK, num_warps):
+            self.compiles += 1
+            ck = FakeCompiled(self.log, self.compiles)
+            run = self.make(self.log)
+            ck.__class__ = type("CK", (FakeCompiled,), {"run": run})
+            self.log.append(("generic", grid, args, XBLOCK, num_warps))
+            return ck
+        return launch
+
+
+def _launch_twice(monkeypatch, make):
+    monkeypatch.setattr(triton_launch, "fast_launch_available", lambda fn: True)
+    monkeypatch.setattr(triton_launch, "_hooks_set", lambda: False)
+    fn = LauncherJit(make)
+    lt = TritonLauncher(fn, 128, 4, "tti")
+    a, b = torch.randn(8), torch.randn(8)
+    lt.launch("s", (2, 1, 1), a, b, 7)
+    lt.launch("s", (3, 1, 1), a, b, 7)
+    return fn.log[-1], a.data_ptr(), b.data_ptr()
+
+
+def test_direct_launch_calls_the_c_launch_of_a_36_style_launcher(monkeypatch):
+    call, pa, pb = _launch_twice(monkeypatch, FlatLauncher)
+    # what FlatLauncher.__call__ would have passed for run(3, 1, 1, "s", fn1, meta1, None x3, ...)
+    assert call == ("c-launch", 3, 1, 1, "s", "fn1", False, True, None, None, "meta1", None, None,
+                    None, pa, pb, 7, 128)
+
+
+def test_direct_launch_calls_the_c_launch_of_a_37_style_launcher(monkeypatch):
+    call, pa, pb = _launch_twice(monkeypatch, TupleLauncher)
+    assert call == ("c-launch", 3, 1, 1, "s", "fn1", False, False, "meta1", None, None, None,
+                    None, None, "ann", "sig", (pa, pb, 7, 128))
+
+
+def test_a_launcher_with_scratch_or_another_text_keeps_its_call(monkeypatch):
+    call, pa, pb = _launch_twice(monkeypatch, lambda log: FlatLauncher(log, scratch=64))
+    assert call[0] == "c-launch" and call[8] is None     # through __call__, as Triton runs it
+
+    class Other(FlatLauncher):
+        def __call__(self, gridX, gridY, gridZ, stream, function, *args):
+            self.launch(gridX, gridY, gridZ, stream, function, "other", *args)
+    call, pa, pb = _launch_twice(monkeypatch, Other)
+    assert call[:7] == ("c-launch", 3, 1, 1, "s", "fn1", "other")
+
+
+def test_installed_tritons_launcher_has_a_known_form():
+    """A new Triton whose CudaLauncher.__call__ reads differently keeps working (through
+    `run`) but loses the shortcut: this says so."""
+    import triton
+    from triton.backends.nvidia.driver import CudaLauncher
+    ver = tuple(int(x) for x in triton.__version__.split(".")[:2])
+    form = triton_launch.launcher_form(CudaLauncher.__new__(CudaLauncher))
+    assert form == ("flat" if ver <= (3, 6) else "tuple"), (triton.__version__, form)
