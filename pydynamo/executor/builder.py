@@ -86,8 +86,18 @@ class VariableBuilder:
                     self.keepalive.append(value)
                 return var
         if source is not None:  # passing it through is fine; using it is a graph break
-            return OpaqueVariable(value, source)
+            # one tracker per object here too: `a is b` of two reads of it is the same tracker
+            var = self.cache[id(value)] = OpaqueVariable(value, source)
+            self.keepalive.append(value)
+            return var
         raise Unsupported("unknown_value", f"cannot trace a value of type {type(value).__qualname__}")
+
+    def identity_of(self, var: VariableTracker):
+        """The object a cached tracker stands for (None when `var` is not one)."""
+        for value in self.keepalive:
+            if self.cache.get(id(value)) is var:
+                return value
+        return None
 
     # --- one function per kind of value ---------------------------------------------------
     def tensor(self, tx, value, source):

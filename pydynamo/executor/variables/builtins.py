@@ -176,6 +176,14 @@ def _user_dunder(tx, obj, name, other):
 def compare(tx, fn, a, b):
     if fn in (operator.is_, operator.is_not):
         same = _identical(a, b)
+        if not same and a.source is not None and b.source is not None and \
+                not isinstance(a, ConstantVariable) and not isinstance(b, ConstantVariable):
+            # two objects from outside the frame are distinct now: a later call may pass one
+            # object for both (ALIASING guards only the other way), so pin their identities
+            for v in (a, b):
+                value = tx.root.builder.identity_of(v)
+                if value is not None:
+                    tx.add_guard(v.source, GuardKind.ID_MATCH, (id(value), type(value).__qualname__))
         return ConstantVariable(same if fn is operator.is_ else not same)
     if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
         return tx.output.call(tx, "call_function", fn, [a, b], {})
