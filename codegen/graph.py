@@ -339,9 +339,12 @@ class GraphLowering:
         probed = _probe_layout(target, args, kwargs, self.device or torch.device("cpu"))
         if probed is not None:
             return probed
-        if meta is not None and isinstance(target, torch._ops.OpOverload):
+        if meta is not None and isinstance(target, torch._ops.OpOverload) and \
+                not _symbolic_record(meta):
             # a recorded aten graph's record follows the device's kernel where its meta
-            # kernel disagrees (CPU batch norm's empty saved statistics in evaluation)
+            # kernel disagrees (CPU batch norm's empty saved statistics in evaluation); one
+            # recorded with symbolic sizes is run on meta tensors at the hints, like the op
+            # of any graph, and its record says the symbolic sizes (_symbolic_extern)
             return meta
         try:
             return self._run_on_meta(target, args, kwargs, self.size_hints)
@@ -1326,6 +1329,14 @@ def _probe_layout(target, args, kwargs, device):
     except (TypeError, RuntimeError, ValueError):
         return None               # symbolic sizes, or the op refuses: meta's layout is used
     return out
+
+
+def _symbolic_record(m) -> bool:
+    """A node's record (a TensorMeta or a structure of them) has a symbolic size or stride."""
+    if isinstance(m, (list, tuple)):
+        return any(_symbolic_record(x) for x in m)
+    return any(as_sympy(d) is not None and not as_sympy(d).is_number
+               for d in tuple(getattr(m, "shape", ()) or ()) + tuple(meta_stride(m) or ()))
 
 
 def _tensors_beside_scalars(m) -> bool:

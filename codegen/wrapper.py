@@ -401,6 +401,8 @@ class WrapperPrinter:
             return self.ref(outs)
         if is_scalar_symbol(outs):
             return outs.name       # a runtime float the graph returns: this call's value
+        if isinstance(outs, sympy.Expr) and not outs.is_number:
+            return _py(outs)       # a size the graph returns (a training forward's saved sizes)
         if isinstance(outs, list):
             return "[" + ", ".join(self._out(o) for o in outs) + "]"
         if isinstance(outs, tuple):

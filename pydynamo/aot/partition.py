@@ -21,16 +21,24 @@ everything the backward reads", and recomputed ops fuse into the backward kernel
 backward graph each recomputed value comes right before the first backward node that needs it,
 so it is not alive from the backward's start (its memory peak) to its use. Random ops
 always stay in the forward: the backward sees the forward's random values.
+
+Sizes of a joint recorded over size symbols: a symbol's node (an int input, `primal.size(d)`)
+is saved as an int (SymInts saved); size arithmetic over symbols is recomputed where it is used
+and never saved, so the backward's int placeholders are bare symbols (which codegen binds) and
+its sizes are computed from them. The symbols of the tangents' shapes are always saved (a
+backward variant for an absent tangent makes its zeros from them).
 """
 from __future__ import annotations
 
 import operator
 from typing import Dict, List, Optional, Set, Tuple
 
+import sympy
 import torch
 import torch.fx
 
 from pydynamo.aot.mincut import INF, FlowGraph
+from pydynamo.aot.recorder import size_node
 
 aten = torch.ops.aten
 
@@ -51,10 +59,23 @@ def _is_random(target) -> bool:
         torch.Tag.nondeterministic_seeded in target.tags
 
 
+# size arithmetic (a joint graph recorded with symbolic sizes computes the sizes its ops take
+# from the size symbols): recomputed where needed, never saved, so a backward receives the
+# symbols themselves (saved ints) and computes its sizes from them
+_SIZE_OPS = {operator.add, operator.sub, operator.mul, operator.floordiv, operator.mod, max, min}
+
+
+def _size_arithmetic(node: torch.fx.Node) -> bool:
+    return node.op == "call_function" and node.target in _SIZE_OPS and \
+        not isinstance(node.meta.get("val"), torch.Tensor) and not hasattr(node.meta.get("val"), "shape")
+
+
 def recomputable(node: torch.fx.Node) -> bool:
     if node.op != "call_function":
         return False
     t = node.target
+    if _size_arithmetic(node):
+        return True
     if t is operator.getitem:
         return False        # part of a multi-output op: the op itself decides
     if not isinstance(t, torch._ops.OpOverload) or _is_random(t):
@@ -65,11 +86,17 @@ def recomputable(node: torch.fx.Node) -> bool:
 
 
 def nbytes(node: torch.fx.Node) -> int:
+    """Bytes of the node's value; symbolic sizes at the joint's example (its graph module's
+    meta["size_hints"])."""
     v = node.meta.get("val")
     if v is None or not hasattr(v, "shape"):
         return 8
     n = 1
     for d in v.shape:
+        if not isinstance(d, int):
+            owner = node.graph.owning_module
+            hints = owner.meta.get("size_hints", {}) if owner is not None else {}
+            d = sympy.sympify(d).xreplace(hints)
         n *= int(d)
     return n * torch.empty((), dtype=v.dtype).element_size()
 
@@ -120,6 +147,13 @@ def partition(joint_gm: torch.fx.GraphModule, num_computed: int, num_tangents: i
     for g in grads:       # a gradient that needs no tangent (rare): computed forward, saved
         if isinstance(g, torch.fx.Node) and g not in backward:
             saved.add(g)
+    # the size symbols of the tangents' shapes: a backward variant for an absent tangent makes
+    # its zeros from them (runtime._zero_tangents)
+    size_nodes = joint_gm.meta.get("size_nodes", {})
+    for t in tangents:
+        for d in getattr(t.meta.get("val"), "shape", ()):
+            for sym in getattr(d, "free_symbols", ()):
+                saved.add(size_nodes[sym])
 
     order = {n: i for i, n in enumerate(nodes)}
     saved, recompute = _choose_saved(saved, backward, set(grads), primals, written_inputs)
@@ -132,7 +166,7 @@ def partition(joint_gm: torch.fx.GraphModule, num_computed: int, num_tangents: i
     for n in nodes:
         if n.op == "placeholder" and n in primals:
             env[n] = fw.node_copy(n)
-        elif n in fw_needed and n.op in ("call_function", "get_attr"):
+        elif n in fw_needed and n.op in ("call_function", "call_method", "get_attr"):
             env[n] = fw.node_copy(n, lambda a: env[a])
     def saved_value(s):
         if s in primals and primals.index(s) in written_inputs:
@@ -205,7 +239,7 @@ def _choose_saved(needed: Set[torch.fx.Node], backward: Set[torch.fx.Node], grad
     SRC, SINK = "source", "sink"
     written = {p for k, p in enumerate(primals) if k in written_inputs}
     for n in relevant:
-        if _is_multi_output(n):
+        if _is_multi_output(n) or _size_arithmetic(n):
             cost = INF
         elif n in written or not _free(n):
             cost = nbytes(n)
@@ -222,6 +256,32 @@ def _choose_saved(needed: Set[torch.fx.Node], backward: Set[torch.fx.Node], grad
     saved = {n for n in relevant if (n, "in") not in sink_side and (n, "out") in sink_side}
     recompute = {n for n in relevant if (n, "in") in sink_side}
     return saved, recompute
+
+
+def shape_arg(graph: torch.fx.Graph, shape, before: torch.fx.Node) -> list:
+    """`shape` as an op's argument in a partitioned graph: a symbolic size is computed (before
+    `before`) from the graph's placeholders of the size symbols (saved ints)."""
+    nodes = {n.meta["val"]: n for n in graph.nodes
+             if n.op == "placeholder" and isinstance(n.meta.get("val"), sympy.Symbol)}
+    return [d if isinstance(d, int) else size_node(graph, d, nodes, before) for d in shape]
+
+
+def fit_unit_strides(gm: torch.fx.GraphModule, example_args) -> None:
+    """A symbolic backward's placeholders take the stride 0 the forward gave a dim of size 1
+    (codegen's forward returns a keepdim statistic as a view of the reduced buffer, stride 0
+    there; the recording says the meta kernel's stride): the stride of a size-1 dim is never
+    read, and the compiled backward checks its inputs' strides exactly."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for p, a in zip(placeholders, example_args):
+        v = p.meta.get("val")
+        if not isinstance(a, torch.Tensor) or not hasattr(v, "shape") or len(v.shape) != a.dim():
+            continue
+        stride = list(v.stride)
+        for d, size in enumerate(v.shape):
+            if isinstance(size, int) and size == 1 and a.stride(d) == 0:
+                stride[d] = 0
+        if stride != list(v.stride):
+            p.meta["val"] = v.replace(stride=tuple(stride))
 
 
 def _is_multi_output(node: torch.fx.Node) -> bool:

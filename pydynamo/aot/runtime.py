@@ -21,9 +21,10 @@ Around the Function, the epilogue replays what eager would have done to the user
 A call whose inputs share storage where the graph writes one of them runs with eager autograd
 (the recorded graph assumed them distinct), as does a graph the recorder refused.
 
-Dynamic graphs: the joint graph is recorded at concrete sizes; a forward graph with symbolic
-sizes keeps one compiled joint per distinct input signature (sizes and strides of tensor inputs,
-values of int inputs), recorded on the first call that needs it.
+Dynamic graphs: a forward graph with symbolic sizes is recorded over its size symbols
+(recorder.py) and its compiled joint serves every input signature (sizes and strides of tensor
+inputs, values of int inputs) its `sizes.admits`; a signature none admits, or a graph recorded at
+concrete sizes, gets a joint recorded on the first call that needs it ("joint_recompiles").
 """
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ import torch
 import torch.fx
 
 from pydynamo import _C, logs, phases
-from pydynamo.aot.partition import nbytes, partition
+from pydynamo.aot.partition import fit_unit_strides, nbytes, partition, shape_arg
 from pydynamo.aot.recorder import Joint, Unsupported, record
 
 # tests and benchmarks read these: "joint_graphs" (graphs compiled for training),
@@ -45,6 +46,7 @@ from pydynamo.aot.recorder import Joint, Unsupported, record
 # "joint_recompiles" (a dynamic graph recorded again for new sizes), "error_replays" (a
 # compiled forward raised and the graph ran eagerly to raise eager's error),
 # "backward_zero_tangents" (backward variants compiled for calls where outputs got no gradient)
+# "joint_concrete" (a graph with symbolic sizes or int inputs recorded at concrete sizes)
 counters: collections.Counter = collections.Counter()
 
 
@@ -187,6 +189,8 @@ class CompiledJoint:
         return self.bw_gm
 
     def _compile_backward(self, gm, example_args: list) -> Callable:
+        if self.joint.sizes is not None:
+            fit_unit_strides(gm, example_args)
         fn = self.bw_compiler(gm, list(example_args))
         if gm is self.bw_gm:
             self.bw_compiled = fn
@@ -225,7 +229,7 @@ class CompiledJoint:
             (args[i] if bumps else args[i].data).copy_(computed[k])
         if joint.view_bases:
             computed = list(computed)
-            for k, (size, stride) in joint.view_bases.items():
+            for k, (size, stride) in joint.bases(args).items():
                 c = computed[k]
                 if c.stride() != stride or c.storage_offset() != 0:
                     # views are rebuilt on the recorded layout: a compiled forward that laid the
@@ -248,12 +252,13 @@ def _zero_tangents(bw_gm: torch.fx.GraphModule, num_saved: int, absent: tuple):
     `num_saved` saved values) are zeros of the tangent's recorded size, dtype and device."""
     gm = torch.fx.GraphModule(bw_gm, copy.deepcopy(bw_gm.graph))
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    last = placeholders[-1]
+    first = next(n for n in gm.graph.nodes if n.op != "placeholder")
     for k in absent:
         p = placeholders[num_saved + k]
         v = p.meta["val"]
-        with gm.graph.inserting_after(last):
-            z = gm.graph.call_function(torch.ops.aten.zeros.default, (list(v.shape),),
+        with gm.graph.inserting_before(first):
+            z = gm.graph.call_function(torch.ops.aten.zeros.default,
+                                       (shape_arg(gm.graph, v.shape, first),),
                                        {"dtype": v.dtype, "device": v.device})
         z.meta = dict(p.meta)
         p.replace_all_uses_with(z)
@@ -267,7 +272,8 @@ def _alias(a, args, computed):
     if a.kind == "input":
         return args[a.source]
     src = args[a.source] if a.kind == "input_view" else computed[a.source]
-    view = src.as_strided(a.size, a.stride, src.storage_offset() + a.offset)
+    size, stride, offset = a.geometry(args)
+    view = src.as_strided(size, stride, src.storage_offset() + offset)
     return view.detach() if a.detached else view
 
 
@@ -339,6 +345,9 @@ def _dispatching(gm, first: CompiledJoint, rebuild: Optional[Callable],
     from `gm` (a joint loaded by the warm cache passes False: its graph is read lazily)."""
     dynamic = is_dynamic(gm) if dynamic is None else dynamic
     cache: Dict[tuple, CompiledJoint] = {first.signature: first}
+    symbolic = [first] if first.joint.sizes is not None else []
+    if dynamic and not symbolic:
+        counters["joint_concrete"] += 1
     check_alias = bool(first.joint.mutated)
 
     def compiled_for(args) -> CompiledJoint:
@@ -347,8 +356,14 @@ def _dispatching(gm, first: CompiledJoint, rebuild: Optional[Callable],
         key = _signature(args)
         c = cache.get(key)
         if c is None:
-            counters["joint_recompiles"] += 1
-            c = cache[key] = rebuild(args)
+            # a joint recorded over the size symbols serves every call its relations admit
+            c = next((s for s in symbolic if s.joint.sizes.admits(args)), None)
+            if c is None:
+                counters["joint_recompiles"] += 1
+                c = rebuild(args)
+                if c.joint.sizes is not None:
+                    symbolic.append(c)
+            cache[key] = c
         return c
 
     def run(*args):
