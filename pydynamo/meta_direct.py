@@ -1,8 +1,8 @@
 """Eager's result metadata of pointwise ops (and three composites), computed here instead of by
 torch's meta kernels.
 
-torch's meta kernels of pointwise ops are its Python references (torch._refs), decorated
-`@torch._disable_dynamo`: the first call of one imports torch._dynamo (1.5-2.6 s), the largest
+torch's meta kernels of pointwise ops are its Python references, wrapped so that torch's own
+tracing frontend skips them: the first call of one imports that whole frontend (1.5-2.6 s), the largest
 step of a cold first compile that is not the user's code (issue 20). `run(target, args, kwargs)`
 answers for the ops of codegen's pointwise rows (codegen/primitives.py: the op's dtype rule) and a
 few activations, on meta tensors and Python numbers, as eager's TensorIterator does:

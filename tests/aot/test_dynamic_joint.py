@@ -235,6 +235,16 @@ def test_backward_reads_saved_size_symbols():
         [(s, s.meta.get("val")) for s in saved]
 
 
+def _assert_loss_and_grad_as_eager(f, x, loss):
+    """Backward through the compiled `loss`; it and x's gradient equal eager's f."""
+    loss.backward()
+    x2 = x.detach().requires_grad_()
+    ref = f(x2)
+    ref.backward()
+    torch.testing.assert_close(loss, ref)
+    torch.testing.assert_close(x.grad, x2.grad)
+
+
 def _symbolic_graph(fn, shapes):
     """`fn` traced, its placeholders recorded with symbolic first dims (s0, s1, ...) as the
     executor records them; example inputs of `shapes`."""
@@ -261,12 +271,7 @@ def test_a_broken_size_decision_records_again():
     for rows, recompiles in ((5, 0), (4, 0), (2, 1), (6, 1)):
         x = torch.randn(rows, 4, requires_grad=True)
         (loss,) = run(x)
-        loss.backward()
-        x2 = x.detach().requires_grad_()
-        ref = f(x2)
-        ref.backward()
-        torch.testing.assert_close(loss, ref)
-        torch.testing.assert_close(x.grad, x2.grad)
+        _assert_loss_and_grad_as_eager(f, x, loss)
         assert pydynamo.aot.counters.get("joint_recompiles", 0) == recompiles, (rows, dict(pydynamo.aot.counters))
 
 
@@ -283,13 +288,7 @@ def test_concatenated_sizes_add_up(backend):
     try:
         for n in (4, 6, 9):
             x = torch.randn(n, 3, requires_grad=True)
-            loss = g(x)
-            loss.backward()
-            x2 = x.detach().requires_grad_()
-            ref = f(x2)
-            ref.backward()
-            torch.testing.assert_close(loss, ref)
-            torch.testing.assert_close(x.grad, x2.grad)
+            _assert_loss_and_grad_as_eager(f, x, g(x))
     finally:
         pydynamo.reset()
     aot = pydynamo.aot.counters
