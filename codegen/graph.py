@@ -945,11 +945,20 @@ class GraphLowering:
                 views(n, self._meta(n)) and n.args and isinstance(n.args[0], torch.fx.Node):
             n = n.args[0]
         meta = self._meta(n)
-        if n.op not in ("call_function", "call_method") or _canon_name(n) in VIEW_OPS or \
+        if n.op not in ("call_function", "call_method") or \
+                _canon_name(n) in VIEW_OPS and not self._new_tensor_of_view_op(n, meta) or \
                 not _is_tensor_meta(meta) or _view_flag(meta) \
                 or self.input_alias.get(n) is not None:
             return None
         return n
+
+    def _new_tensor_of_view_op(self, n, meta) -> bool:
+        """Is eager's value of `n`, an op that may return a view or its input (`to`, `float`,
+        `type_as`), a new tensor at every size? Yes where it casts to another dtype (a copy:
+        `x.float()` of a bool x, seed 150930, whose views returned beside it share its
+        storage). A `contiguous()` that copies is left to _copy_in_chain."""
+        src = self._meta(n.args[0]) if n.args and isinstance(n.args[0], torch.fx.Node) else None
+        return _is_tensor_meta(meta) and _is_tensor_meta(src) and meta.dtype != src.dtype
 
     def _needs_copy(self, n, v) -> bool:
         """Is eager's `contiguous(...)` (node `n`, value `v`) a new tensor? Eager returns its

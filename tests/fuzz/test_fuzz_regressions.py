@@ -603,3 +603,33 @@ def test_sweep_seed_30303_contiguous_of_a_diagonal_copies():
     import program_gen
     result = fuzz_runner.run_program(program_gen.generate(30303), "codegen", True).result
     assert not [p for p in result.problems if p[0] == "wrong"], result.problems
+
+
+# Sweep seed 150930 (session 13's final sweep, codegen, dynamic None and True): `v1 = x.float()`
+# of a permuted bool input returned beside `v1.split(2, 2)[-1]`: eager's second output is a view
+# of the first (storage offset 108, strides (1, 3, 18)); compiled, a fresh buffer. A cast to
+# another dtype is a view op by name (`to`, `float`) but a new tensor at every size: it is now a
+# shared root (graph._eager_view_root), realized in eager's dim order with its views over it.
+@pytest.mark.parametrize("backend", ["codegen", "triton"])
+@pytest.mark.parametrize("dynamic", [None, True])
+@pytest.mark.parametrize("case", ["seed_150930", "to_double_views", "view_before_cast"])
+def test_views_of_a_dtype_cast_share_its_storage(case, dynamic, backend):
+    def seed_150930(x0):
+        v1 = x0.float()
+        v2 = v1.split(2, 2)[-1]
+        return [v1, v2]
+
+    def to_double_views(x0):
+        v1 = x0.to(torch.float64)
+        return v1[1:], v1.transpose(0, 1), v1
+
+    def view_before_cast(x0):
+        v1 = x0.int()
+        return v1.unbind(1)[0], v1
+
+    f = {"seed_150930": seed_150930, "to_double_views": to_double_views,
+         "view_before_cast": view_before_cast}[case]
+
+    def make(n):
+        return ((torch.rand(n, 6, 3) > 0.3).permute(2, 1, 0),)
+    assert_same_as_eager(f, sizes(make, 7, 8, 7), backend=backend, dynamic=dynamic)
