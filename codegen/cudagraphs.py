@@ -1,33 +1,48 @@
 """CUDA-graph capture and replay of one compiled graph (mode="reduce-overhead").
 
 `CudaGraphRunner(fn, ...)` behaves like `fn` (the generated wrapper's `call`):
-  * the first WARMUP calls of each static shape set run plainly (Triton compiles, cuBLAS picks
-    its kernels, the caching allocator settles); the next call captures `fn` into a
-    torch.cuda.CUDAGraph drawing from one memory pool shared by the runner's graphs;
-  * one capture per distinct static shape set (shape, stride, dtype, device of every tensor
-    input, plus the non-tensor inputs); a wrapper of a graph without size symbols has one
-    valid set, which its generated `matches(...)` (the entry checks) recognizes faster than a
-    key of every input's metadata; a call that fails it runs the wrapper plainly;
-  * parameters and buffers held by the wrapper are read in place; the first capture reads the
-    tensor arguments in place too, at the addresses they had, and is replayed whenever all
-    arguments come back at those addresses (no copy); arguments at other addresses are copied
-    into static buffers that a second capture reads (a copy only where an address differs);
-  * inputs the graph mutates in place are copied back to the caller's tensors after replay;
-  * outputs are copied out of the graph's static buffers before they are returned, so a later
-    replay never overwrites a tensor the caller holds (the copy is the price of that rule);
+  * captures are grouped by size bucket: one bucket per distinct static shape set (shape,
+    stride, dtype, device of every tensor input, plus the non-tensor inputs). A wrapper of a
+    graph without size symbols has one valid set, which its generated `matches(...)` (the entry
+    checks) recognizes faster than a key of every input's metadata (a call that fails it runs the
+    wrapper plainly); a graph with size symbols (automatic dynamic: a decode loop at batch 1 then
+    batch 8) gets a bucket per concrete shape set, at most MAX_BUCKETS of them;
+  * the first WARMUP calls of a bucket run plainly (Triton compiles, cuBLAS picks its kernels,
+    the caching allocator settles); the next call captures `fn` into a torch.cuda.CUDAGraph
+    drawing from one memory pool shared by the runner's graphs;
+  * which tensor arguments a capture reads in place (at the caller's address) and which it copies
+    into a static buffer is decided per argument from the addresses of the call before: an
+    argument at the same address in both calls (a parameter, a static KV cache, a tensor the
+    caller reuses) is read in place; one that moved (a fresh `input_ids` per decode step) gets a
+    static buffer that each replay copies it into. A capture is replayed whenever every in-place
+    argument is back at its captured address (no copy; sound without holding the tensor: the
+    bytes at that address are the argument's current contents, whoever owns them); a call that
+    fits no capture runs plainly once and the next such call captures again with the roles its
+    addresses give (a new cache per `generate` call, read in place again), keeping at most
+    MAX_CAPTURES per bucket (the least recently used goes);
+  * inputs the graph mutates in place: an in-place argument is written by the replay itself (the
+    static KV cache updated inside the graph); a copied one is copied back to the caller's tensor;
+  * outputs: one that shares storage with an argument comes back as the same view of the
+    caller's argument (eager's aliasing); any other is copied out of the graph's static buffers
+    before it is returned, so a later replay never overwrites a tensor the caller holds (no
+    stale outputs, at the price of one copy per output; torch.compile instead hands out the
+    static buffers and raises when an overwritten one is read);
   * a graph that cannot be captured launches plainly from then on (counted in
     `codegen.counters["cudagraph_plain_launch"]`, said once in the perf log): a CPU sync such
     as .item() or nonzero is found by the warm-up call under torch's sync debug mode (graphs
     that mutate inputs skip that check: a re-run would apply the mutation twice), anything
     else by a failed capture.
+The device calls (pool, capture, sync check) go through a `Device` object, so the bookkeeping
+above runs on the CPU with a simulated graph in the tests (tests/models/test_decode.py).
 Default: on for mode="reduce-overhead" or options={"cudagraphs": True}; off for mode=None (see
 benchmarks/results/GPU.md for the measurement behind that choice: the output copy and the warm-up
 make it a loss for graphs with large outputs, a win only for launch-bound ones).
 """
 from __future__ import annotations
 
+import collections
 import logging
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 import torch
 
@@ -36,25 +51,104 @@ from codegen.pipeline import counters
 
 perf_log = logging.getLogger("pydynamo.perf")
 WARMUP = 1
+MAX_CAPTURES = 8      # per bucket: address sets of the in-place arguments kept captured
+MAX_BUCKETS = 64      # per runner: concrete shape sets of a graph with size symbols
 
 
 def maybe_wrap(call, gm, g, options: Options, stats, matches=None):
     if not options.use_cudagraphs:
         return call
     scalars = getattr(g, "scalars", None)
-    if getattr(g, "size_bindings", None) or (scalars is not None and scalars.args):
-        # one kernel serves all sizes and float values: no capture per shape or per value
+    if scalars is not None and scalars.args:
+        # one kernel serves all float values: a capture per value would bake each one in
         counters["cudagraph_plain_launch"] += 1
-        perf_log.warning("pydynamo cudagraphs: graph has symbolic sizes or float inputs; "
-                         "launching plainly")
+        perf_log.warning("pydynamo cudagraphs: graph has float inputs; launching plainly")
         return call
     mutated = sorted(m.position for m in g.mutations.values())
-    return CudaGraphRunner(call, mutated, matches)
+    # size symbols: no `matches` (it knows one shape set); a bucket per concrete shape set
+    return CudaGraphRunner(call, mutated, None if getattr(g, "size_bindings", None) else matches)
 
 
-def _key(args):
+def bucket_key(args):
+    """The size bucket of a call: every tensor's shape, stride, dtype and device, the values
+    of the other arguments."""
     return tuple((tuple(a.shape), a.stride(), a.dtype, a.device) if isinstance(a, torch.Tensor)
                  else ("const", type(a), a) for a in args)
+
+
+def ptrs_of(args):
+    return tuple(a.data_ptr() if isinstance(a, torch.Tensor) else None for a in args)
+
+
+def in_place_roles(ptrs, previous) -> tuple:
+    """Per argument: True when a capture reads it in place (a tensor at the same address as in
+    the call before), False when it gets a static buffer (a tensor that moved), None for a
+    non-tensor."""
+    return tuple(None if p is None else (previous is not None and p == previous[i])
+                 for i, p in enumerate(ptrs))
+
+
+class Device:
+    """The CUDA calls the runner makes (tests substitute a simulated graph)."""
+
+    def pool(self):
+        return torch.cuda.graph_pool_handle()
+
+    def capture(self, fn, args, pool):
+        """(graph, outputs): `fn(*args)` recorded into a graph (not yet replayed)."""
+        graph = torch.cuda.CUDAGraph()
+        torch.cuda.synchronize()
+        with torch.cuda.graph(graph, pool=pool):
+            outs = fn(*args)
+        return graph, outs
+
+    def failed(self):
+        torch.cuda.synchronize()
+
+    def checking_syncs(self, fn, args):
+        """fn(*args) with CPU syncs raising (RuntimeError mentioning a synchronization)."""
+        prev = torch.cuda.get_sync_debug_mode()
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            return fn(*args)
+        finally:
+            torch.cuda.set_sync_debug_mode(prev)
+
+
+class _Graph:
+    """One capture: the graph, the roles of the arguments, the captured addresses, the static
+    buffers of the copied arguments, the outputs (static, or views of an argument)."""
+
+    def __init__(self, graph, roles, ptrs, static, outputs, aliases):
+        self.graph, self.roles, self.ptrs, self.static = graph, roles, ptrs, static
+        self.outputs, self.aliases = outputs, aliases
+        self.copies = sum(1 for r in roles if r is False)
+
+    def fits(self, ptrs) -> bool:
+        return all(p == q for r, p, q in zip(self.roles, ptrs, self.ptrs) if r)
+
+
+class _Bucket:
+    def __init__(self):
+        self.calls = 0
+        self.plain = False
+        self.previous: Optional[tuple] = None     # the addresses of the last call
+        # least recently used first; fewest copies tried first
+        self.graphs: "collections.OrderedDict[int, _Graph]" = collections.OrderedDict()
+        self.missed = False     # the last call fitted no capture and ran plainly
+
+
+def _output_alias(o, args):
+    """(argument position, storage-offset delta) when output `o` shares an argument's storage
+    with its dtype, else None."""
+    if not isinstance(o, torch.Tensor):
+        return None
+    s = o.untyped_storage().data_ptr()
+    for i, a in enumerate(args):
+        if isinstance(a, torch.Tensor) and a.dtype == o.dtype and \
+                a.untyped_storage().data_ptr() == s:
+            return i, o.storage_offset() - a.storage_offset()
+    return None
 
 
 def _map(out, fn):
@@ -65,43 +159,24 @@ def _map(out, fn):
     return out
 
 
-class _Graph:
-    """One capture: the graph, the tensors it reads (held only for a copied capture), their
-    addresses, and the static outputs."""
-
-    def __init__(self, graph, args, ptrs, outputs, hold):
-        self.graph, self.ptrs, self.outputs = graph, ptrs, outputs
-        self.args = args if hold else None
-
-
-class _Entry:
-    def __init__(self):
-        self.calls = 0
-        self.plain = False
-        self.direct: Optional[_Graph] = None     # reads the caller's tensors where they were
-        self.copied: Optional[_Graph] = None     # reads static buffers inputs are copied into
-
-
-def _ptrs(args):
-    return tuple(a.data_ptr() if isinstance(a, torch.Tensor) else None for a in args)
-
-
 class CudaGraphRunner:
-    """See the module docstring. Soundness of the direct capture: it is replayed only when every
-    tensor argument lives at the captured address with the captured shape, stride and dtype, so
-    the bytes it reads are exactly the arguments' current contents (whoever owns them)."""
+    """See the module docstring."""
 
-    def __init__(self, fn, mutated_positions=(), matches=None):
+    def __init__(self, fn, mutated_positions=(), matches=None, device: Optional[Device] = None):
         self.fn = fn
         self.mutated = list(mutated_positions)
         # the wrapper's own entry checks (static graphs): calls that pass them share one
-        # shape set, calls that fail them go to the wrapper, which runs the graph eagerly
+        # bucket, calls that fail them go to the wrapper, which runs the graph eagerly
         self.matches = matches
-        self.entries: Dict[tuple, _Entry] = {}
+        self.device = device or Device()
+        self.entries: Dict[Any, _Bucket] = {}
         self.pool = None
-        self.cg_stats = {"captures": 0, "replays": 0, "plain_calls": 0, "input_copies": 0}
+        self.cg_stats = {"captures": 0, "replays": 0, "plain_calls": 0, "input_copies": 0,
+                         "evictions": 0}
 
     def __getattr__(self, name):       # kernel_count, stats, wrapper_path, ... of the wrapper
+        if name in ("fn", "matches", "device", "entries"):   # before __init__ set them
+            raise AttributeError(name)
         return getattr(self.fn, name)
 
     def __call__(self, *args):
@@ -109,60 +184,83 @@ class CudaGraphRunner:
                                            for a in args):
             return self.fn(*args)      # the wrapper's own autograd fallback
         if self.matches is None:
-            key = _key(args)
+            key = bucket_key(args)
         elif self.matches(*args):
             key = "static"
         else:
             return self.fn(*args)
         e = self.entries.get(key)
         if e is None:
-            e = self.entries[key] = _Entry()
+            if len(self.entries) >= MAX_BUCKETS:
+                return self._plain(args)
+            e = self.entries[key] = _Bucket()
+        ptrs = ptrs_of(args)
         if e.plain:
-            self.cg_stats["plain_calls"] += 1
-            return self.fn(*args)
+            return self._plain(args)
         if e.calls < WARMUP:
             e.calls += 1
+            e.previous = ptrs
             self.cg_stats["plain_calls"] += 1
             return self._warmup(e, args)
-        ptrs = _ptrs(args)
-        if e.direct is None:
-            e.direct = self._capture(e, list(args), hold=False)
-            if e.direct is None:
-                return self.fn(*args)
-            g = e.direct
-        elif ptrs == e.direct.ptrs:
-            g = e.direct
-            g.graph.replay()
-        else:
-            if e.copied is None:
-                static = [torch.empty_strided(a.shape, a.stride(), dtype=a.dtype,
-                                              device=a.device).copy_(a)
-                          if isinstance(a, torch.Tensor) else a for a in args]
-                e.copied = self._capture(e, static, hold=True)
-                if e.copied is None:
-                    return self.fn(*args)
-            g = e.copied
-            if g.ptrs != ptrs:
-                for a, s in zip(args, g.args):
-                    if isinstance(a, torch.Tensor) and a.data_ptr() != s.data_ptr():
-                        s.copy_(a)
-                        self.cg_stats["input_copies"] += 1
-            g.graph.replay()
-            for i in self.mutated:      # in-place ops on inputs: back to the caller's tensor
-                if args[i].data_ptr() != g.args[i].data_ptr():
-                    args[i].copy_(g.args[i])
-        self.cg_stats["replays"] += 1
-        return _map(g.outputs, lambda t: t.clone())
+        g = self._find(e, ptrs)
+        if g is not None:
+            e.previous, e.missed = ptrs, False
+            return self._replay(g, args)
+        # no capture fits: an argument read in place moved. The first such call runs plainly,
+        # the next one captures with the roles the two calls' addresses give (a new KV cache
+        # per generate call is read in place again; an argument fresh on every call is copied)
+        roles = in_place_roles(ptrs, e.previous)
+        first_miss = bool(e.graphs) and not e.missed
+        e.previous, e.missed = ptrs, first_miss
+        if first_miss:
+            return self._plain(args)
+        return self._capture(e, args, roles)
 
-    def _warmup(self, e: _Entry, args):
+    def _plain(self, args):
+        self.cg_stats["plain_calls"] += 1
+        return self.fn(*args)
+
+    def _find(self, e: _Bucket, ptrs) -> Optional[_Graph]:
+        best = None
+        for g in e.graphs.values():
+            if g.fits(ptrs) and (best is None or g.copies < best.copies):
+                best = g
+        if best is not None:
+            e.graphs.move_to_end(id(best))
+        return best
+
+    def _replay(self, g: _Graph, args, copy_in=True):
+        for a, s in zip(args, g.static):
+            if copy_in and s is not None and a.data_ptr() != s.data_ptr():
+                s.copy_(a)
+                self.cg_stats["input_copies"] += 1
+        g.graph.replay()
+        for i in self.mutated:      # in-place ops on copied inputs: back to the caller's tensor
+            s = g.static[i]
+            if s is not None and args[i].data_ptr() != s.data_ptr():
+                args[i].copy_(s)
+        self.cg_stats["replays"] += 1
+        return self._outputs(g, args)
+
+    def _outputs(self, g: _Graph, args):
+        aliases = iter(g.aliases)
+
+        def fresh(t):
+            alias = next(aliases)
+            if alias is None:
+                return t.clone()
+            i, delta = alias
+            a = args[i]
+            return torch.as_strided(a, t.shape, t.stride(), a.storage_offset() + delta)
+        return _map(g.outputs, fresh)
+
+    def _warmup(self, e: _Bucket, args):
         """A plain call that also finds CPU syncs (.item(), nonzero, ...) without capturing:
         a failed capture can leave CUDA RNG state unusable, a sync check cannot."""
         if self.mutated:
             return self.fn(*args)
-        prev = torch.cuda.get_sync_debug_mode()
-        torch.cuda.set_sync_debug_mode("error")
         try:
-            return self.fn(*args)
+            return self.device.checking_syncs(self.fn, args)
         except RuntimeError as ex:
             if "synchroniz" not in str(ex).lower():
                 raise
@@ -170,26 +268,31 @@ class CudaGraphRunner:
             counters["cudagraph_plain_launch"] += 1
             perf_log.warning("pydynamo cudagraphs: graph syncs with the CPU (%s); launching "
                              "plainly", str(ex).splitlines()[0][:200])
-        finally:
-            torch.cuda.set_sync_debug_mode(prev)
         return self.fn(*args)
 
-    def _capture(self, e: _Entry, args, hold) -> Optional[_Graph]:
+    def _capture(self, e: _Bucket, args, roles):
         if self.pool is None:
-            self.pool = torch.cuda.graph_pool_handle()
-        graph = torch.cuda.CUDAGraph()
+            self.pool = self.device.pool()
+        static = [torch.empty_strided(a.shape, a.stride(), dtype=a.dtype,
+                                      device=a.device).copy_(a) if r is False else None
+                  for a, r in zip(args, roles)]
+        call_args = [s if s is not None else a for a, s in zip(args, static)]
         try:
-            torch.cuda.synchronize()
-            with torch.cuda.graph(graph, pool=self.pool):
-                outs = self.fn(*args)
+            graph, outs = self.device.capture(self.fn, call_args, self.pool)
         except Exception as ex:       # uncapturable op: launch plainly from now on
             e.plain = True
             counters["cudagraph_plain_launch"] += 1
             perf_log.warning("pydynamo cudagraphs: graph not captured (%s: %s); launching "
                              "plainly", type(ex).__name__, str(ex).splitlines()[0][:200])
-            torch.cuda.synchronize()
-            return None
+            self.device.failed()
+            return self.fn(*args)
         self.cg_stats["captures"] += 1
         counters["cudagraph_captures"] += 1
-        graph.replay()
-        return _Graph(graph, args, _ptrs(args), outs, hold)
+        aliases = []
+        _map(outs, lambda o: aliases.append(_output_alias(o, call_args)))
+        g = _Graph(graph, roles, ptrs_of(call_args), static, outs, aliases)
+        if len(e.graphs) >= MAX_CAPTURES:
+            e.graphs.popitem(last=False)
+            self.cg_stats["evictions"] += 1
+        e.graphs[id(g)] = g
+        return self._replay(g, args, copy_in=False)

@@ -1,0 +1,315 @@
+"""Decode loops (issue 18): transformers greedy generation with a static KV cache, the forward
+compiled by pydynamo (codegen, mode="reduce-overhead"), one token at a time.
+
+On the CPU: tokens equal eager's (fp32, random weights, batch 1 and 2, several prompts); the
+prefill and the decode step compile once each (one recompile, never one per token: the cache
+position changes value, not shape), no graph break, like torch.compile (2 frames, 2 graphs, 0
+breaks on the same run; measured, not re-run here: it takes ~40 s on this machine); the cache
+tensors keep their storage (the update is written into the caller's tensor) and end equal to
+eager's. The CUDA-graph runner (codegen/cudagraphs.py) runs here with a simulated graph
+(`SimulatedGraphs`: a capture records the call, a replay re-runs it into the captured output
+buffers): which arguments are read in place (the cache) or copied (fresh ids), one capture for
+all decode steps, a new cache per generate call read in place again, outputs never stale, and
+the whole decode loop through the Triton interpreter with the runner around every graph.
+"""
+import pytest
+import torch
+
+import pydynamo
+from pydynamo import convert_frame
+from pydynamo.cudagraphs import _flat
+from pydynamo.recompiles import RecompileExplanation
+import codegen.cudagraphs as cgr
+from codegen.cudagraphs import CudaGraphRunner, in_place_roles
+
+transformers = pytest.importorskip("transformers")
+
+
+# --- the runner's bookkeeping, with a simulated graph ---------------------------------------
+
+class SimulatedGraphs(cgr.Device):
+    """A capture runs the call once on the real arguments (to get its outputs and what they
+    alias), then undoes its writes (a real capture runs nothing); a replay runs it again on the
+    captured arguments and copies fresh results into the captured output buffers, so a caller
+    that kept an output of an earlier replay would see it overwritten, as on a GPU."""
+
+    def pool(self):
+        return object()
+
+    def capture(self, fn, args, pool):
+        saved = [a.clone() if isinstance(a, torch.Tensor) else None for a in args]
+        outs = fn(*args)
+        for a, s in zip(args, saved):
+            if s is not None:
+                a.copy_(s)
+        return _SimGraph(fn, list(args), outs), outs
+
+    def failed(self):
+        pass
+
+    def checking_syncs(self, fn, args):
+        return fn(*args)
+
+
+class _SimGraph:
+    def __init__(self, fn, args, outs):
+        self.fn, self.args, self.outs = fn, args, outs
+
+    def replay(self):
+        new = self.fn(*self.args)
+        for o, n in zip(_flat(self.outs), _flat(new)):
+            if isinstance(o, torch.Tensor) and o.data_ptr() != n.data_ptr():
+                o.copy_(n)
+
+
+def _step(cache, pos, x):
+    """One decode step: write row `pos` of the cache in place, read the whole cache, return a
+    fresh result and a view of the cache."""
+    cache.index_copy_(0, pos, x)
+    return (cache.sum(0) * 2 + x[0]), cache[1:3]
+
+
+def test_roles_follow_the_addresses_of_the_call_before():
+    assert in_place_roles((1, 2, None), (1, 3, None)) == (True, False, None)
+    assert in_place_roles((1, 2), None) == (False, False)
+
+
+def test_one_capture_serves_every_decode_step_and_writes_the_cache_in_place():
+    torch.manual_seed(0)
+    cache, ref = torch.zeros(8, 4), torch.zeros(8, 4)
+    ptr = cache.data_ptr()
+    run = CudaGraphRunner(_step, [0], device=SimulatedGraphs())
+    kept = []
+    for t in range(8):
+        pos, x = torch.tensor([t]), torch.randn(1, 4)       # fresh tensors every step
+        out, view = run(cache, pos, x)
+        want, want_view = _step(ref, pos.clone(), x.clone())
+        torch.testing.assert_close(out, want)
+        torch.testing.assert_close(cache, ref)              # written in place, every step
+        assert view.data_ptr() == cache.data_ptr() + 4 * 4  # the caller's cache, not a copy
+        kept.append((out, want))
+    assert cache.data_ptr() == ptr
+    for out, want in kept:                                  # no output went stale
+        torch.testing.assert_close(out, want)
+    s = run.cg_stats
+    assert s["captures"] == 1 and s["plain_calls"] == 1 and s["replays"] == 7
+    assert s["input_copies"] == 2 * 6      # pos and x, not the cache (the capture's replay: 0)
+
+
+def test_a_new_cache_per_generate_call_is_read_in_place_again():
+    run = CudaGraphRunner(_step, [0], device=SimulatedGraphs())
+    for gen in range(3):
+        cache, ref = torch.zeros(8, 4), torch.zeros(8, 4)
+        for t in range(5):
+            pos, x = torch.tensor([t]), torch.randn(1, 4)
+            out, _ = run(cache, pos, x)
+            torch.testing.assert_close(out, _step(ref, pos, x)[0])
+        torch.testing.assert_close(cache, ref)
+        keep = cache    # noqa: F841  (three live caches: three addresses)
+        if gen == 0:
+            first = cache
+    s = run.cg_stats
+    # generate 0: warm-up, capture; 1 and 2: one plain call at the new address, then a capture
+    assert s["captures"] == 3 and s["plain_calls"] == 3 and s["replays"] == 12
+    assert s["input_copies"] == 2 * (12 - 3)
+    del first
+
+
+def test_arguments_fresh_on_every_call_are_copied_into_one_capture():
+    f = lambda a, b: (a * b + 1,)      # noqa: E731
+    run = CudaGraphRunner(f, device=SimulatedGraphs())
+    for _ in range(5):
+        a, b = torch.randn(3, 3), torch.randn(3, 3)
+        torch.testing.assert_close(run(a, b)[0], a * b + 1)
+    assert run.cg_stats["captures"] == 1 and run.cg_stats["input_copies"] == 2 * 3
+
+
+def test_a_moved_argument_gets_a_copied_capture_beside_the_in_place_one():
+    f = lambda x: (x.exp() - 1,)      # noqa: E731
+    run = CudaGraphRunner(f, device=SimulatedGraphs())
+    x = torch.randn(4, 4)
+    run(x), run(x)
+    x.mul_(3)                          # same address, new contents
+    torch.testing.assert_close(run(x)[0], x.exp() - 1)
+    assert run.cg_stats["input_copies"] == 0 and run.cg_stats["captures"] == 1
+    for _ in range(3):                 # fresh tensors: one plain call, then a copied capture
+        z = torch.randn(4, 4)
+        torch.testing.assert_close(run(z)[0], z.exp() - 1)
+    assert run.cg_stats["captures"] == 2 and run.cg_stats["plain_calls"] == 2
+    torch.testing.assert_close(run(x)[0], x.exp() - 1)      # back in place: no copy
+    assert run.cg_stats["input_copies"] == 1
+
+
+def test_a_copied_argument_written_in_place_is_copied_back():
+    def f(a, b):
+        a.add_(b)
+        return (a * 2,)
+    run = CudaGraphRunner(f, [0], device=SimulatedGraphs())
+    b = torch.randn(5)
+    for _ in range(4):
+        a = torch.randn(5)
+        want = a + b
+        out = run(a, b)[0]
+        torch.testing.assert_close(a, want)          # the caller's tensor, written
+        torch.testing.assert_close(out, want * 2)
+    assert run.cg_stats["captures"] == 1 and run.cg_stats["replays"] == 3
+
+
+def test_size_buckets_and_the_capture_limit(monkeypatch):
+    monkeypatch.setattr(cgr, "MAX_CAPTURES", 2)
+    f = lambda x: (x * 2,)      # noqa: E731
+    run = CudaGraphRunner(f, device=SimulatedGraphs())
+    for n in (1, 8, 1, 8, 1, 8):        # batch 1 and batch 8: a bucket each
+        x = torch.randn(n, 4)
+        torch.testing.assert_close(run(x)[0], x * 2)
+    assert len(run.entries) == 2 and run.cg_stats["captures"] == 2
+    keep = []
+    for _ in range(4):                  # in-place captures at new addresses: the oldest goes
+        x = torch.randn(2, 4)
+        keep.append(x)
+        for _ in range(3):
+            torch.testing.assert_close(run(x)[0], x * 2)
+    e = run.entries[next(k for k in run.entries if k[0][0] == (2, 4))]
+    assert len(e.graphs) <= 2 and run.cg_stats["evictions"] >= 1
+
+
+# --- the decode loop ----------------------------------------------------------------------
+
+def _llama():
+    from transformers import LlamaConfig, LlamaForCausalLM
+    torch.manual_seed(0)
+    cfg = LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, vocab_size=1000,
+                      max_position_embeddings=256)
+    return LlamaForCausalLM(cfg).eval()
+
+
+def _generate(model, ids, new=12):
+    with torch.no_grad():
+        return model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=new,
+                              do_sample=False, cache_implementation="static",
+                              disable_compile=True, return_dict_in_generate=True,
+                              pad_token_id=0)
+
+
+class Counts:
+    """Translations, graphs, graph breaks and recompiles, as explain() counts them."""
+
+    def __init__(self):
+        self.frames = self.graphs = self.breaks = self.recompiles = 0
+
+    def __call__(self, item):
+        if isinstance(item, RecompileExplanation):
+            self.recompiles += 1
+        elif hasattr(item, "graphs"):
+            self.frames += 1
+            self.graphs += len(item.graphs)
+            self.breaks += item.graph_break is not None
+        else:
+            self.breaks += 1
+
+
+@pytest.fixture
+def counts():
+    pydynamo.reset()
+    c = Counts()
+    convert_frame.RECORDERS.append(c)
+    yield c
+    convert_frame.RECORDERS.remove(c)
+    pydynamo.reset()
+
+
+def _cache_layers(out):
+    return out.past_key_values.layers
+
+
+@pytest.mark.parametrize("batch", [1, 2])
+def test_greedy_static_cache_decode_equals_eager(counts, batch):
+    model = _llama()
+    torch.manual_seed(batch)
+    prompts = [torch.randint(1, 1000, (batch, 7)), torch.randint(1, 1000, (batch, 7))]
+    refs = [_generate(model, p) for p in prompts]
+    eager_forward = model.forward
+    model.forward = pydynamo.optimize(eager_forward, backend="codegen", mode="reduce-overhead")
+    for p, ref in zip(prompts, refs):
+        out = _generate(model, p)
+        assert torch.equal(out.sequences, ref.sequences), (out.sequences, ref.sequences)
+        for mine, theirs in zip(_cache_layers(out), _cache_layers(ref)):
+            torch.testing.assert_close(mine.keys, theirs.keys, rtol=1e-5, atol=1e-5)
+            torch.testing.assert_close(mine.values, theirs.values, rtol=1e-5, atol=1e-5)
+            assert int(mine.cumulative_length) == int(theirs.cumulative_length)
+    # prefill and decode: one translation each, one recompile between them, no break (as
+    # torch.compile: 2 frames, 2 graphs); the second prompt compiles nothing
+    assert (counts.frames, counts.graphs, counts.breaks, counts.recompiles) == (2, 2, 0, 1)
+
+
+def test_decode_writes_the_callers_cache_tensor(counts):
+    """The decode graph's index_copy_ lands in the StaticCache's own tensors: same storage
+    before and after every step, values equal eager's step by step."""
+    model = _llama()
+    ids = torch.randint(1, 1000, (1, 5))
+    compiled = pydynamo.optimize(model.forward, backend="codegen", mode="reduce-overhead")
+    seen = []
+
+    def forward(*args, **kwargs):
+        cache = kwargs.get("cache", kwargs.get("past_key_values"))
+        before = [l.keys.data_ptr() for l in cache.layers] if cache.layers[0].is_initialized \
+            else None
+        out = compiled(*args, **kwargs)
+        after = [l.keys.data_ptr() for l in cache.layers]
+        seen.append((before, after, [l.keys.clone() for l in cache.layers]))
+        return out
+    ref_steps = []
+    eager = model.forward
+
+    def eager_forward(*args, **kwargs):
+        out = eager(*args, **kwargs)
+        cache = kwargs.get("cache", kwargs.get("past_key_values"))
+        ref_steps.append([l.keys.clone() for l in cache.layers])
+        return out
+    model.forward = eager_forward
+    ref = _generate(model, ids, new=6)
+    model.forward = forward
+    out = _generate(model, ids, new=6)
+    assert torch.equal(out.sequences, ref.sequences)
+    assert seen[0][0] is None                       # the prefill creates the cache
+    first = seen[0][1]
+    for (before, after, keys), want in zip(seen, ref_steps):
+        assert after == first and (before is None or before == first)
+        for k, w in zip(keys, want):
+            torch.testing.assert_close(k, w, rtol=1e-5, atol=1e-5)
+    assert len(seen) == 6 and counts.recompiles == 1
+
+
+def test_decode_loop_through_the_graph_runner_on_the_triton_interpreter(counts, monkeypatch):
+    """The GPU path's Triton kernels (interpreted) with the CUDA-graph runner around every
+    compiled graph, on the simulated graph: tokens equal eager's, the decode bucket captured
+    once and replayed for every later step, the prefill never captured (one call)."""
+    import os
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        pytest.skip("needs TRITON_INTERPRET=1 (set before triton is imported)")
+    from codegen.gpu_wrapper import TritonBackend
+    runners = []
+
+    def finish(self, call, gm, g, options, stats, ns):
+        call = cgr.maybe_wrap(call, gm, g, options, stats, ns.get("matches"))
+        if isinstance(call, CudaGraphRunner):
+            call.device = SimulatedGraphs()
+            runners.append(call)
+        return call
+    monkeypatch.setattr(TritonBackend, "finish", finish)
+    model = _llama()
+    ids = torch.randint(1, 1000, (1, 6))
+    ref = _generate(model, ids, new=8)
+    model.forward = pydynamo.optimize(model.forward, backend="codegen", mode="reduce-overhead",
+                                      options={"backend_kernels": "triton"})
+    out = _generate(model, ids, new=8)
+    assert torch.equal(out.sequences, ref.sequences)
+    for mine, theirs in zip(_cache_layers(out), _cache_layers(ref)):
+        torch.testing.assert_close(mine.keys, theirs.keys, rtol=1e-5, atol=1e-5)
+    assert len(runners) == 2
+    prefill, decode = runners
+    assert prefill.cg_stats["captures"] == 0 and prefill.cg_stats["plain_calls"] == 1
+    # 7 decode steps: warm-up, capture (+ its replay), 5 replays
+    assert decode.cg_stats["captures"] == 1 and decode.cg_stats["replays"] == 6
+    assert counts.recompiles == 1
