@@ -18,8 +18,8 @@ import torch
 import pydynamo
 from pydynamo import convert_frame
 from pydynamo.cudagraphs import _flat
-from pydynamo.recompiles import RecompileExplanation
 import codegen.cudagraphs as cgr
+from benchmarks.bench_decode import Counts    # translations, graphs, breaks, recompiles
 from codegen.cudagraphs import CudaGraphRunner, in_place_roles
 
 transformers = pytest.importorskip("transformers")
@@ -190,23 +190,6 @@ def _generate(model, ids, new=12):
                               do_sample=False, cache_implementation="static",
                               disable_compile=True, return_dict_in_generate=True,
                               pad_token_id=0)
-
-
-class Counts:
-    """Translations, graphs, graph breaks and recompiles, as explain() counts them."""
-
-    def __init__(self):
-        self.frames = self.graphs = self.breaks = self.recompiles = 0
-
-    def __call__(self, item):
-        if isinstance(item, RecompileExplanation):
-            self.recompiles += 1
-        elif hasattr(item, "graphs"):
-            self.frames += 1
-            self.graphs += len(item.graphs)
-            self.breaks += item.graph_break is not None
-        else:
-            self.breaks += 1
 
 
 @pytest.fixture
