@@ -64,7 +64,10 @@ def maybe_wrap(call, gm, g, options: Options, stats, matches=None):
         counters["cudagraph_plain_launch"] += 1
         perf_log.warning("pydynamo cudagraphs: graph has float inputs; launching plainly")
         return call
-    mutated = sorted(m.position for m in g.mutations.values())
+    # inputs the wrapper writes: its own write-backs, and scatters written into an input whose
+    # new value the caller would copy in (codegen/reinplace.py)
+    mutated = sorted({m.position for m in g.mutations.values()} |
+                     set(gm.meta.get("written_inputs", ())))
     # size symbols: no `matches` (it knows one shape set); a bucket per concrete shape set
     return CudaGraphRunner(call, mutated, None if getattr(g, "size_bindings", None) else matches)
 

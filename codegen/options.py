@@ -41,6 +41,10 @@ class Options:
     # dropping each tensor input at its last use: the training runtime hands a backward graph
     # its saved activations this way, so they are freed as the backward goes
     boxed: bool = False
+    # ((output index, input position), ...): outputs the caller copies into those inputs after
+    # the call (pydynamo/aot's write-backs of a functionalized graph); a scatter of such an
+    # input into such an output is written into the input instead (codegen/reinplace.py)
+    written_back: tuple = ()
 
     def __post_init__(self):
         if self.backend_kernels not in (None, "cpp", "triton"):

@@ -98,8 +98,12 @@ class CompiledJoint:
             logs.log("aot", "%s forward graph:\n%s", name, fw_gm.code)
             logs.log("aot", "%s backward graph (%d saved, %d recomputed):\n%s", name,
                      len(saved), len(recompute), bw_gm.code)
+        # an inference graph: the compiler may write a written-back output into its input
+        # (the copy below is then onto itself); a training forward's inputs stay unwritten
+        extra = {"written_back": tuple((k, i) for i, k, bumps in joint.mutated if bumps)} \
+            if bw_compiler is None and joint.mutated else {}
         with autocast_off():
-            self.fw = fw_compiler(fw_gm, list(example_inputs))
+            self.fw = fw_compiler(fw_gm, list(example_inputs), **extra)
         self.function = self._make_function() if bw_compiler is not None else None
 
     def _make_function(self):
@@ -325,7 +329,9 @@ def functional_compile(gm: torch.fx.GraphModule, example_inputs, compiler: Calla
                        name: str = "graph") -> Optional[Callable]:
     """An inference graph that writes tensors in place, functionalized by the recorder and
     compiled as a functional graph, the writes and aliases replayed by the epilogue. None when
-    the recorder refuses it (the caller compiles the graph its own way)."""
+    the recorder refuses it (the caller compiles the graph its own way). `compiler(gm, inputs,
+    written_back=((output index, input position), ...))`: the outputs the epilogue copies into
+    inputs (codegen writes a scatter of such an input into it: codegen/reinplace.py)."""
     try:
         with phases.phase("graph passes"):
             joint = record(gm, example_inputs, with_grad=False)

@@ -173,6 +173,64 @@ def test_size_buckets_and_the_capture_limit(monkeypatch):
     assert len(e.graphs) <= 2 and run.cg_stats["evictions"] >= 1
 
 
+# --- scatters into written-back inputs (codegen/reinplace.py) ----------------------------
+
+def _compiled_counts(fn, *args):
+    import codegen
+    before = codegen.counters["reinplaced_inputs"]
+    pydynamo.reset()
+    out = pydynamo.optimize(fn, backend="codegen")(*args)
+    return out, codegen.counters["reinplaced_inputs"] - before
+
+
+def _cache_args():
+    torch.manual_seed(3)
+    return torch.randn(2, 3, 8, 4), torch.tensor([5, 1]), torch.randn(2, 3, 2, 4)
+
+
+def test_index_copy_into_a_cache_input_writes_it_in_place():
+    def f(cache, pos, x):
+        cache.index_copy_(2, pos, x)
+        return cache.sum(2) * 2
+    cache, pos, x = _cache_args()
+    ref = cache.clone()
+    want = f(ref, pos, x)
+    ptr = cache.data_ptr()
+    out, n = _compiled_counts(f, cache, pos, x)
+    torch.testing.assert_close(out, want)
+    torch.testing.assert_close(cache, ref)
+    assert n == 1 and cache.data_ptr() == ptr
+
+
+def test_a_cache_read_before_its_update_is_not_written_early():
+    def f(cache, pos, x):
+        old = cache * 2                  # a kernel fused after the update would read it new
+        cache.index_copy_(2, pos, x)
+        return old + cache
+    cache, pos, x = _cache_args()
+    ref = cache.clone()
+    want = f(ref, pos, x)
+    out, n = _compiled_counts(f, cache, pos, x)
+    torch.testing.assert_close(out, want)
+    torch.testing.assert_close(cache, ref)
+    assert n == 0
+
+
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_index_put_into_a_cache_input(accumulate):
+    def f(cache, pos, x):
+        cache.index_put_((pos,), x, accumulate=accumulate)
+        return cache * 3
+    torch.manual_seed(4)
+    cache, pos, x = torch.randn(6, 4), torch.tensor([4, 0]), torch.randn(2, 4)
+    ref = cache.clone()
+    want = f(ref, pos, x)
+    out, n = _compiled_counts(f, cache, pos, x)
+    torch.testing.assert_close(out, want)
+    torch.testing.assert_close(cache, ref)
+    assert n == (0 if accumulate else 1)    # accumulation is not idempotent: written back
+
+
 # --- the decode loop ----------------------------------------------------------------------
 
 def _llama():
