@@ -1,9 +1,28 @@
 """Matrix products: mm, addmm and linear as extern GEMM calls, with their operands padded where
 cuBLAS would otherwise take its slow unaligned kernels.
 
-A product's bias and scale stay pointwise work that fuses into its consumers, except a row
-bias added inside the extern (cuBLAS's epilogue) where the product is written to memory anyway
-(GraphLowering.bias_in_extern).
+Extern epilogues (issue 18). Pointwise work right after a product is taken into the extern call
+when it would otherwise be a kernel of its own that reads the product again: the rule is that
+the chain's last node's result is written to memory anyway (some consumer, through views, is an
+extern or the graph's output: GraphLowering.written_anyway) and eager lays it out row-major.
+When a kernel consumes it (GELU then LayerNorm, a residual then LayerNorm), the work fuses into
+that kernel instead, which reads the product once either way. The chain follows single users
+from the product (mm, addmm, linear, and matmul of (..., M, K) by (K, N), lowered here as mm over
+the rows), each step optional, in this order:
+  - a row bias (N,) of the result's dtype, where the product has none (`x @ w + b`);
+  - a residual of the result's shape and dtype (`mm(x, w) + r`: addmm(r, x, w), beta 1); with
+    a bias too, addmm's input is bias + residual, summed by our kernels (fused into the
+    residual's producer). A broadcast residual is not taken (a kernel reads it);
+  - relu (torch._addmm_activation(input, x, w), cuBLASLt's epilogue on CUDA, addmm then an
+    in-place relu on CPU), or erf GELU on CPU only (use_gelu=True: CPU's is erf GELU, equal
+    bit for bit to F.gelu; cuBLASLt's GELU epilogue is the tanh approximation, so CUDA graphs
+    keep GELU as a kernel, and the tanh GELU is never taken). An activation needs an input
+    (a bias or a residual).
+No node between the product and the chain's end may write in place (the residual is read at
+the product's place in the graph). The taken nodes' values are the extern's result
+(GraphLowering.absorbed). A linear with a bias and no chain keeps its bias inside the extern on
+the same rule (GraphLowering.bias_in_extern). Not done yet: the choice by measurement under
+max-autotune and epilogues fused into a Triton matmul template.
 
 Padding rule. cuBLAS runs a 16-bit GEMM with tensor cores only when every matrix's leading
 dimension is a multiple of 16 bytes; otherwise it falls to "align1" kernels. Measured on an H100
@@ -22,12 +41,15 @@ GPT-2's embedding).
 """
 from __future__ import annotations
 
-from typing import List, Optional
+import operator
+from dataclasses import dataclass, field
+from typing import Any, List, Optional
 
 import sympy
 import torch
+import torch.fx
 
-from codegen.ir import current, realize, strided_view_of
+from codegen.ir import NotLowered, TensorValue, current, realize, strided_view_of
 from codegen.lowering import LOWERINGS, is_tensor, register
 from codegen.ops import collect_deps
 from codegen.sizevars import static_int
@@ -37,6 +59,7 @@ L = LOWERINGS
 ALIGN = 8                 # elements of a 16-bit dtype in 16 bytes
 PAD_MIN_MACS = 1 << 27    # smaller products: the pad copies are not worth it
 _PADDED_DTYPES = (torch.float16, torch.bfloat16)
+EPILOGUE_CHAINS = True    # take bias/residual/activation chains into the extern (A/B switch)
 
 
 @register("linear")
@@ -47,6 +70,11 @@ def linear(input, weight, bias=None):
         if input.ndim > 2:
             out = L["reshape"](out, list(input.size[:-1]) + [weight.size[0]])
         return out if bias is None else L["add"](out, bias)
+    if input.ndim >= 2 and weight.ndim == 2 and (bias is None or bias.ndim == 1):
+        size = list(input.size[:-1]) + [weight.size[0]]
+        epi = _plan_epilogue(size, input.dtype, bias_ok=bias is None)
+        if epi is not None:
+            return _with_epilogue(input, L["permute"](weight, [1, 0]), bias, epi, size)
     if bias is not None and bias.ndim == 1 and current.graph.bias_in_extern():
         return current.graph.call_extern(torch.nn.functional.linear, (input, weight, bias), {})
     out = current.graph.call_extern(torch.nn.functional.linear, (input, weight), {})
@@ -57,21 +85,183 @@ def linear(input, weight, bias=None):
 
 @register("mm")
 def mm(input, mat2):
+    if input.ndim == 2 and mat2.ndim == 2 and \
+            not _pad_plan(input.size[0], input.size[1], mat2.size[1], input, mat2):
+        size = [input.size[0], mat2.size[1]]
+        epi = _plan_epilogue(size, input.dtype, bias_ok=True)
+        if epi is not None:
+            return _with_epilogue(input, mat2, None, epi, size)
     return _padded_mm(input, mat2)
+
+
+@register("matmul")
+def matmul(input, other):
+    """A product of a matrix or a batch of matrices (..., M, K) by one matrix (K, N): as mm
+    over the rows (eager folds the batch the same way), so a bias or residual after it is the
+    GEMM's epilogue; other ranks stay eager's matmul."""
+    if not (is_tensor(input) and is_tensor(other)) or input.ndim < 2 or other.ndim != 2 or \
+            input.dtype != other.dtype:
+        raise NotLowered("matmul other than (..., M, K) @ (K, N)")
+    if input.ndim == 2:
+        return mm(input, other)
+    size = list(input.size[:-1]) + [other.size[1]]
+    epi = _plan_epilogue(size, input.dtype, bias_ok=True)
+    if epi is not None and not _pad_plan(_rows(input), input.size[-1], other.size[1], input, other):
+        return _with_epilogue(input, other, None, epi, size)
+    out = _padded_mm(L["reshape"](input, [-1, input.size[-1]]), other)
+    return L["reshape"](out, size)
 
 
 @register("addmm")
 def addmm(input, mat1, mat2, *, beta=1, alpha=1):
     if beta == 1 and alpha == 1 and is_tensor(input) and input.ndim == 1 and \
-            input.dtype == mat1.dtype and current.graph.bias_in_extern() and \
+            input.dtype == mat1.dtype and mat1.ndim == 2 and mat2.ndim == 2 and \
             not _pad_plan(mat1.size[0], mat1.size[1], mat2.size[1], mat1, mat2):
-        return current.graph.call_extern(torch.addmm, (input, mat1, mat2), {})
+        size = [mat1.size[0], mat2.size[1]]
+        epi = _plan_epilogue(size, mat1.dtype, bias_ok=False)
+        if epi is not None:
+            return _with_epilogue(mat1, mat2, input, epi, size)
+        if current.graph.bias_in_extern():
+            return current.graph.call_extern(torch.addmm, (input, mat1, mat2), {})
     prod = _padded_mm(mat1, mat2)
     if alpha != 1:
         prod = L["mul"](prod, alpha)
     if beta == 0:
         return prod
     return L["add"](prod, input if beta == 1 else L["mul"](input, beta))
+
+
+# ------------------------------------------------------------------ extern epilogues
+
+@dataclass
+class Epilogue:
+    """Pointwise work after a product that its extern call computes: `nodes` (the FX nodes
+    taken, in order; their values are the fused result), a row bias (N,), a residual of the
+    result's shape and dtype, an activation ("relu", or "gelu": erf GELU, CPU only)."""
+    nodes: List[torch.fx.Node] = field(default_factory=list)
+    parts: List[tuple] = field(default_factory=list)     # (kind, value) per node
+
+    def get(self, kind) -> Any:
+        return next((v for k, v in self.parts if k == kind), None)
+
+
+def _inplace(n) -> bool:
+    name = n.target if isinstance(n.target, str) else getattr(n.target, "__name__", str(n.target))
+    if n.op == "call_module":     # a leaf module writes its input only by its inplace flag
+        return bool(getattr(current.graph.gm.get_submodule(n.target), "inplace", False))
+    return bool(n.kwargs.get("inplace")) or name.endswith("_") and not name.endswith("__") or \
+        n.target in (operator.setitem, operator.iadd) or ".add_." in str(n.target)
+
+
+def _op_name(n) -> Optional[str]:
+    if n.op == "call_module":
+        mod = current.graph.gm.get_submodule(n.target)
+        if isinstance(mod, torch.nn.ReLU):
+            return "relu"
+        if isinstance(mod, torch.nn.GELU):
+            return "gelu" if mod.approximate == "none" else None
+        return None
+    if n.op not in ("call_function", "call_method"):
+        return None
+    return current.graph.canon_name(n)
+
+
+def _same_size(a, b) -> bool:
+    return len(a) == len(b) and all(sympy.sympify(x) == sympy.sympify(y) for x, y in zip(a, b))
+
+
+def _step(g, n, u, size, dtype, epi, bias_ok):
+    # bias_ok: the product has no bias of its own (one may join); else it has one
+    """The epilogue part node `u` (the one user of `n`) adds, or None."""
+    name = _op_name(u)
+    if epi.get("act") is not None or _inplace(u):
+        return None
+    if name in ("relu", "gelu"):
+        if len(u.args) != 1 or u.args[0] is not n or bias_ok and epi.get("bias") is None and \
+                epi.get("resid") is None:
+            return None     # (_addmm_activation needs an input: a bias or a residual)
+        approx = u.kwargs.get("approximate", "none")
+        if name == "gelu" and (approx != "none" or set(u.kwargs) - {"approximate"} or
+                               (g.device or torch.device("cpu")).type != "cpu"):
+            return None      # torch's fused GELU is erf's on CPU; cuBLAS's epilogue is tanh's
+        if name == "relu" and any(k != "inplace" for k in u.kwargs):
+            return None
+        return ("act", name)
+    if name != "add" or len(u.args) != 2 or any(k != "alpha" or v != 1 for k, v in u.kwargs.items()):
+        return None
+    other = u.args[1] if u.args[0] is n else u.args[0] if u.args[1] is n else None
+    v = g.env.get(other) if isinstance(other, torch.fx.Node) else None
+    if not isinstance(v, TensorValue) or v.dtype != dtype:
+        return None
+    if bias_ok and epi.get("bias") is None and epi.get("resid") is None and v.ndim == 1 and \
+            sympy.sympify(v.size[0]) == sympy.sympify(size[-1]):
+        return ("bias", v)
+    if epi.get("resid") is None and _same_size(v.size, size):
+        return ("resid", v)     # (a broadcast one stays a kernel's read)
+    return None
+
+
+def _plan_epilogue(size, dtype, bias_ok) -> Optional[Epilogue]:
+    """The epilogue the product being lowered (result `size`, `dtype`) takes into its extern
+    call, or None (the module docstring's rule): its chain of single users (a bias when it has
+    none, a residual, then relu/GELU) up to the last node whose result is written to memory
+    anyway; no node in between may write in place (a residual read at the product's place in
+    the graph must be the value the add would read)."""
+    g = current.graph
+    node = g.current_node
+    if not EPILOGUE_CHAINS or not g.backend.extern_epilogues or node is None or dtype not in \
+            (torch.float32, torch.float64, torch.float16, torch.bfloat16):
+        return None
+    epi, n = Epilogue(), node
+    while len(n.users) == 1:
+        u = next(iter(n.users))
+        part = _step(g, n, u, size, dtype, epi, bias_ok)
+        if part is None:
+            break
+        epi.nodes.append(u)
+        epi.parts.append(part)
+        n = u
+    while epi.nodes and not (g.written_anyway(epi.nodes[-1]) and _row_major(g, epi.nodes[-1])):
+        epi.nodes.pop()
+        epi.parts.pop()
+    if not epi.nodes:
+        return None
+    m = node.next
+    while m is not epi.nodes[-1]:
+        if _inplace(m) if m.op in ("call_function", "call_method", "call_module") else False:
+            return None
+        m = m.next
+    return epi
+
+
+def _row_major(g, node) -> bool:
+    """Is eager's result of `node` row-major, as the fused call's is? (`r.t() + y` takes r's
+    transposed layout: TensorIterator follows its first operand.)"""
+    meta = g._meta(node)
+    return meta is not None and hasattr(meta, "shape") and g._meta_contiguous(meta)
+
+
+def _with_epilogue(a, b, bias, epi: Epilogue, size):
+    """a (..., K) @ b (K, N) + bias with `epi`, as one addmm / _addmm_activation over a's rows;
+    a residual (plus the bias, summed by our kernels: fused into the residual's producer) is
+    the call's input. The epilogue's nodes take the result."""
+    g = current.graph
+    bias = epi.get("bias") if bias is None else bias
+    c, resid = bias, epi.get("resid")
+    if resid is not None:
+        c = resid if bias is None else L["add"](resid, bias)
+        c = L["reshape"](c, [-1, c.size[-1]]) if c.ndim != 2 else c
+    a2 = L["reshape"](a, [-1, a.size[-1]]) if a.ndim != 2 else a
+    act = epi.get("act")
+    if act is not None:
+        out = g.call_extern(torch._addmm_activation, (c, a2, b), {"use_gelu": act == "gelu"})
+    else:
+        out = g.call_extern(torch.addmm, (c, a2, b), {})
+    if a.ndim != 2:
+        out = L["reshape"](out, size)
+    for n in epi.nodes:
+        g.absorbed[n] = out
+    return out
 
 
 def _rows(x):

@@ -22,7 +22,7 @@ import torch
 import torch.fx
 from torch.fx.passes.shape_prop import TensorMetadata
 
-from codegen.canonical import VIEW_OPS, Canonical, _canon_name, canonicalize
+from codegen.canonical import OPERATORS, VIEW_OPS, Canonical, _canon_name, canonicalize
 from pydynamo import meta_direct as _direct
 from pydynamo.meta import device_results
 from pydynamo.mutation import node_mutation
@@ -33,7 +33,7 @@ from codegen.lowering import LOWERINGS
 from codegen.view_lowerings import _decided, view_strides
 from codegen.ops import as_single_load
 from codegen.scalars import RuntimeScalars, SpecializeFloats, has_scalar, scalar_symbols
-from codegen.sizevars import product
+from codegen.sizevars import contiguous_strides, product
 from pydynamo.symbols import FloorDiv, canonical_size, loop_vars, pyexpr
 from codegen.symbolic import SymbolicSizes, as_sympy, meta_stride, symbolic_extern_layouts
 
@@ -157,7 +157,10 @@ def _has_real_tensor(r) -> bool:
 
 
 # lowerings that are extern calls: their arguments are materialized in memory
-EXTERN_LOWERINGS = ("linear", "addmm", "scaled_dot_product_attention")
+# `x @ w` reaches the graph as operator.matmul: lowered by codegen/gemm.py's matmul (its
+# (..., M, K) @ (K, N) cases; the rest raise NotLowered and stay eager's)
+OPERATORS.setdefault(operator.matmul, "matmul")
+EXTERN_LOWERINGS = ("linear", "addmm", "mm", "matmul", "scaled_dot_product_attention")
 
 
 class GraphLowering:
@@ -189,6 +192,8 @@ class GraphLowering:
         self.constants: List[InputBuffer] = []
         self._const_ids: Dict[int, InputBuffer] = {}
         self.env: Dict[torch.fx.Node, Any] = {}
+        # epilogue nodes a GEMM extern computes (codegen/gemm.py): node -> the fused value
+        self.absorbed: Dict[torch.fx.Node, Any] = {}
         self.outputs: List[Any] = []
         self.mutations: Dict[int, Mutation] = {}
         self.input_alias: Dict[torch.fx.Node, int] = {}   # node -> placeholder it is (in place)
@@ -319,7 +324,16 @@ class GraphLowering:
         consumer is a kernel, the add fuses into it instead (GELU, residual + LayerNorm), which
         saves the extern's extra read. Backend.extern_epilogues (CPU's addmm and cuBLAS alike);
         asked by the linear/addmm decompositions about the node being lowered."""
-        node = self.current_node
+        return self.written_anyway(self.current_node)
+
+    @staticmethod
+    def canon_name(node):
+        return _canon_name(node)
+
+    def written_anyway(self, node) -> bool:
+        """Must `node`'s result be written to memory whatever the fusion (some consumer, through
+        views, is an extern or the graph's output)? Then a pointwise epilogue on it is a kernel
+        of its own unless the extern producing it takes it (codegen/gemm.py's rule)."""
         if not self.backend.extern_epilogues or node is None:
             return False
         todo, seen = list(node.users), set()
@@ -415,6 +429,9 @@ class GraphLowering:
         try:
             for node in self.gm.graph.nodes:
                 self.current_node = node
+                if node in self.absorbed:      # an epilogue a GEMM extern took (codegen/gemm.py)
+                    self.env[node] = self.absorbed.pop(node)
+                    continue
                 self.env[node] = HANDLERS[node.op](self, node)
         finally:
             current.graph = prev
@@ -1085,7 +1102,7 @@ class GraphLowering:
         taken = name in seen and (owner is None or seen[name] is not owner)
         # a new tensor that is part of a larger buffer (a padded GEMM's result, codegen/gemm.py)
         # is copied out: eager's is dense
-        partial = list(ref.size) != list(ref.buffer.layout.size)
+        partial = list(ref.size) != list(ref.buffer.layout.size) and not _whole(ref)
         if not aliasing and (not isinstance(ref.buffer, ComputedBuffer) or taken or partial):
             if not isinstance(ref.buffer, ExternBuffer) or taken or partial:
                 copy = TensorValue(list(v.size), v.dtype, v.loader, None, v.cost)
@@ -1193,6 +1210,16 @@ _ALWAYS_VIEWS = {"view", "permute", "transpose", "swapaxes", "swapdims", "t", "m
                  "moveaxis", "unsqueeze", "squeeze", "expand", "expand_as", "broadcast_to",
                  "select", "narrow", "getitem", "split", "split_with_sizes", "chunk", "unbind",
                  "detach", "alias", "diagonal", "unflatten"}
+
+
+def _whole(ref) -> bool:
+    """Is `ref` its buffer's whole storage, contiguously, in another shape (a GEMM's rows
+    folded back to (..., M, N))? Eager's result of that shape is the same dense tensor."""
+    lay = ref.buffer.layout
+    return sympy.sympify(ref.offset) == 0 and lay.is_contiguous() and \
+        sympy.sympify(product(ref.size) - product(lay.size)) == 0 and \
+        [sympy.sympify(s) for s in ref.stride] == \
+        [sympy.sympify(s) for s in contiguous_strides(list(ref.size))]
 
 
 def may_alias(node) -> bool:
