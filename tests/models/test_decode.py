@@ -140,6 +140,20 @@ def test_a_moved_argument_gets_a_copied_capture_beside_the_in_place_one():
     assert run.cg_stats["input_copies"] == 1
 
 
+def test_an_output_that_is_an_argument_comes_back_as_the_callers_tensor():
+    def f(cache, pos, x):               # a scatter written into its input (codegen/reinplace.py)
+        return cache.index_copy_(0, pos, x), cache.sum(0)
+    run = CudaGraphRunner(f, [0], device=SimulatedGraphs())
+    cache, ref = torch.zeros(6, 3), torch.zeros(6, 3)
+    for t in range(4):
+        pos, x = torch.tensor([t]), torch.randn(1, 3)
+        same, total = run(cache, pos, x)
+        want = f(ref, pos, x)[1]
+        assert same is cache
+        torch.testing.assert_close(total, want)
+    torch.testing.assert_close(cache, ref)
+
+
 def test_a_copied_argument_written_in_place_is_copied_back():
     def f(a, b):
         a.add_(b)
@@ -353,4 +367,7 @@ def test_decode_loop_through_the_graph_runner_on_the_triton_interpreter(counts, 
     assert prefill.cg_stats["captures"] == 0 and prefill.cg_stats["plain_calls"] == 1
     # 7 decode steps: warm-up, capture (+ its replay), 5 replays
     assert decode.cg_stats["captures"] == 1 and decode.cg_stats["replays"] == 6
+    # the four cache tensors (2 layers, keys and values) are written by the graph itself, and
+    # read in place (the step's ids, positions and mask are copied: 3 per replay but the first)
+    assert len(decode.mutated) == 4 and decode.cg_stats["input_copies"] == 3 * 5
     assert counts.recompiles == 1
