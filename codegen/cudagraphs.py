@@ -22,6 +22,11 @@
     MAX_CAPTURES per bucket (the least recently used goes);
   * inputs the graph mutates in place: an in-place argument is written by the replay itself (the
     static KV cache updated inside the graph); a copied one is copied back to the caller's tensor;
+  * outputs the caller copies into an input after the call (`copy_back`: pydynamo/aot's
+    write-backs of a functionalized graph, such as a cache's `cumulative_length.add_`) are
+    copied into that input by the captured work itself, and the input is returned in their
+    place: the caller's copy is onto itself (skipped by torch), so no launch is left outside
+    the graph;
   * outputs: one that shares storage with an argument comes back as the same view of the
     caller's argument (eager's aliasing); any other is copied out of the graph's static buffers
     before it is returned, so a later replay never overwrites a tensor the caller holds (no
@@ -69,7 +74,8 @@ def maybe_wrap(call, gm, g, options: Options, stats, matches=None):
     mutated = sorted({m.position for m in g.mutations.values()} |
                      set(gm.meta.get("written_inputs", ())))
     # size symbols: no `matches` (it knows one shape set); a bucket per concrete shape set
-    return CudaGraphRunner(call, mutated, None if getattr(g, "size_bindings", None) else matches)
+    return CudaGraphRunner(call, mutated, None if getattr(g, "size_bindings", None) else matches,
+                           copy_back=gm.meta.get("copied_back", ()))
 
 
 def bucket_key(args):
@@ -122,9 +128,10 @@ class _Graph:
     """One capture: the graph, the roles of the arguments, the captured addresses, the static
     buffers of the copied arguments, the outputs (static, or views of an argument)."""
 
-    def __init__(self, graph, roles, ptrs, static, outputs, aliases):
+    def __init__(self, graph, roles, ptrs, static, outputs, aliases, written):
         self.graph, self.roles, self.ptrs, self.static = graph, roles, ptrs, static
         self.outputs, self.aliases = outputs, aliases
+        self.written = written      # argument positions the captured work writes
         self.copies = sum(1 for r in roles if r is False)
 
     def fits(self, ptrs) -> bool:
@@ -143,7 +150,7 @@ class _Bucket:
 
 def _output_alias(o, args):
     """(argument position, storage-offset delta) when output `o` shares an argument's storage
-    with its dtype, else None."""
+    with its dtype, else None. (A delta of None, set for copy_back: the argument itself.)"""
     if not isinstance(o, torch.Tensor):
         return None
     s = o.untyped_storage().data_ptr()
@@ -165,9 +172,14 @@ def _map(out, fn):
 class CudaGraphRunner:
     """See the module docstring."""
 
-    def __init__(self, fn, mutated_positions=(), matches=None, device: Optional[Device] = None):
+    def __init__(self, fn, mutated_positions=(), matches=None, device: Optional[Device] = None,
+                 copy_back=()):
         self.fn = fn
         self.mutated = list(mutated_positions)
+        # (output index, input position): outputs the caller copies into those inputs after
+        # the call (pydynamo/aot's write-backs); a capture does the copy itself, at the end of
+        # its work, and returns the input (the caller's copy is then onto itself)
+        self.copy_back = list(copy_back)
         # the wrapper's own entry checks (static graphs): calls that pass them share one
         # bucket, calls that fail them go to the wrapper, which runs the graph eagerly
         self.matches = matches
@@ -238,7 +250,7 @@ class CudaGraphRunner:
                 s.copy_(a)
                 self.cg_stats["input_copies"] += 1
         g.graph.replay()
-        for i in self.mutated:      # in-place ops on copied inputs: back to the caller's tensor
+        for i in g.written:         # in-place writes to copied inputs: back to the caller's
             s = g.static[i]
             if s is not None and args[i].data_ptr() != s.data_ptr():
                 args[i].copy_(s)
@@ -254,7 +266,7 @@ class CudaGraphRunner:
                 return t.clone()
             i, delta = alias
             a = args[i]
-            if delta == 0 and t.shape == a.shape and t.stride() == a.stride():
+            if delta is None or delta == 0 and t.shape == a.shape and t.stride() == a.stride():
                 return a        # the input itself (a cache written in place)
             return torch.as_strided(a, t.shape, t.stride(), a.storage_offset() + delta)
         return _map(g.outputs, fresh)
@@ -282,8 +294,21 @@ class CudaGraphRunner:
                                       device=a.device).copy_(a) if r is False else None
                   for a, r in zip(args, roles)]
         call_args = [s if s is not None else a for a, s in zip(args, static)]
+        applied = []        # the copy_back pairs this capture does
+
+        def work(*a):
+            outs = self.fn(*a)
+            if isinstance(outs, (list, tuple)) and \
+                    not any(isinstance(o, (list, tuple)) for o in outs):
+                for k, i in self.copy_back:
+                    o = outs[k] if k < len(outs) else None
+                    if isinstance(o, torch.Tensor) and o.shape == a[i].shape and \
+                            o.dtype == a[i].dtype and o.device == a[i].device:
+                        a[i].copy_(o)
+                        applied.append((k, i))
+            return outs
         try:
-            graph, outs = self.device.capture(self.fn, call_args, self.pool)
+            graph, outs = self.device.capture(work, call_args, self.pool)
         except Exception as ex:       # uncapturable op: launch plainly from now on
             e.plain = True
             counters["cudagraph_plain_launch"] += 1
@@ -295,7 +320,10 @@ class CudaGraphRunner:
         counters["cudagraph_captures"] += 1
         aliases = []
         _map(outs, lambda o: aliases.append(_output_alias(o, call_args)))
-        g = _Graph(graph, roles, ptrs_of(call_args), static, outs, aliases)
+        for k, i in applied:
+            aliases[k] = (i, None)          # the input itself, which holds the new value
+        written = sorted(set(self.mutated) | {i for _, i in applied})
+        g = _Graph(graph, roles, ptrs_of(call_args), static, outs, aliases, written)
         if len(e.graphs) >= MAX_CAPTURES:
             e.graphs.popitem(last=False)
             self.cg_stats["evictions"] += 1

@@ -28,7 +28,7 @@ from codegen.cpp import generate_source as cpp_source
 from codegen.graph import EagerFallback, GraphLowering
 from codegen.ir import ExternCall
 from codegen.options import Options
-from codegen.reinplace import reinplace
+from codegen.reinplace import copied_back, reinplace
 from codegen.runtime import CppRuntime, base_namespace, counters, fallbacks as _fallbacks
 from codegen.scalars import SpecializeFloats
 from codegen.scheduler import FusedKernel, mark_row_local, schedule
@@ -120,8 +120,9 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: List[Any], backend: 
     if refused:
         return _eager(gm, refused, stats)
     if options.written_back:    # before lowering; an eager fallback runs the rewritten graph
-        gm.meta["written_inputs"] = reinplace(gm, options.written_back)
-        counters["reinplaced_inputs"] += len(gm.meta["written_inputs"])
+        written = gm.meta["written_inputs"] = reinplace(gm, options.written_back)
+        counters["reinplaced_inputs"] += len(written)
+        gm.meta["copied_back"] = copied_back(gm, options.written_back, written)
     for specialize_floats in (False, True):
         step = "lowering"
         try:

@@ -78,7 +78,8 @@ def reinplace(gm: torch.fx.GraphModule, written_back: Sequence[Tuple[int, int]])
         if not (0 <= k < len(outs) and 0 <= i < len(placeholders)):
             continue
         n, p = outs[k], placeholders[i]
-        if not isinstance(n, torch.fx.Node) or not n.args or n.args[0] is not p:
+        if not isinstance(n, torch.fx.Node) or not n.args or n.args[0] is not p or \
+                outs.count(n) != 1:     # another output of the same value stays a new tensor
             continue
         into = _into(n)
         if into is None or len(p.users) != 1:
@@ -91,3 +92,29 @@ def reinplace(gm: torch.fx.GraphModule, written_back: Sequence[Tuple[int, int]])
     if done:
         gm.recompile()
     return done
+
+
+def copied_back(gm: torch.fx.GraphModule, written_back: Sequence[Tuple[int, int]],
+                written: Sequence[int]) -> List[Tuple[int, int]]:
+    """The (output index, input position) pairs of `written_back` not written in place that a
+    CUDA graph may copy into their input itself, at the end of the captured work (the caller's
+    copy is then onto itself): an output that is no input and no other output, of the input's
+    shape and dtype (codegen/cudagraphs.py)."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    output = next(n for n in gm.graph.nodes if n.op == "output")
+    outs = output.args[0]
+    if not isinstance(outs, (list, tuple)):
+        return []
+    outs = list(outs)
+    pairs = []
+    for k, i in written_back:
+        if i in written or not (0 <= k < len(outs) and 0 <= i < len(placeholders)):
+            continue
+        n = outs[k]
+        if not isinstance(n, torch.fx.Node) or n.op == "placeholder" or outs.count(n) != 1:
+            continue
+        lay, want = _layout(n), _layout(placeholders[i])
+        if lay is None or want is None or lay[0] != want[0] or lay[2] != want[2]:
+            continue
+        pairs.append((k, i))
+    return pairs

@@ -154,6 +154,29 @@ def test_an_output_that_is_an_argument_comes_back_as_the_callers_tensor():
     torch.testing.assert_close(cache, ref)
 
 
+def test_a_written_back_output_is_copied_into_its_input_inside_the_graph():
+    def f(count, x):                   # functionalized `count.add_(1)`: the caller copies out[0]
+        return count + 1, x * count
+    run = CudaGraphRunner(f, copy_back=[(0, 0)], device=SimulatedGraphs())
+    count, ref = torch.zeros(()), torch.zeros(())
+    for _ in range(5):
+        x = torch.randn(3)
+        new, y = run(count, x)
+        want_new, want_y = f(ref, x)
+        torch.testing.assert_close(y, want_y)
+        torch.testing.assert_close(new, want_new)
+        count.copy_(new)               # the caller's write-back (onto itself after a replay)
+        ref.copy_(want_new)
+    s = run.cg_stats
+    assert s["captures"] == 1 and s["replays"] == 4 and new is count
+    fresh = torch.zeros(())            # a count that moves every call: copied back
+    for _ in range(3):
+        fresh = fresh.clone()
+        new, _ = run(fresh, torch.randn(3))
+        fresh.copy_(new)
+    assert float(fresh) == 3.0
+
+
 def test_a_copied_argument_written_in_place_is_copied_back():
     def f(a, b):
         a.add_(b)
@@ -370,4 +393,8 @@ def test_decode_loop_through_the_graph_runner_on_the_triton_interpreter(counts, 
     # the four cache tensors (2 layers, keys and values) are written by the graph itself, and
     # read in place (the step's ids, positions and mask are copied: 3 per replay but the first)
     assert len(decode.mutated) == 4 and decode.cg_stats["input_copies"] == 3 * 5
+    # each layer's cumulative_length.add_ is copied back by the captured work (no launch left
+    # outside the graph), in the prefill too (which creates the cache tensors themselves)
+    assert len(decode.copy_back) == 2 and len(prefill.copy_back) == 2
+    assert all(len(g.written) == 6 for e in decode.entries.values() for g in e.graphs.values())
     assert counts.recompiles == 1
