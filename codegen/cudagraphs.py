@@ -81,7 +81,7 @@ def maybe_wrap(call, gm, g, options: Options, stats, matches=None):
 def bucket_key(args):
     """The size bucket of a call: every tensor's shape, stride, dtype and device, the values
     of the other arguments."""
-    return tuple((tuple(a.shape), a.stride(), a.dtype, a.device) if isinstance(a, torch.Tensor)
+    return tuple((a.shape, a.stride(), a.dtype, a.device) if isinstance(a, torch.Tensor)
                  else ("const", type(a), a) for a in args)
 
 
@@ -207,6 +207,10 @@ class CudaGraphRunner:
         e = self.entries.get(key)
         if e is None:
             if len(self.entries) >= MAX_BUCKETS:
+                if not self.cg_stats.get("buckets_full"):
+                    perf_log.warning("pydynamo cudagraphs: %d size buckets captured; new sizes "
+                                     "launch plainly", MAX_BUCKETS)
+                self.cg_stats["buckets_full"] = 1
                 return self._plain(args)
             e = self.entries[key] = _Bucket()
         ptrs = ptrs_of(args)
