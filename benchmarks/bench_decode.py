@@ -17,7 +17,8 @@ prefill included, after two warm-up calls), the ratio to torch.compile's, the fi
 call's wall time (compile and capture included), whether the tokens equal eager's (the first
 diverging new-token position otherwise), and for pydynamo the translations, graphs, graph
 breaks, recompiles, CUDA-graph captures (in the warm-up and in the timed calls: 0 there means
-no re-capture per token or per generate call) and plain launches. JSON lines to --out.
+no re-capture per token or per generate call), plain launches and cache inputs written in place
+(codegen/reinplace.py; 2 per layer in the decode graph). JSON lines to --out.
 """
 import argparse
 import json
@@ -120,6 +121,7 @@ def run_engine(engine, model, ids, new, repeats, device, row):
         convert_frame.RECORDERS.append(counts)
     captures0 = codegen.counters["cudagraph_captures"]
     plain0 = codegen.counters["cudagraph_plain_launch"]
+    reinplaced0 = codegen.counters["reinplaced_inputs"]
     try:
         model.forward = engine_forward(engine, forward)
         sync(device)
@@ -143,7 +145,8 @@ def run_engine(engine, model, ids, new, repeats, device, row):
                 recompiles=counts.recompiles,
                 captures_warmup=captures1 - captures0,
                 captures_timed=codegen.counters["cudagraph_captures"] - captures1,
-                plain_launch_graphs=codegen.counters["cudagraph_plain_launch"] - plain0)
+                plain_launch_graphs=codegen.counters["cudagraph_plain_launch"] - plain0,
+                cache_inputs_written_in_place=codegen.counters["reinplaced_inputs"] - reinplaced0)
         elif engine == "torch_compile":
             from torch._dynamo.utils import counters
             row["torch_compile_counts"] = dict(
