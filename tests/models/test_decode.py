@@ -268,6 +268,55 @@ def test_index_put_into_a_cache_input(accumulate):
     assert n == (0 if accumulate else 1)    # accumulation is not idempotent: written back
 
 
+def _same_as_eager(f, *args):
+    ref = [a.clone() for a in args]
+    want = f(*ref)
+    out, n = _compiled_counts(f, *args)
+    torch.testing.assert_close(out, want)
+    for a, r in zip(args, ref):
+        torch.testing.assert_close(a, r)
+    return out, n
+
+
+def test_a_returned_cache_update_is_the_callers_tensor():
+    def f(cache, pos, x):
+        return cache.index_copy_(2, pos, x)
+    cache, pos, x = _cache_args()
+    out, n = _same_as_eager(f, cache, pos, x)
+    assert out is cache
+
+
+def test_updates_through_a_view_and_twice_are_written_back_as_before():
+    def through_view(cache, pos, x):
+        cache[1].index_copy_(1, pos, x[0])
+        return cache.sum()
+
+    def twice(cache, pos, x):
+        cache.index_copy_(2, pos, x)
+        cache.index_copy_(2, pos.flip(0), x * 2)
+        return cache.mean(2)
+    for f in (through_view, twice):
+        cache, pos, x = _cache_args()
+        _, n = _same_as_eager(f, cache, pos, x)
+        assert n == 0
+
+
+def test_an_out_of_range_update_raises_as_eager_and_leaves_the_cache_as_eager():
+    def f(cache, pos, x):
+        cache.index_copy_(2, pos, x)
+        return cache * 2
+    cache, _, x = _cache_args()
+    bad = torch.tensor([1, 8])                     # 8 is past the cache's 8 rows
+    ref = cache.clone()
+    with pytest.raises(Exception) as eager_error:
+        f(ref, bad, x)
+    pydynamo.reset()
+    with pytest.raises(Exception) as ours:
+        pydynamo.optimize(f, backend="codegen")(cache, bad, x)
+    assert type(ours.value) is type(eager_error.value)
+    torch.testing.assert_close(cache, ref)
+
+
 # --- the decode loop ----------------------------------------------------------------------
 
 def _llama():
