@@ -98,9 +98,31 @@ def cache_dir() -> str:
 
 @functools.lru_cache(None)
 def compiler_version() -> str:
+    """The compiler's first `--version` line. Asking starts a process (milliseconds, and on a
+    warm start's path: every kernel library's key holds it), so the answer is kept in the cache
+    dir, keyed by the compiler binary's resolved path, size, mtime and inode: a compiler
+    upgraded or replaced in place is asked again."""
     try:
-        return subprocess.run([CXX, "--version"], capture_output=True, text=True,
-                              check=True).stdout.splitlines()[0]
+        exe = os.path.realpath(shutil.which(CXX) or CXX)
+        st = os.stat(exe)
+    except OSError:
+        return _ask_compiler_version()
+    key = key_of("compiler version", exe, str(st.st_size), str(st.st_mtime_ns), str(st.st_ino))
+    try:
+        return load_value(os.path.join("toolchain", key + ".txt"), key,
+                          lambda: _run_compiler_version().encode(), "compiler version").decode()
+    except Exception:       # (an unknown answer is not kept: asked again, it says why)
+        return _ask_compiler_version()
+
+
+def _run_compiler_version() -> str:
+    return subprocess.run([CXX, "--version"], capture_output=True, text=True,
+                          check=True).stdout.splitlines()[0]
+
+
+def _ask_compiler_version() -> str:
+    try:
+        return _run_compiler_version()
     except Exception as e:  # no compiler: builds will fail loudly with the reason below
         return f"unknown ({e})"
 

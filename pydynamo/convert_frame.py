@@ -43,7 +43,7 @@ from pydynamo import autocast as _autocast
 from pydynamo import config, logs, phases
 from pydynamo import stance as _stance
 from pydynamo.backends import CODEGEN, codegen_options, lookup_backend
-from pydynamo.bytecode import resume, user_frame_name
+from pydynamo.code_origins import user_frame_name
 from pydynamo.distributed import check_miss, checked_guard, ddp_aware
 from pydynamo.eval_frame import on_reset
 from pydynamo.exc import (BackendCompilerFailed, FullGraphError, GraphBreak, GraphBreakWarning,
@@ -59,6 +59,7 @@ from pydynamo import warm_cache
 # the stages a warm-start hit never enters (pydynamo/stages.py): tracing, training's recorder,
 # recompile explanations and the compile report (sympy through the shape symbols)
 translator = lazy("pydynamo.executor.translator")
+resume = lazy("pydynamo.bytecode.resume")     # the bytecode package: tracing's, not a hit's
 recorder = lazy("pydynamo.aot.recorder")
 recompiles = lazy("pydynamo.recompiles")
 shapes = lazy("pydynamo.shapes")
@@ -232,7 +233,8 @@ TRANSIENT_REASONS = {"autocast", "functorch"}
 @on_reset
 def _on_reset() -> None:
     _warned.clear()
-    resume.clear_cache()
+    if "pydynamo.bytecode.resume" in sys.modules:  # (not imported: no resume code cached)
+        resume.clear_cache()
     _AUTO.clear()
     installed.clear()   # compiled graphs and constants the output code read from user globals
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import hashlib
 from typing import Any, Optional
 
 import torch
@@ -231,7 +232,9 @@ def _emit_guard(em: _Emitter, g: Guard) -> None:
     if k is GuardKind.TYPE_MATCH:
         em.check(f"type({v}) is {em.const(g.expected)}")
     elif k is GuardKind.ID_MATCH:
-        em.check(f"id({v}) == {g.expected[0]}")
+        # the id is a closure constant, not a literal: the source text is then the same in every
+        # process, so its compiled code can be reused (the warm cache stores it, `prebuilt`)
+        em.check(f"id({v}) == {em.const(g.expected[0])}")
     elif k is GuardKind.EQUALS_MATCH:
         em.check(f"type({v}) is {em.const(type(g.expected))} and {v} == {em.const(g.expected)}")
     elif k is GuardKind.LEN:
@@ -285,9 +288,10 @@ def _hashable(v):
         return repr(v)
 
 
-def compile_guards(guards: list[Guard], frame_globals: dict):
-    """One check function for all guards. Attributes: `.guards` (sorted list), `.source_text`."""
-    guards = sort_guards(guards)
+def guard_text(guards: list[Guard]) -> tuple[str, list]:
+    """The guard function's factory source for `guards` (already sorted) and the constants it
+    takes. The text holds no per-process value (ids, objects: all constants), so equal guard
+    lists of two processes give equal texts."""
     em = _Emitter()
     for g in guards:
         _emit_guard(em, g)
@@ -300,11 +304,41 @@ def compile_guards(guards: list[Guard], frame_globals: dict):
             f"        return False\n"
             f"      return True\n"
             f"    return guard\n")
+    return text, em.consts
+
+
+def text_key(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+# factory source -> its compiled module code (explanations compile one guard at a time, often
+# the same ones again; bounded so a long-running process does not grow without end)
+_codes: dict = {}
+_CODES_MAX = 4096
+
+
+def compile_guards(guards: list[Guard], frame_globals: dict, prebuilt: Optional[tuple] = None):
+    """One check function for all guards. Attributes: `.guards` (sorted list), `.source_text`,
+    `.module_code` (the factory source's compiled code: marshal it to reuse it elsewhere).
+    `prebuilt`: (text_key, code) of a factory compiled earlier (a warm-cache entry, verified
+    there); used only when it is the code of exactly this text, else the text is compiled."""
+    guards = sort_guards(guards)
+    text, consts = guard_text(guards)
+    code = _codes.get(text)
+    if code is None:
+        if prebuilt is not None and prebuilt[0] == text_key(text):
+            code = prebuilt[1]
+        else:
+            code = compile(text, "<pydynamo guard>", "exec")
+        if len(_codes) >= _CODES_MAX:
+            _codes.clear()
+        _codes[text] = code
     scope: dict = {}
-    exec(compile(text, "<pydynamo guard>", "exec"), scope)
-    fn = scope["___make_guard"](frame_globals, *em.consts)
+    exec(code, scope)
+    fn = scope["___make_guard"](frame_globals, *consts)
     fn.guards = guards
     fn.source_text = text
+    fn.module_code = code
     return fn
 
 

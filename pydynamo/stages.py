@@ -24,7 +24,7 @@ import importlib
 import sys
 
 # the stages a warm hit must not import (tests/cache/test_warm_start.py checks a hit's process)
-HEAVY = ("sympy", "pydynamo.executor.translator", "pydynamo.aot", "codegen.pipeline")
+HEAVY = ("sympy", "pydynamo.executor.translator", "pydynamo.aot", "codegen.pipeline", "pydynamo.bytecode")
 
 
 class Stage:

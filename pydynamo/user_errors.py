@@ -15,7 +15,7 @@ it on the way out, and re-raises with a bare `raise`, so its own frame goes too)
 through compiled code lists the frames the eager one lists: the user's, and torch's where eager
 has them. Pieces of one user call cut at graph breaks count once.
 
-Invariants: this module imports only the standard library, pydynamo.bytecode (resume code's
+Invariants: this module imports only the standard library, pydynamo.code_origins (resume code's
 origins) and torch.fx (codegen and the executor both use it); the exception object is never
 replaced or wrapped (`except IndexError` in user code still works; `__cause__`/`__context__`
 stay); an exception that cannot be placed is left as it is; one exception is placed at most
@@ -30,7 +30,7 @@ import re
 import sys
 from typing import Optional
 
-from pydynamo.bytecode import origin_of
+from pydynamo.code_origins import origin_of
 
 _SRC = re.compile(r'\s*File "(.*)", line (\d+), in (.*)$')
 # frames of pydynamo's own making: its packages, transformed and FX-generated code

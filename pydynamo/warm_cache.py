@@ -93,7 +93,6 @@ import os
 import pickle
 import stat
 import sys
-import sysconfig
 import types
 import warnings
 import zipfile
@@ -106,16 +105,16 @@ from pydynamo import _C
 from pydynamo import autocast as _autocast
 from pydynamo import config
 from pydynamo.eval_frame import on_reset
-from pydynamo.bytecode import origin_of, set_origin
+from pydynamo.code_origins import origin_of, set_origin
 from pydynamo.executor import installed
-from pydynamo.guards import Guard, GuardKind, ShapeGuards, TensorSpec, compile_guards
+from pydynamo.guards import Guard, GuardKind, ShapeGuards, TensorSpec, compile_guards, text_key
 from pydynamo.stages import lazy
 
 aot_runtime = lazy("pydynamo.aot.runtime")  # the training stage: only a training entry loads it
 
 log = logging.getLogger("pydynamo.warm_cache")
 
-FORMAT = "2"
+FORMAT = "3"
 
 # hits: frames loaded instead of traced; stores: entries written; uncacheable: translations
 # not stored (logged with why); stale: verified entries that no longer bind; damaged: entries
@@ -125,7 +124,8 @@ stats: collections.Counter = collections.Counter()
 # source files covered by versions() (their hash is not recorded per entry): the standard
 # library, torch, pydynamo's and codegen's packages
 _HERE = os.path.dirname(os.path.abspath(__file__))
-_STDLIB = os.path.realpath(sysconfig.get_paths()["stdlib"]) + os.sep
+_STDLIB = os.path.realpath(os.path.dirname(os.__file__)) + os.sep   # (sysconfig's "stdlib";
+# reading that imports the build's configuration data, a millisecond of a warm start)
 _ROOTS = tuple(os.path.realpath(p) + os.sep for p in (
     os.path.dirname(torch.__file__), _HERE, os.path.join(os.path.dirname(_HERE), "codegen")))
 _PLAIN = (int, float, complex, str, bytes, bool, type(None), torch.dtype, torch.device)
@@ -243,6 +243,7 @@ def store(code, result, frame_locals: dict, frame_globals: dict, callback) -> bo
     try:
         key = frame_key(code, callback)
         payload = _serialize(code, result, frame_locals, frame_globals)
+        payload["guard_code"] = _guard_code(payload, callback, frame_locals, frame_globals)
         pending = [what for tag, what in payload["names"].values()
                    if tag == "graph" and isinstance(what, _PendingJoint)]
         if pending:
@@ -339,6 +340,16 @@ def _serialize(code, result, frame_locals, frame_globals) -> dict:
     return {"format": FORMAT, "new_code": marshal.dumps(new_code), "guards": guards,
             "guard_texts": [g.describe() for g in result.guards], "names": names,
             "files": files, "source_lines": source[2] if source else None, "origins": origins}
+
+
+def _guard_code(payload: dict, callback, frame_locals, frame_globals) -> tuple:
+    """(text key, marshaled code) of the guard function a load of `payload` builds: its guards
+    bound here as a load binds them (ids and objects are constants of the function, so its text
+    is the same in the loading process, and the key checks that it is), compiled once now
+    instead of in every process that loads the entry."""
+    fn = compile_guards([_guard(p, callback, frame_locals, frame_globals)
+                         for p in payload["guards"]], frame_globals)
+    return text_key(fn.source_text), marshal.dumps(fn.module_code)
 
 
 def _code_marks(code, roots: list) -> list:
@@ -692,8 +703,10 @@ def _bind_guards(payload: dict, frame_locals: dict, frame_globals: dict, callbac
             now = None
         if now != sha:
             raise Stale(f"{path} changed")
+    prebuilt = payload.get("guard_code")
     return compile_guards([_guard(p, callback, frame_locals, frame_globals)
-                           for p in payload["guards"]], frame_globals)
+                           for p in payload["guards"]], frame_globals,
+                          prebuilt and (prebuilt[0], marshal.loads(prebuilt[1])))
 
 
 def _guard(p: tuple, callback, frame_locals: dict, frame_globals: dict) -> Guard:

@@ -42,6 +42,9 @@ from types import CodeType, FunctionType
 from typing import Iterable, Sequence
 
 from pydynamo.bytecode import analysis, emit, opcodes
+# (where resume code came from: a leaf of its own, so a warm start's hit path, which marks the
+# resume code it loads, does not import this package; re-exported here for its users)
+from pydynamo.code_origins import _origins, origin_of, set_origin, user_code_name, user_frame_name  # noqa: F401
 from pydynamo.bytecode.analysis import MAYBE_NULL, NULL, WITH_EXIT
 from pydynamo.bytecode.assemble import CodeLayout, make_code
 from pydynamo.bytecode.instruction import (
@@ -433,32 +436,6 @@ def _successor_resume(code: CodeType, offset: int, nulls_before: set,
                                             and slots[k][i] in (NULL, MAYBE_NULL)])
 
 
-# resume/break code -> (weakref to the original code, {offset in it: offset in the original})
-_origins: "weakref.WeakKeyDictionary[CodeType, tuple]" = weakref.WeakKeyDictionary()
-
-
-def origin_of(code: CodeType) -> tuple[CodeType, dict] | None:
-    """(original code, {offset here: offset there}) for resume/break code; None otherwise.
-    Prologue instructions have no entry (they exist only in the resume code)."""
-    entry = _origins.get(code)
-    if entry is None or entry[0]() is None:
-        return None
-    return entry[0](), entry[1]
-
-
-def user_code_name(code: CodeType) -> str:
-    """The user's function name, also for resume functions (shown as `f (resumed at file:line)`)."""
-    origin = origin_of(code)
-    return code.co_name if origin is None else origin[0].co_name
-
-
-def user_frame_name(code: CodeType) -> str:
-    """A frame's name for messages: resume and break code are the rest of the user's function."""
-    if origin_of(code) is None:
-        return code.co_name
-    return f"the rest of {user_code_name(code)} (resumed after a graph break)"
-
-
 def _remember_origin(new: CodeType, code: CodeType, body: list, origins: list) -> None:
     """`body`: the instructions as assembled into `new` (their offsets are `new`'s now);
     `origins`: their offsets in `code` (None: made for the resume code)."""
@@ -468,15 +445,6 @@ def _remember_origin(new: CodeType, code: CodeType, body: list, origins: list) -
         mapping = {k: root[1][v] for k, v in mapping.items() if v in root[1]}
         code = root[0]()
     set_origin(new, code, mapping)
-
-
-def set_origin(new: CodeType, code: CodeType, mapping: dict) -> None:
-    """Record `new` as resume/break code continuing `code` ({offset in new: offset in code});
-    also the warm cache's, for the resume code it loads (pydynamo/warm_cache.py)."""
-    # code objects compare by content: after reset() a rebuilt resume code equals the old one,
-    # and assigning would keep the old (dying) key, whose death then drops the new entry
-    _origins.pop(new, None)
-    _origins[new] = (weakref.ref(code), mapping)
 
 
 def _delete_if_unbound(local: str) -> list[Instruction]:

@@ -13,7 +13,7 @@ sys.modules[spec.name] = mod
 spec.loader.exec_module(mod)
 import pydynamo
 from pydynamo import convert_frame, stages, warm_cache
-from pydynamo.bytecode import origin_of
+from pydynamo.code_origins import origin_of
 warm_cache._versions[:] = [sys.argv[3]]
 pydynamo.config.cache_dir = sys.argv[2]
 pydynamo.config.warm_start = True

@@ -166,6 +166,39 @@ def test_monkeypatched_function_is_not_taken_for_the_stored_one(server, tmp_path
     assert rep["stale"] == 1 and any("now names" in m for m in rep["logs"]), rep["logs"]
 
 
+def _globals_file(tmp_path) -> str:
+    path = tmp_path / "globals_model.py"
+    path.write_text("import torch\n\nACT = torch.sin\nSCALE = 2\n\n\n"
+                    "def fn(x):\n    return ACT(x) * SCALE + 1\n")
+    return str(path)
+
+
+@pytest.mark.parametrize("change", ["ACT=torch.cos", "SCALE=3", "SCALE=2.0"])
+def test_a_warm_entry_never_runs_where_its_guards_do_not_hold(server, tmp_path, change):
+    """The guard function a warm entry carries compiled (its ids and values are constants, not
+    text) checks this process's objects: a global now bound to another object (ID_MATCH on
+    torch.sin) or another value (EQUALS_MATCH: 3, or 2.0 of another type) misses and is traced
+    again, the result equal to eager's (the child checks); the unchanged process still hits."""
+    d, path = tmp_path / "cache", _globals_file(tmp_path)
+    check(server.run(d, fns=["file:" + path]), traced=1)
+    check(server.run(d, fns=["file:" + path]), traced=0, hits=1)
+    check(server.run(d, fns=["file:" + path], modes=["setattr:" + change]), traced=1, hits=0)
+    check(server.run(d, fns=["file:" + path]), traced=0, hits=1)
+
+
+def test_a_hit_reuses_the_guard_code_the_entry_carries(server, tmp_path):
+    """The guard source holds no per-process value (ids are constants), so the entry carries its
+    compiled code and a hit compiles none."""
+    d, path = tmp_path / "cache", _globals_file(tmp_path)
+    cold = check(server.run(d, fns=["file:" + path], modes=["count_guard_compiles"]), traced=1)
+    assert cold["guard_compiles"] >= 1, cold
+    warm = check(server.run(d, fns=["file:" + path], modes=["count_guard_compiles"]),
+                 traced=0, hits=1)
+    assert warm["guard_compiles"] == 0, warm
+    # another value: the loaded code (its text is the same: values are constants) rejects it
+    check(server.run(d, fns=["file:" + path], modes=["setattr:SCALE=4"]), traced=1, hits=0)
+
+
 def test_guard_on_an_object_without_a_name_is_not_cached_and_says_so(server, tmp_path):
     d = tmp_path / "cache"
     rep = check(server.run(d, fns=["getter_fn"]), traced=1)

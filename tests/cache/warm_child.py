@@ -12,7 +12,9 @@ object with no identity another process shares: never cached),
 dropped: a read-only folder is read-only), "save:PATH" / "load:PATH" (save_artifacts() after
 the calls into PATH / load_artifacts() of PATH before them), "shapes" (each function also runs
 on a second input shape: one more entry), "reset" (pydynamo.reset() after each call, then the
-call again), "patch_helper" (the file's `helper` replaced by another function after import).
+call again), "patch_helper" (the file's `helper` replaced by another function after import),
+"setattr:NAME=EXPR" (the file's global NAME set to EXPR after import), "count_guard_compiles"
+(report how often guard source was compiled: a warm hit reuses the entry's compiled code).
 """
 import importlib.util
 import json
@@ -31,7 +33,7 @@ import cache_child  # noqa: E402
 import codegen  # noqa: E402
 import pydynamo  # noqa: E402
 from codegen import codecache  # noqa: E402
-from pydynamo import convert_frame, warm_cache  # noqa: E402
+from pydynamo import convert_frame, guards, warm_cache  # noqa: E402
 from pydynamo.demo.model import build_model, example_inputs  # noqa: E402
 
 
@@ -75,6 +77,10 @@ def _cases(name, shape_index, modes=()):
         spec.loader.exec_module(mod)
         if "patch_helper" in modes:            # monkeypatched after import, as a user might
             mod.helper = lambda t: t * 5
+        for m in modes:                         # "setattr:NAME=EXPR": a module global changed
+            if m.startswith("setattr:"):        # after import (the file itself is unchanged)
+                attr, expr = m[8:].split("=", 1)
+                setattr(mod, attr, eval(expr, {"torch": torch}))
         return mod.fn, mod.fn, (x,)
     raise ValueError(name)
 
@@ -91,6 +97,9 @@ def scenario(req) -> dict:
         if m.startswith("load:"):
             with open(m[5:], "rb") as fh:
                 warm_cache.load_artifacts(fh.read())
+    guard_compiles = []
+    if "count_guard_compiles" in modes:     # the guard source compiled (not reused) in this child
+        guards.compile = lambda *a: guard_compiles.append(1) or compile(*a)
     translations = []
     real_translate = convert_frame.translate
 
@@ -131,6 +140,7 @@ def scenario(req) -> dict:
         "graphs_compiled": codegen.counters["graphs_compiled"],
         "eager_graphs": codegen.counters["eager_fallback_graphs"],
         "kernel_compiles": codecache.stats["compiles"], "logs": logs,
+        "guard_compiles": len(guard_compiles),
     }
 
 
