@@ -20,6 +20,10 @@ The result is built with empty_strided (a C++ meta kernel), so no Python referen
 Three composites whose meta kernels are Python decompositions over those references are answered
 too (`_COMPOSITES`): F.linear (addmm's), F.layer_norm (native_layer_norm's), masked_fill (where's):
 their results are new contiguous tensors of a shape and dtype checked here.
+`run_aten(func, args, kwargs)` answers the same way for aten overloads (the training recorder's
+meta runs, codegen's extern meta runs): pointwise rows, addmm (and _addmm_activation), and
+activations' backward ops on
+operands of one layout (tests/cache/test_cold_imports.py checks them against torch's meta kernels).
 
 Invariants:
   * Exact or nothing: an op, argument form or dtype this module is not sure of returns None and
@@ -130,6 +134,12 @@ def run(target, args, kwargs) -> Optional[torch.Tensor]:
     """What `target(*args, **kwargs)` returns on meta tensors (a method's name: args[0] is self),
     or None where this module does not answer (the module docstring). Never raises: an error
     (torch.result_type of a number no dtype holds) is torch's kernel's to raise."""
+    if isinstance(target, torch._ops.OpOverload):
+        return run_aten(target, args, kwargs)
+    if target is torch.addmm:       # (codegen's externs: a matmul with its bias, its activation)
+        return run_aten(torch.ops.aten.addmm.default, args, kwargs)
+    if target is torch._addmm_activation:
+        return run_aten(torch.ops.aten._addmm_activation.default, args, kwargs)
     try:
         return _run(target, args, kwargs)
     except Exception:
@@ -139,6 +149,10 @@ def run(target, args, kwargs) -> Optional[torch.Tensor]:
 def _run(target, args, kwargs) -> Optional[torch.Tensor]:
     if torch._C._is_any_autocast_enabled():
         return None     # autocast's dtypes: torch's kernels under the caller's autocast state
+    if target is torch.nn.functional.relu:      # F.relu(x) (not in place) is torch.relu(x)
+        if len(args) != 1 or kwargs.get("inplace", False) is not False or set(kwargs) - {"inplace"}:
+            return None
+        target, kwargs = torch.relu, {}
     try:
         op = _table().get(target)
         composite = _COMPOSITES.get(target) if op is None else None
@@ -192,6 +206,67 @@ def _result(shape, strides, dtype, grad) -> torch.Tensor:
     if grad and (dtype.is_floating_point or dtype.is_complex):
         out = out.requires_grad_(True).clone()   # a non-leaf, as eager's result
     return out
+
+
+# -- aten overloads (the training recorder's meta runs) --------------------------------------------
+
+def run_aten(func, args, kwargs) -> Optional[torch.Tensor]:
+    """What aten overload `func` returns on meta tensors, for the few a training recording runs
+    whose meta kernels are torch's Python references (a pointwise row's `.default` / `.Tensor` /
+    `.Scalar` overload, addmm and _addmm_activation, activations' backward ops on operands of
+    one layout), or None (the caller runs torch's kernel).
+    Operands: dimensioned meta tensors, and a Python number only for a `.Scalar` overload's
+    second operand (a 0-dim tensor may be a wrapped number, whose dtype rule differs: declined)."""
+    try:
+        return _run_aten(func, args, kwargs)
+    except Exception:
+        return None
+
+
+# activations' backward ops (TensorIterator binary ops over the gradient and an input or output,
+# the dtype of both) -> their number of arguments
+_BACKWARDS = {"threshold_backward": 3, "sigmoid_backward": 2, "tanh_backward": 2,
+              "silu_backward": 2}
+
+
+def _run_aten(func, args, kwargs):
+    name, overload = func.__name__.split(".")[0], func._overloadname
+    if name == "_addmm_activation" and set(kwargs) <= {"use_gelu"} and \
+            type(kwargs.get("use_gelu", False)) is bool:    # addmm, then relu or gelu: addmm's
+        name, kwargs = "addmm", {}
+    if kwargs or torch._C._is_any_autocast_enabled():
+        return None
+    if any(isinstance(a, torch.Tensor) and (a.dim() == 0 or not _plain_tensor(a)) for a in args):
+        return None
+    if name == "addmm" and overload == "default" and len(args) == 3:
+        bias, a, b = args
+        if not all(isinstance(t, torch.Tensor) for t in args) or a.dim() != 2 or b.dim() != 2 \
+                or a.shape[1] != b.shape[0] or not a.dtype.is_floating_point \
+                or any(t.dtype != a.dtype for t in args):
+            return None
+        shape = (a.shape[0], b.shape[1])
+        if broadcast([tuple(bias.shape), shape], lambda d: d == 1, operator.eq) != list(shape):
+            return None     # (bias expands to the product's shape, as eager's addmm wants)
+        return _result(shape, _contiguous(shape), a.dtype, _grad(*args))
+    if name in _BACKWARDS and overload == "default" and len(args) == _BACKWARDS[name]:
+        grad_out, x = args[:2]      # (threshold_backward's third: the threshold, a number)
+        if not isinstance(grad_out, torch.Tensor) or not isinstance(x, torch.Tensor) \
+                or not grad_out.dtype.is_floating_point or x.dtype != grad_out.dtype \
+                or x.shape != grad_out.shape or x.stride() != grad_out.stride() \
+                or any(type(a) not in (int, float) for a in args[2:]):
+            return None     # (operands of two layouts: torch's reference lays out otherwise)
+        return _run(torch.add, (grad_out, x), {})   # one dense layout: the operands' own
+    target = getattr(torch, name, None)
+    op = _table().get(target) if target is not None else None
+    if op is None or op.inplace or op.name == "where" or len(args) != op.arity:
+        return None
+    if overload == "Scalar":
+        if op.arity != 2 or not isinstance(args[0], torch.Tensor) or type(args[1]) not in _SCALARS:
+            return None
+    elif overload not in ("default", "Tensor") or \
+            not all(isinstance(a, torch.Tensor) for a in args):
+        return None
+    return _run(target, args, {})
 
 
 # -- composites ----------------------------------------------------------------------------------

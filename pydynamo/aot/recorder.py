@@ -65,6 +65,7 @@ import sympy
 from torch._dispatch.python import enable_python_dispatcher
 
 from pydynamo import logs
+from pydynamo import meta_direct as _direct
 from pydynamo.meta import TensorMeta, device_results
 from pydynamo.mutation import mutation_of
 from pydynamo.symbols import FloorDiv, sympy_str
@@ -594,8 +595,16 @@ class _Mode(TorchDispatchMode):
         super().__init__()
         self.recorder = recorder
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        return self.recorder.dispatch(func, args, kwargs or {})
+
+def _mode_dispatch(self, func, types, args=(), kwargs=None):
+    return self.recorder.dispatch(func, args, kwargs or {})
+
+
+# set after the class statement, not in it: torch wraps a __torch_dispatch__ defined in a mode's
+# class body (at class creation) in a function whose first call imports torch's own tracing
+# frontend (1.5-2.6 s of a cold training compile, issue 20); pydynamo never runs under that
+# frontend, so the wrapper has nothing to do here (tests/cache/test_cold_imports.py)
+_Mode.__torch_dispatch__ = _mode_dispatch
 
 
 class Recorder:
@@ -851,7 +860,13 @@ class Recorder:
         if "device" in meta_kwargs:
             meta_kwargs["device"] = torch.device("meta")
         try:
-            out = func(*_map(_elem, args), **_map(_elem, meta_kwargs))
+            m_args, m_kwargs = _map(_elem, args), _map(_elem, meta_kwargs)
+            # eager's answer without torch's Python references (whose first call imports torch's
+            # tracing frontend: seconds of a cold training compile), where meta_direct knows it
+            # (not with size symbols: its size comparisons would be recorded as decisions)
+            out = _direct.run_aten(func, m_args, m_kwargs) if self.sizes is None else None
+            if out is None:
+                out = func(*m_args, **m_kwargs)
         except Exception as e:
             raise Unsupported(f"{func} on meta tensors: {type(e).__name__}: {e}") from e
         # where the meta kernel answers for another device, the record follows the device
