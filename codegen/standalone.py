@@ -19,7 +19,8 @@ from typing import Any, Dict, Optional
 
 import torch
 
-_IMPORTABLE = {"torch", "operator", "math", "builtins", "_operator"}
+# modules a fresh process imports the same way (codegen's own: reinplace.py's scatter externs)
+_IMPORTABLE = {"torch", "operator", "math", "builtins", "_operator", "codegen"}
 _EVAL_NAMES = {"torch": torch, "device": torch.device, "inf": float("inf"),
                "nan": float("nan")}
 
@@ -79,7 +80,7 @@ def qualified_name(target) -> Optional[str]:
     names = (getattr(target, "__qualname__", None), getattr(target, "__name__", None))
     for mod in ("torch", "torch.nn.functional", module):
         for qual in names:
-            # only names a fresh process imports the same way: torch's and the standard library's
+            # only names a fresh process imports the same way (_IMPORTABLE)
             if mod and qual and "<" not in qual and mod.split(".")[0] in _IMPORTABLE:
                 try:
                     if resolve(f"{mod}.{qual}") is target:

@@ -317,6 +317,43 @@ def test_an_out_of_range_update_raises_as_eager_and_leaves_the_cache_as_eager():
     torch.testing.assert_close(cache, ref)
 
 
+_WARM_CHILD = """
+import sys
+sys.path.insert(0, ".")
+import torch, pydynamo, codegen
+def step(cache, pos, x):
+    cache.index_copy_(2, pos, x)
+    return cache.sum(2) * 2
+torch.manual_seed(0)
+cache = torch.randn(2, 3, 8, 4); ref = cache.clone()
+pos = torch.tensor([int(sys.argv[1])]); x = torch.randn(2, 3, 1, 4)
+out = pydynamo.optimize(step, backend="codegen")(cache, pos, x)
+want = step(ref, pos, x)
+assert torch.equal(out, want) or torch.allclose(out, want), "output"
+assert torch.allclose(cache, ref), "cache"
+print("COMPILED", codegen.counters["graphs_compiled"])
+"""
+
+
+def test_a_graph_written_into_its_cache_input_is_kept_by_the_warm_cache(tmp_path):
+    """The scatter extern (codegen.reinplace.index_copy_into) has an importable name, so the
+    wrapper is stored and a second process runs it without compiling."""
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, PYDYNAMO_WARM_START="1", PYDYNAMO_CACHE_DIR=str(tmp_path))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    child = tmp_path / "child.py"       # a file: the warm cache hashes the traced source
+    child.write_text(_WARM_CHILD)
+    compiled = []
+    for pos in (1, 6):
+        r = subprocess.run([sys.executable, str(child), str(pos)], cwd=root, env=env,
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr[-2000:]
+        compiled.append(int(r.stdout.split("COMPILED")[-1]))
+    assert compiled == [1, 0]
+
+
 # --- the decode loop ----------------------------------------------------------------------
 
 def _llama():
