@@ -2,7 +2,8 @@
 
     python benchmarks/bench_gpu.py --part kernels   # bandwidth: pointwise, softmax, layer_norm
     python benchmarks/bench_gpu.py --part tiny      # launch-bound 64x64 graphs, CUDA graphs
-    python benchmarks/bench_gpu.py --part gpt2      # GPT-2 small (transformers config) inference
+    python benchmarks/bench_gpu.py --part gpt2 [--model gpt2|gpt2-lmhead|llama] [--dtype ...]
+                                                    # LM inference, default and reduce-overhead
     python benchmarks/bench_gpu.py --smoke ...      # small sizes: checks that everything runs
 
 Every line prints pydynamo codegen and torch.compile on the same line. Bandwidth lines count
@@ -107,25 +108,25 @@ class TinyMLP(nn.Module):
 
 
 def part_kernels(smoke):
-    n = (1 << 16) if smoke else (1 << 25)          # 32M fp32 elements, 128 MiB per tensor
-    rows = 256 if smoke else 4096
+    n = (1 << 16) if smoke else (1 << 26)          # 64M fp32 elements, 256 MiB per tensor
+    rows = 256 if smoke else 8192
     x = torch.randn(n, device="cuda")
     dst = torch.empty_like(x)
     copy_ms = gpu_ms(dst.copy_, x)
     copy_bw = 2 * n * 4 / copy_ms / 1e6            # GB/s, read + write
     record(part="kernels", case="d2d_copy", elems=n, ms=copy_ms, GBps=copy_bw)
     cases = [
-        ("pointwise_32M", Pointwise(), (torch.randn(n, device="cuda"),
+        ("pointwise_64M", Pointwise(), (torch.randn(n, device="cuda"),
                                         torch.randn(n, device="cuda")), 3 * n * 4),
         ("transpose_add_4096x8192", TransposeAdd(),
          (torch.randn(8192 if not smoke else 256, 4096 if not smoke else 128, device="cuda"),
           torch.randn(4096 if not smoke else 128, 8192 if not smoke else 256, device="cuda")),
          3 * (8192 * 4096 if not smoke else 256 * 128) * 4),
-        ("softmax_4096x4096", Softmax(), (torch.randn(rows, 4096, device="cuda"),),
-         2 * rows * 4096 * 4),
-        ("layer_norm_4096x4096", LayerNorm(4096).cuda(), (torch.randn(rows, 4096,
+        ("softmax_8192x8192", Softmax(), (torch.randn(rows, rows, device="cuda"),),
+         2 * rows * rows * 4),
+        ("layer_norm_8192x8192", LayerNorm(rows).cuda(), (torch.randn(rows, rows,
                                                                       device="cuda"),),
-         2 * rows * 4096 * 4),
+         2 * rows * rows * 4),
     ]
     with torch.no_grad():
         for name, mod, args, nbytes in cases:
@@ -170,27 +171,52 @@ def part_tiny(smoke):
             record(**row)
 
 
-def part_gpt2(smoke, dtype=torch.float32):
-    from transformers import GPT2Config, GPT2Model
-    import pydynamo
-    cfg = GPT2Config(n_layer=2 if smoke else 12)
+def lm_model(name, smoke, device, dtype):
+    """A transformers causal LM with random weights, and the input ids of one benchmark batch.
+    gpt2: GPT2Model (hidden states, no LM head; earlier runs' line); gpt2-lmhead:
+    GPT2LMHeadModel (.logits, vocabulary 50257: the unaligned LM-head GEMM); llama: a
+    Llama-architecture model of ~134M parameters (hidden 768, 12 layers, 12 heads, MLP 2048,
+    vocabulary 32000, tied embeddings off)."""
+    import transformers as T
+    layers = 2 if smoke else 12
+    if name in ("gpt2", "gpt2-lmhead"):
+        cfg = T.GPT2Config(n_layer=layers, n_embd=128 if smoke else 768, n_head=4 if smoke else 12)
+        cls = T.GPT2Model if name == "gpt2" else T.GPT2LMHeadModel
+    else:
+        cfg = T.LlamaConfig(hidden_size=128 if smoke else 768, num_hidden_layers=layers,
+                            num_attention_heads=4 if smoke else 12,
+                            num_key_value_heads=4 if smoke else 12,
+                            intermediate_size=256 if smoke else 2048, vocab_size=32000,
+                            max_position_embeddings=1024, tie_word_embeddings=False)
+        cls = T.LlamaForCausalLM
     torch.manual_seed(0)
-    model = GPT2Model(cfg).cuda().eval().to(dtype)
+    model = cls(cfg).to(device).eval().to(dtype)
     batch, seq = (2, 64) if smoke else (8, 256)
-    ids = torch.randint(0, cfg.vocab_size, (batch, seq), device="cuda")
+    ids = torch.randint(0, cfg.vocab_size, (batch, seq), device=device)
+    return model, ids
+
+
+def part_gpt2(smoke, dtype=torch.float32, model_name="gpt2", device="cuda"):
+    import pydynamo
+    model, ids = lm_model(model_name, smoke, device, dtype)
+    field = "last_hidden_state" if model_name == "gpt2" else "logits"
 
     def run(m):
-        return m(input_ids=ids).last_hidden_state
+        return getattr(m(input_ids=ids, use_cache=False), field)
 
+    timer = gpu_ms if device == "cuda" else cpu_ms
     with torch.no_grad():
         ref = run(model)
-        row = dict(part="gpt2", dtype=str(dtype).replace("torch.", ""), batch=batch, seq=seq,
-                   layers=cfg.n_layer, eager_ms=gpu_ms(run, model),
-                   eager_wall_ms=wall_us(run, model, n=100) / 1e3)
+        row = dict(part="gpt2", model=model_name, dtype=str(dtype).replace("torch.", ""),
+                   batch=ids.shape[0], seq=ids.shape[1], params_m=sum(
+                       p.numel() for p in model.parameters()) / 1e6,
+                   eager_ms=timer(run, model))
+        if device == "cuda":
+            row["eager_wall_ms"] = wall_us(run, model, n=100) / 1e3
         engines = [
             ("ours_default", lambda: pydynamo.optimize(model, backend="codegen")),
-            ("ours_cudagraphs", lambda: pydynamo.optimize(model, backend="codegen",
-                                                          options={"cudagraphs": True})),
+            ("ours_reduce_overhead", lambda: pydynamo.optimize(model, backend="codegen",
+                                                               mode="reduce-overhead")),
             ("torch_compile_default", lambda: torch.compile(model)),
             ("torch_compile_reduce_overhead",
              lambda: torch.compile(model, mode="reduce-overhead")),
@@ -202,13 +228,15 @@ def part_gpt2(smoke, dtype=torch.float32):
                 out = run(m)
                 for _ in range(2):
                     out = run(m)
-                torch.cuda.synchronize()
+                if device == "cuda":
+                    torch.cuda.synchronize()
                 row[name + "_compile_s"] = time.perf_counter() - t0
                 err = ((out.float() - ref.float()).norm() / ref.float().norm()).item()
                 row[name + "_relerr"] = err
-                row[name + "_ms"] = gpu_ms(run, m)
-                # synchronized host loop: what a caller waits when the host is the bottleneck
-                row[name + "_wall_ms"] = wall_us(run, m, n=100) / 1e3
+                row[name + "_ms"] = timer(run, m)
+                if device == "cuda":
+                    # synchronized host loop: what a caller waits when the host is the bottleneck
+                    row[name + "_wall_ms"] = wall_us(run, m, n=100) / 1e3
             except Exception as e:  # report, keep going
                 row[name + "_error"] = f"{type(e).__name__}: {str(e)[:300]}"
             if name.startswith("ours"):
@@ -216,24 +244,43 @@ def part_gpt2(smoke, dtype=torch.float32):
                                            if "cudagraph" in k or "fallback" in k
                                            or k.startswith("kernels")}
                 pydynamo.reset()
+            torch._dynamo.reset()
+        for mode in ("default", "reduce_overhead"):
+            a, b = row.get(f"ours_{mode}_ms"), row.get(f"torch_compile_{mode}_ms")
+            if a and b:
+                row[f"speed_vs_tc_{mode}"] = b / a       # above 1: pydynamo faster
         record(**row)
+
+
+def cpu_ms(fn, *args, n=5):
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        fn(*args)
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--part", action="append", choices=["kernels", "tiny", "gpt2"])
+    ap.add_argument("--model", default="gpt2", choices=["gpt2", "gpt2-lmhead", "llama"],
+                    help="the gpt2 part's model (gpt2: GPT2Model's hidden states)")
+    ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"],
+                    help="cpu: only with --smoke, to check the gpt2 part runs without a GPU")
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
                     help="GPT-2's parameter dtype (the gpt2 part)")
     # Raw rows go to a scratch file; benchmarks/results/GPU.md keeps the current figures.
     ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "/tmp"), "gpu.jsonl"))
     a = ap.parse_args()
-    record(part="env", device=torch.cuda.get_device_name(), torch=torch.__version__,
+    record(part="env", device=torch.cuda.get_device_name() if a.device == "cuda" else "cpu",
+           torch=torch.__version__,
            triton=__import__("triton").__version__, python=sys.version.split()[0])
     for p in a.part or ["kernels", "tiny", "gpt2"]:
         try:
             if p == "gpt2":
-                part_gpt2(a.smoke, getattr(torch, a.dtype))
+                part_gpt2(a.smoke, getattr(torch, a.dtype), a.model, a.device)
             else:
                 {"kernels": part_kernels, "tiny": part_tiny}[p](a.smoke)
         except Exception as e:

@@ -1335,23 +1335,43 @@ _SIZE_COMPARISONS = {operator.eq, operator.ne, operator.lt, operator.le, operato
 
 # ops whose output strides depend on the kernel the device picks (CUDA's memory-efficient
 # attention and CPU's flash attention write (batch, seq, heads, dim) and return it transposed;
-# meta tensors say contiguous): their layout is learnt from one call on zeros, so the result is
-# used as it is (no copy to a guessed layout, and the usual transpose back to (batch, seq,
-# hidden) is a view)
+# meta tensors say contiguous; the training graph's aten forms and their backwards are probed
+# too, and a kernel may choose its layouts by whether q, k and v share storage): their layout is
+# learnt from one call on zeros whose arguments share storage as the graph's do, so the result
+# is used as it is (no copy to a guessed layout on every call, and the usual transpose back to
+# (batch, seq, hidden) is a view)
+_aten = torch.ops.aten
 LAYOUT_PROBED = {torch.nn.functional.scaled_dot_product_attention,
-                 torch.ops.aten.scaled_dot_product_attention.default}
+                 _aten.scaled_dot_product_attention.default} | {
+    getattr(_aten, name).default for name in (
+        "_scaled_dot_product_efficient_attention", "_scaled_dot_product_efficient_attention_backward",
+        "_scaled_dot_product_flash_attention", "_scaled_dot_product_flash_attention_backward",
+        "_scaled_dot_product_flash_attention_for_cpu",
+        "_scaled_dot_product_flash_attention_for_cpu_backward",
+        "_scaled_dot_product_cudnn_attention", "_scaled_dot_product_cudnn_attention_backward")
+    if hasattr(_aten, name)}
 
 
 def _probe_layout(target, args, kwargs, device):
     if target not in LAYOUT_PROBED:
         return None
+    refs = _refs([args, kwargs])
+    if any(hasattr(x, "free_symbols") and not getattr(x, "is_number", True)
+           for r in refs for x in (*r.size, *r.stride, r.offset)):
+        return None               # symbolic sizes: meta's layout is used
+    # one zero-filled base per buffer, so arguments viewing one buffer share storage in the
+    # probe as in the compiled call (the fused backward packs its gradients only then)
+    extent: Dict[int, int] = {}
+    for r in refs:
+        need = int(r.offset) + 1 + sum((int(n) - 1) * int(st) for n, st in zip(r.size, r.stride))
+        extent[id(r.buffer)] = max(extent.get(id(r.buffer), 1), need)
+    bases = {k: torch.zeros(n, dtype=r.buffer.dtype, device=device)
+             for r in refs for k, n in extent.items() if k == id(r.buffer)}
 
     def real(a):
         if isinstance(a, ArgRef):
-            size, stride = [int(x) for x in a.size], [int(x) for x in a.stride]
-            need = int(a.offset) + 1 + sum((n - 1) * st for n, st in zip(size, stride))
-            base = torch.zeros(max(need, 1), dtype=a.buffer.dtype, device=device)
-            return base.as_strided(size, stride, int(a.offset))
+            return bases[id(a.buffer)].as_strided([int(x) for x in a.size],
+                                                  [int(x) for x in a.stride], int(a.offset))
         if isinstance(a, (list, tuple)):
             return type(a)(real(x) for x in a)
         if isinstance(a, dict):
@@ -1362,7 +1382,7 @@ def _probe_layout(target, args, kwargs, device):
     try:
         with torch.no_grad():
             out = target(*real(args), **real(kwargs))
-    except (TypeError, RuntimeError, ValueError):
+    except (TypeError, RuntimeError, ValueError, NotImplementedError):
         return None               # symbolic sizes, or the op refuses: meta's layout is used
     return out
 

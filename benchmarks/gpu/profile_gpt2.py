@@ -1,7 +1,7 @@
 """Where GPT-2 small's time goes on the GPU: per-kernel CUDA time for eager, pydynamo codegen
 and torch.compile (torch.profiler), to find what separates us from torch.compile.
 
-    python benchmarks/gpu/profile_gpt2.py [--layers 12] [--top 12] [--dtype bfloat16]
+    python benchmarks/gpu/profile_gpt2.py [--layers 12] [--top 12] [--dtype bfloat16] [--model gpt2-lmhead]
     python benchmarks/gpu/profile_gpt2.py --train bf16-autocast   # forward+loss+backward
 
 Prints, per engine, the time of one forward (do_bench), its GPU time (sum of kernel times),
@@ -15,11 +15,13 @@ import argparse
 import collections
 import copy
 import os
+import re
 import statistics
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # bench_gpu
 
 import torch  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
@@ -43,6 +45,27 @@ def kernel_table(fn, reps=5):
     return total, launches / reps, by_name
 
 
+CATEGORIES = (("gemm", ("gemm", "xmma", "cutlass", "cublas", "sm90_", "sm80_", "ampere_", "wgmma")),
+              ("attention", ("flash", "fmha", "attention", "efficient")),
+              ("copy/fill", ("copy", "fill", "memset", "memcpy", "elementwise_kernel",
+                             "vectorized_elementwise")),
+              ("reduction", ("reduce_kernel",)))
+
+
+def categories(by_name):
+    """Kernel time grouped by kind (GEMM, attention, torch's copy/fill/elementwise, torch's
+    reductions, generated kernels, the rest), so engines whose kernels have different names can
+    be compared line by line."""
+    out = collections.Counter()
+    for name, t in by_name.items():
+        low = name.lower()
+        if low.startswith("triton_") or re.match(r"kernel\d+", low):
+            out["generated"] += t           # (its name may say "_to_copy")
+            continue
+        out[next((c for c, keys in CATEGORIES if any(k in low for k in keys)), "other")] += t
+    return " | ".join(f"{c} {t / 1000:.3f} ms" for c, t in out.most_common())
+
+
 def host_ms(fn, reps=10):
     """Host time to enqueue one call, from an idle GPU (the median of `reps`)."""
     times = []
@@ -62,15 +85,15 @@ def main():
     ap.add_argument("--engines", default="eager,ours,ours_cudagraphs,torch_compile")
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     ap.add_argument("--train", choices=["fp32", "bf16-autocast"])
+    ap.add_argument("--model", default="gpt2", choices=["gpt2", "gpt2-lmhead", "llama"],
+                    help="inference: bench_gpu.py's models (gpt2: GPT2Model's hidden states)")
     a = ap.parse_args()
     if a.train:
         return train(a)
-    from transformers import GPT2Config, GPT2Model
     import pydynamo
-    cfg = GPT2Config(n_layer=a.layers)
-    torch.manual_seed(0)
-    model = GPT2Model(cfg).cuda().eval().to(getattr(torch, a.dtype))
-    ids = torch.randint(0, cfg.vocab_size, (8, 256), device="cuda")
+    from bench_gpu import lm_model
+    model, ids = lm_model(a.model, False, "cuda", getattr(torch, a.dtype))
+    field = "last_hidden_state" if a.model == "gpt2" else "logits"
     engines = {"eager": lambda: model,
                "ours": lambda: pydynamo.optimize(model, backend="codegen"),
                "ours_cudagraphs": lambda: pydynamo.optimize(model, backend="codegen",
@@ -78,13 +101,13 @@ def main():
                "torch_compile": lambda: torch.compile(model),
                "torch_compile_reduce_overhead": lambda: torch.compile(model, mode="reduce-overhead")}
     with torch.no_grad():
-        ref = model(input_ids=ids).last_hidden_state
+        ref = getattr(model(input_ids=ids, use_cache=False), field)
         for name in a.engines.split(","):
             pydynamo.reset()              # each engine compiles afresh
             m = engines[name]()
 
             def fwd():
-                return m(input_ids=ids).last_hidden_state
+                return getattr(m(input_ids=ids, use_cache=False), field)
             err = ((fwd().float() - ref.float()).norm() / ref.float().norm()).item()
             total, n, by_name = kernel_table(fwd)
             from triton.testing import do_bench
@@ -92,6 +115,7 @@ def main():
             print(f"== {name}: {ms:.3f} ms per forward (do_bench median), {total / 1000:.3f} "
                   f"ms GPU kernel time, {n:.0f} kernels, host {host_ms(fwd):.3f} ms to enqueue "
                   f"one forward, rel. error {err:.1e}", flush=True)
+            print("   by kind: " + categories(by_name))
             for k, t in by_name.most_common(a.top):
                 print(f"   {t:9.1f} us  {k}")
 
@@ -133,6 +157,7 @@ def train(a):
         print(f"== {name} ({a.train}): {ms:.3f} ms per fwd+loss+bwd (do_bench median), "
               f"{total / 1000:.3f} ms GPU kernel time, {n:.0f} kernels, host {host_ms(step):.3f} "
               f"ms to enqueue one, peak {peak:.0f} MiB above resident", flush=True)
+        print("   by kind: " + categories(by_name))
         for k, t in by_name.most_common(a.top):
             print(f"   {t:9.1f} us  {k}")
         del m, model

@@ -1,7 +1,8 @@
 #!/bin/bash
 # One device-tool call: GPU tests of the Triton path, the acceptance benchmarks, the OpInfo sweep.
 #   bash benchmarks/gpu/run_all.sh [tests] [gpt2] [opinfo] [kernels] [tiny] [launch] [budget] [hostprof] [calldepth] [training]
-#   (default: the first five; GPT2_DTYPES="float32 bfloat16" picks the gpt2 part's dtypes,
+#   (default: the first five; GPT2_DTYPES="float32 bfloat16" picks the gpt2 part's dtypes and
+#   LM_MODELS="gpt2 gpt2-lmhead llama" its models (each under its own T_gpt2 limit),
 #   TRAIN_DTYPES="fp32 bf16-autocast" the training part's: GPT-2 small training steps)
 # Needs pydynamo._C for the gpt2 part: carried prebuilt in .gpucarry/ or built with
 # `pip install --no-build-isolation -e .`. Results land in $OUT (or /tmp/out); the current figures
@@ -29,9 +30,9 @@ for p in $parts; do
              | tee "$OUT/call_depth.log" | tail -6 ;;
     hostprof) timeout "$t" python3 benchmarks/gpu/host_profile.py --n 20 --top 30 \
              > "$OUT/host_profile.log" 2>&1; grep "^==" "$OUT/host_profile.log" ;;
-    gpt2) for dt in ${GPT2_DTYPES:-float32}; do
-             timeout "$t" python3 benchmarks/bench_gpu.py --part gpt2 --dtype $dt \
-               --out "$OUT/gpu.jsonl" 2>&1 | grep -v Warning | tail -30; done ;;
+    gpt2) for m in ${LM_MODELS:-gpt2}; do for dt in ${GPT2_DTYPES:-float32}; do
+             timeout "$t" python3 benchmarks/bench_gpu.py --part gpt2 --model $m --dtype $dt \
+               --out "$OUT/gpu.jsonl" 2>&1 | grep -v Warning | tail -30; done; done ;;
     training) for dt in ${TRAIN_DTYPES:-fp32 bf16-autocast}; do
              timeout "$t" python3 benchmarks/bench_training.py --model gpt2-small --dtype $dt \
                --json "$OUT/training.jsonl" 2>&1 | grep -v Warning | tail -14; done ;;
