@@ -232,7 +232,19 @@ def test_epilogues_under_dynamic_sizes(backend, case):
 
     def make(n):
         return lambda: (_r(n, 16), _r(16, 24), _r(24), _r(n, 24))
-    assert_same_as_eager(f, [make(n) for n in (5, 7, 9)], backend=backend, dynamic=True)
+    assert_same_as_eager(f, [make(n) for n in (5, 7, 9)], backend=backend, dynamic=True,
+                         max_fallbacks=0)
+
+
+@pytest.mark.parametrize("case", ["residual", "matmul_bias_relu"])
+def test_batched_epilogues_under_dynamic_sizes(backend, case):
+    f = {"residual": lambda x, w, b, r: F.linear(x, w.t(), b) + r,
+         "matmul_bias_relu": lambda x, w, b, r: F.relu(x @ w + b) @ w.t()}[case]
+
+    def make(n):
+        return lambda: (_r(2, n, 16), _r(16, 24), _r(24), _r(2, n, 24))
+    assert_same_as_eager(f, [make(n) for n in (5, 7, 9)], backend=backend, dynamic=True,
+                         max_fallbacks=0)
 
 
 class MLP(torch.nn.Module):
