@@ -17,7 +17,8 @@ the rows), each step optional, in this order:
     in-place relu on CPU), or erf GELU on CPU only (use_gelu=True: CPU's is erf GELU, equal
     bit for bit to F.gelu; cuBLASLt's GELU epilogue is the tanh approximation, so CUDA graphs
     keep GELU as a kernel, and the tanh GELU is never taken). An activation needs an input
-    (a bias or a residual).
+    (a bias or a residual); on CPU only for results of at least CPU_ACT_MIN_NUMEL elements
+    (torch's fused call is addmm then one more dispatch, dearer than a small kernel).
 No node between the product and the chain's end may write in place (the residual is read at
 the product's place in the graph). The taken nodes' values are the extern's result
 (GraphLowering.absorbed). A linear with a bias and no chain keeps its bias inside the extern on
@@ -60,6 +61,10 @@ ALIGN = 8                 # elements of a 16-bit dtype in 16 bytes
 PAD_MIN_MACS = 1 << 27    # smaller products: the pad copies are not worth it
 _PADDED_DTYPES = (torch.float16, torch.bfloat16)
 EPILOGUE_CHAINS = True    # take bias/residual/activation chains into the extern (A/B switch)
+# On CPU torch's fused activation is addmm then an in-place relu/GELU: one more dispatch, which
+# costs more than our kernel's pass over a small result (relu MLP, thread time: 8x16 outputs
+# 1.03x slower fused, 64x512 0.99x, 256x2048 0.91x). CUDA's is cuBLASLt's epilogue: no bound.
+CPU_ACT_MIN_NUMEL = 1 << 13
 
 
 @register("linear")
@@ -186,6 +191,9 @@ def _step(g, n, u, size, dtype, epi, bias_ok):
             return None      # torch's fused GELU is erf's on CPU; cuBLAS's epilogue is tanh's
         if name == "relu" and any(k != "inplace" for k in u.kwargs):
             return None
+        if (g.device or torch.device("cpu")).type == "cpu" and \
+                g.hint(_numel(size)) < CPU_ACT_MIN_NUMEL:
+            return None
         return ("act", name)
     if name != "add" or len(u.args) != 2 or any(k != "alpha" or v != 1 for k, v in u.kwargs.items()):
         return None
@@ -265,8 +273,12 @@ def _with_epilogue(a, b, bias, epi: Epilogue, size):
 
 
 def _rows(x):
-    n = 1
-    for s in x.size[:-1]:
+    return _numel(x.size[:-1])
+
+
+def _numel(size):
+    n = sympy.Integer(1)
+    for s in size:
         n = n * s
     return n
 

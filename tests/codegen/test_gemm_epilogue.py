@@ -23,7 +23,7 @@ if not torch.cuda.is_available():
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import pydynamo  # noqa: E402
-from codegen import codecache  # noqa: E402
+from codegen import codecache, gemm  # noqa: E402
 from differential import assert_same_as_eager, assert_values_equal  # noqa: E402
 
 BACKENDS = {"codegen": None, "triton": {"backend_kernels": "triton"}}
@@ -65,6 +65,12 @@ def _check(fn, args, backend, fused, kernels=None):
     if kernels is not None:
         assert _kernels(text) == kernels, text
     return text
+
+
+@pytest.fixture(autouse=True)
+def _small_activation_bound(monkeypatch):
+    # small products here: take activations whatever the size (the bound has its own test)
+    monkeypatch.setattr(gemm, "CPU_ACT_MIN_NUMEL", 1)
 
 
 @pytest.fixture(params=["codegen", "triton"])
@@ -151,6 +157,16 @@ def test_exact_gelu_after_linear_bias_on_cpu(backend):
     text = _check(lambda x, w, b: F.gelu(F.linear(x, w, b)), (_r(2, 6, 16), _r(24, 16), _r(24)),
                   backend, "_addmm_activation", 0)
     assert "use_gelu=True" in text
+
+
+def test_small_cpu_activation_stays_a_kernel(backend, monkeypatch):
+    # on CPU torch's fused activation is one more dispatch: below the bound our kernel is cheaper
+    monkeypatch.setattr(gemm, "CPU_ACT_MIN_NUMEL", 6 * 24 + 1)
+    f = lambda x, w, b, w2: F.linear(torch.relu(F.linear(x, w, b)), w2)   # noqa: E731
+    text = _check(f, (_r(6, 16), _r(24, 16), _r(24), _r(8, 24)), backend, "linear", 1)
+    assert "_addmm_activation" not in text
+    monkeypatch.setattr(gemm, "CPU_ACT_MIN_NUMEL", 6 * 24)
+    _check(f, (_r(6, 16), _r(24, 16), _r(24), _r(8, 24)), backend, "_addmm_activation", 0)
 
 
 def test_tanh_gelu_is_not_fused(backend):
