@@ -317,12 +317,42 @@ _codes: dict = {}
 _CODES_MAX = 4096
 
 
+class _ConstsOnly(_Emitter):
+    """An emission's constants without its text: no source is rendered (most of an emission's
+    cost). The constants are the same list in the same order as the full emission's: which
+    constants a guard takes never depends on the rendered text."""
+
+    def value(self, source: Source) -> str:
+        return "v"
+
+    def check(self, cond: str) -> None:
+        pass
+
+
+def emission_shape(guards: list[Guard], n_consts: int) -> str:
+    """What, besides the guards' own records, decides the text of their factory: their kinds in
+    order, whether tensors are checked by the C++ predicate, and the number of constants."""
+    return repr((tuple(g.kind.value for g in guards), tensor_check.module() is not None, n_consts))
+
+
 def compile_guards(guards: list[Guard], frame_globals: dict, prebuilt: Optional[tuple] = None):
-    """One check function for all guards. Attributes: `.guards` (sorted list), `.source_text`,
-    `.module_code` (the factory source's compiled code: marshal it to reuse it elsewhere).
-    `prebuilt`: (text_key, code) of a factory compiled earlier (a warm-cache entry, verified
-    there); used only when it is the code of exactly this text, else the text is compiled."""
+    """One check function for all guards. Attributes: `.guards` (sorted list), `.source_text`
+    (None where the code came from `prebuilt` unrendered), `.module_code` (the factory source's
+    compiled code: marshal it to reuse it elsewhere), `.shape` (emission_shape).
+
+    `prebuilt`: (text key, code, shape) of a factory compiled earlier from guards bound from the
+    same records (a warm-cache entry, sealed and verified there). Its code is used with these
+    guards' constants without rendering their text when the shape is theirs: the records fix
+    every source, literal and value, the shape what this process could emit otherwise (the C++
+    tensor predicate missing here, a guard list deduplicated otherwise). Else the text is
+    rendered and the code used only if it was compiled from exactly that text."""
     guards = sort_guards(guards)
+    if prebuilt is not None:
+        em = _ConstsOnly()
+        for g in guards:
+            _emit_guard(em, g)
+        if emission_shape(guards, len(em.consts)) == prebuilt[2]:
+            return _make(prebuilt[1], frame_globals, em.consts, guards, None)
     text, consts = guard_text(guards)
     code = _codes.get(text)
     if code is None:
@@ -333,12 +363,17 @@ def compile_guards(guards: list[Guard], frame_globals: dict, prebuilt: Optional[
         if len(_codes) >= _CODES_MAX:
             _codes.clear()
         _codes[text] = code
+    return _make(code, frame_globals, consts, guards, text)
+
+
+def _make(code, frame_globals: dict, consts: list, guards: list, text: Optional[str]):
     scope: dict = {}
     exec(code, scope)
     fn = scope["___make_guard"](frame_globals, *consts)
     fn.guards = guards
     fn.source_text = text
     fn.module_code = code
+    fn.shape = emission_shape(guards, len(consts))
     return fn
 
 

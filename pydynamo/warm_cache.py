@@ -114,7 +114,7 @@ aot_runtime = lazy("pydynamo.aot.runtime")  # the training stage: only a trainin
 
 log = logging.getLogger("pydynamo.warm_cache")
 
-FORMAT = "3"
+FORMAT = "4"
 
 # hits: frames loaded instead of traced; stores: entries written; uncacheable: translations
 # not stored (logged with why); stale: verified entries that no longer bind; damaged: entries
@@ -343,13 +343,14 @@ def _serialize(code, result, frame_locals, frame_globals) -> dict:
 
 
 def _guard_code(payload: dict, callback, frame_locals, frame_globals) -> tuple:
-    """(text key, marshaled code) of the guard function a load of `payload` builds: its guards
-    bound here as a load binds them (ids and objects are constants of the function, so its text
-    is the same in the loading process, and the key checks that it is), compiled once now
-    instead of in every process that loads the entry."""
+    """(text key, marshaled code, emission shape) of the guard function a load of `payload`
+    builds: its guards bound here as a load binds them (ids and objects are constants of the
+    function, so its text is the same in the loading process: guards.compile_guards' `prebuilt`
+    says when it may take the code without rendering the text), compiled once now instead of in
+    every process that loads the entry."""
     fn = compile_guards([_guard(p, callback, frame_locals, frame_globals)
                          for p in payload["guards"]], frame_globals)
-    return text_key(fn.source_text), marshal.dumps(fn.module_code)
+    return text_key(fn.source_text), marshal.dumps(fn.module_code), fn.shape
 
 
 def _code_marks(code, roots: list) -> list:
@@ -706,7 +707,7 @@ def _bind_guards(payload: dict, frame_locals: dict, frame_globals: dict, callbac
     prebuilt = payload.get("guard_code")
     return compile_guards([_guard(p, callback, frame_locals, frame_globals)
                            for p in payload["guards"]], frame_globals,
-                          prebuilt and (prebuilt[0], marshal.loads(prebuilt[1])))
+                          prebuilt and (prebuilt[0], marshal.loads(prebuilt[1]), prebuilt[2]))
 
 
 def _guard(p: tuple, callback, frame_locals: dict, frame_globals: dict) -> Guard:
