@@ -226,9 +226,16 @@ def ensure_layout(t, size, stride, dtype, view=False, device=None):
         return t
     if view and t._is_view():
         raise ShapeMismatch
+    out = torch.empty_strided(size, stride, dtype=dtype, device=device)
+    if t.device.type == "cpu" and out.device.type != "cpu":
+        # a CPU result on a GPU graph (the fused attention's 0-d random-state tensors without
+        # dropout): copied without waiting for the queued GPU work, which a plain copy does (a
+        # host stall per call); the source is this call's own fresh tensor, staged at once
+        counters["extern_device_copies"] += 1
+        out.copy_(t, non_blocking=True)
+        return out
     # a copy on every call (a device pass over the result): the compile-time layout was a
     # guess the device's kernel does not follow; benchmarks print the count
     counters["extern_layout_copies"] += 1
-    out = torch.empty_strided(size, stride, dtype=dtype, device=device)
     out.copy_(t)
     return out

@@ -377,15 +377,10 @@ class WrapperPrinter:
         # an op that may return a view of its argument: a copy to the planned layout would
         # break what eager's result aliases (a wrong symbolic stride guess runs eagerly)
         view = ", view=True" if call.origin is not None and may_alias(call.origin) else ""
-        read_by_kernels = set().union(*self.kernel_args.values())
         for b in call.outputs:
             get = res + "".join(f"[{p}]" for p in b.out_path)
-            # a result no kernel reads stays on the device the op put it on, as in eager (the
-            # fused attention's 0-d random-state tensors are CPU tensors without dropout: a
-            # copy to the GPU was a blocking host-to-device copy on every call)
-            keep = "" if b.name in read_by_kernels else ", device=None"
             ensure = (f"_ensure({get}, {_tuple(b.layout.size)}, {_tuple(b.layout.stride)}, "
-                      f"{_dtype(b.dtype)}{view}{keep})")
+                      f"{_dtype(b.dtype)}{view})")
             if call.target in FRESH_RESULT_EXTERNS and not b.out_path:
                 # a new tensor of its inputs' dtype and device (both pinned): only its layout
                 # can differ from the plan, and checking that inline saves a call per extern

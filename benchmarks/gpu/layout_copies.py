@@ -28,15 +28,18 @@ def main():
     sites = {}
     plain = rt.ensure_layout
 
+    def copies():
+        return rt.counters["extern_layout_copies"] + rt.counters["extern_device_copies"]
+
     def spy(t, size, stride, dtype, view=False, device=None):
-        before = rt.counters["extern_layout_copies"]
+        before = copies()
         out = plain(t, size, stride, dtype, view, device)
-        if rt.counters["extern_layout_copies"] != before:
+        if copies() != before:
             f = sys._getframe(1)
             key = (f.f_code.co_filename, f.f_lineno)
             if key not in sites:
                 lines = [linecache.getline(key[0], n).strip() for n in range(key[1] - 3, key[1] + 1)]
-                sites[key] = (tuple(t.stride()), tuple(stride), lines)
+                sites[key] = (f"{tuple(t.stride())} on {t.device}", tuple(stride), lines)
         return out
     gw.ensure_layout = spy
     cfg = GPT2Config(n_layer=a.layers, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
@@ -53,11 +56,12 @@ def main():
             p.grad = None
     for _ in range(2):
         step()
-    n0 = rt.counters["extern_layout_copies"]
+    n0, d0 = rt.counters["extern_layout_copies"], rt.counters["extern_device_copies"]
     step()
     torch.cuda.synchronize()
-    print(f"== {a.dtype}: {rt.counters['extern_layout_copies'] - n0} extern layout copies per "
-          f"step, {len(sites)} call sites")
+    print(f"== {a.dtype}: per step {rt.counters['extern_layout_copies'] - n0} extern layout "
+          f"copies, {rt.counters['extern_device_copies'] - d0} CPU-to-GPU copies of extern "
+          f"results (not waiting); {len(sites)} call sites")
     for (path, line), (got, want, lines) in sites.items():
         print(f"-- {os.path.basename(path)}:{line}: result strides {got}, compiled for {want}")
         for text in lines:
