@@ -348,7 +348,8 @@ def _guard_code(payload: dict, callback, frame_locals, frame_globals) -> tuple:
     function, so its text is the same in the loading process: guards.compile_guards' `prebuilt`
     says when it may take the code without rendering the text), compiled once now instead of in
     every process that loads the entry."""
-    fn = compile_guards([_guard(p, callback, frame_locals, frame_globals)
+    memo: dict = {}
+    fn = compile_guards([_guard(p, callback, frame_locals, frame_globals, memo)
                          for p in payload["guards"]], frame_globals)
     return text_key(fn.source_text), marshal.dumps(fn.module_code), fn.shape
 
@@ -705,12 +706,14 @@ def _bind_guards(payload: dict, frame_locals: dict, frame_globals: dict, callbac
         if now != sha:
             raise Stale(f"{path} changed")
     prebuilt = payload.get("guard_code")
-    return compile_guards([_guard(p, callback, frame_locals, frame_globals)
+    memo: dict = {}     # (a name is resolved once per binding: 148 parameters, one class)
+    return compile_guards([_guard(p, callback, frame_locals, frame_globals, memo)
                            for p in payload["guards"]], frame_globals,
                           prebuilt and (prebuilt[0], marshal.loads(prebuilt[1]), prebuilt[2]))
 
 
-def _guard(p: tuple, callback, frame_locals: dict, frame_globals: dict) -> Guard:
+def _guard(p: tuple, callback, frame_locals: dict, frame_globals: dict,
+           memo: Optional[dict] = None) -> Guard:
     tag = p[0]
     if tag == "settings":
         return Guard(None, GuardKind.COMPILE_SETTINGS, callback)
@@ -723,19 +726,19 @@ def _guard(p: tuple, callback, frame_locals: dict, frame_globals: dict) -> Guard
         check.__source__ = p[1]
         return Guard(None, GuardKind.SHAPE_ENV, ShapeGuards(check, p[2], p[3], None), p[4])
     if tag == "type":
-        return Guard(p[1], GuardKind.TYPE_MATCH, _resolve_named(p[2]), p[3])
+        return Guard(p[1], GuardKind.TYPE_MATCH, _resolve_named(p[2], memo), p[3])
     if tag == "tensor":
         import dataclasses
         return Guard(p[1], GuardKind.TENSOR_MATCH,
-                     dataclasses.replace(p[3], cls=_resolve_named(p[2])), p[4])
+                     dataclasses.replace(p[3], cls=_resolve_named(p[2], memo)), p[4])
     if tag == "id":
         ref = p[2]
         if ref[0] == "instance":
-            return Guard(p[1], GuardKind.TYPE_MATCH, _resolve_named(ref[1]), p[4])
+            return Guard(p[1], GuardKind.TYPE_MATCH, _resolve_named(ref[1], memo), p[4])
         if ref[0] == "code":
             return Guard(p[1], GuardKind.ID_MATCH, (id(_by_code(p[1], ref, frame_locals,
                                                                 frame_globals)), p[3]), p[4])
-        return Guard(p[1], GuardKind.ID_MATCH, (id(_resolve(ref)), p[3]), p[4])
+        return Guard(p[1], GuardKind.ID_MATCH, (id(_resolve(ref, memo)), p[3]), p[4])
     raise Stale(f"unknown guard record {tag!r}")
 
 
@@ -758,7 +761,7 @@ def _by_code(source, ref, frame_locals, frame_globals):
     return fn
 
 
-def _resolve(ref):
+def _resolve(ref, memo: Optional[dict] = None):
     if ref[0] == "const":
         return ref[1]
     if ref[0] == "marshal":
@@ -766,10 +769,23 @@ def _resolve(ref):
     if ref[0] == "module":
         import importlib
         return importlib.import_module(ref[1])
-    return _resolve_named(ref[1])
+    return _resolve_named(ref[1], memo)
 
 
-def _resolve_named(named):
+def _resolve_named(named, memo: Optional[dict] = None):
+    """The object a ("named") record denotes now, checked; `memo`: the records one binding
+    resolved already (the same record twice in one binding is the same object)."""
+    if memo is not None:
+        obj = memo.get(named, memo)
+        if obj is not memo:
+            return obj
+    obj = _resolve_named_now(named)
+    if memo is not None:
+        memo[named] = obj
+    return obj
+
+
+def _resolve_named_now(named):
     data, module, qualname, code_hash = named
     try:
         obj = pickle.loads(data)
