@@ -173,7 +173,9 @@ def main():
     ap.add_argument("--models", default="llama,gpt2")
     ap.add_argument("--dtypes", default=None, help="default fp32,bf16 (cpu: fp32)")
     ap.add_argument("--batches", default=None, help="default 1,8 (smoke: 1,2)")
-    ap.add_argument("--engines", default="eager,torch_compile,pydynamo")
+    # pydynamo before torch.compile, as in bench_gpu.py: each engine's frame evaluation hook is
+    # installed for the rest of the process once used
+    ap.add_argument("--engines", default="eager,pydynamo,torch_compile")
     ap.add_argument("--new-tokens", type=int, default=None, help="default 128 (smoke: 8)")
     ap.add_argument("--prompt-len", type=int, default=16)
     ap.add_argument("--repeats", type=int, default=3)
@@ -200,6 +202,7 @@ def main():
                 ref = None
                 for engine in engines:
                     out = run_engine(engine, model, ids, new, a.repeats, a.device, row)
+                    print("  (so far) " + json.dumps(row), flush=True)
                     if engine == "eager":
                         ref = out
                     elif out is not None and ref is not None:
