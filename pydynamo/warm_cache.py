@@ -42,6 +42,10 @@ Re-binding guards (the unsafe part of a warm start; nothing of the old process i
     sizes through sources, shapes.ShapeEnv.make_check_fn) and its texts; loaded without a
     ShapeEnv, so a recompile explanation names its relations as text (recompiles.py).
   * COMPILE_SETTINGS is re-made for the callback asking (the key already holds the settings).
+  * The guard function itself is not compiled again: its source holds no per-process value, so
+    the entry carries its code, text key and emission shape (`_guard_code`, computed at store
+    from the guards bound as a load binds them); guards.compile_guards' `prebuilt` says when the
+    code serves the guards bound here.
 
 Graph breaks: the output code of a frame cut at a break calls its break function (generated
 code, a `__pydynamo_const_*` global), stored by marshal like the output code; the resume
