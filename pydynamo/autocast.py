@@ -152,7 +152,15 @@ class _Probe(torch.Tensor):
         device = probes[0].device
         by_elem = {id(p.elem): p for p in probes}
         with torch.no_grad():
-            out = func(*_map(_unwrap, args), **_map(_unwrap, kwargs))
+            m_args, m_kwargs = _map(_unwrap, args), _map(_unwrap, kwargs)
+            # eager's answer without torch's Python references where meta_direct knows it
+            # (their first call imports torch's tracing frontend: seconds of a cold compile).
+            # Imported here, not at the top: a warm-cache hit imports this module for its
+            # autocast state and must not load meta_direct's tables (sympy) with it
+            from pydynamo import meta_direct
+            out = meta_direct.run_aten(func, m_args, m_kwargs)
+            if out is None:
+                out = func(*m_args, **m_kwargs)
         # an in-place op answers its input: hand back that very probe (identity, as in eager)
         def wrap(t):
             if not isinstance(t, torch.Tensor):
@@ -166,15 +174,22 @@ class _FactoriesOnMeta(TorchDispatchMode):
     """A tensor an op makes inside a probed call (`at::empty(..., query.options())` in CUDA
     attention) would be made on the probe's real device: it is made on meta and probed too."""
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        device = kwargs.get("device")
-        probes: list = []
-        _map(lambda a: probes.append(a) if isinstance(a, _Probe) else None, (args, kwargs))
-        if probes or device is None or torch.device(device).type == "meta":
-            return func(*args, **kwargs)
-        out = func(*args, **dict(kwargs, device=torch.device("meta")))
-        return _map(lambda t: _Probe(t, torch.device(device)) if isinstance(t, torch.Tensor) else t, out)
+
+def _factories_dispatch(self, func, types, args=(), kwargs=None):
+    kwargs = kwargs or {}
+    device = kwargs.get("device")
+    probes: list = []
+    _map(lambda a: probes.append(a) if isinstance(a, _Probe) else None, (args, kwargs))
+    if probes or device is None or torch.device(device).type == "meta":
+        return func(*args, **kwargs)
+    out = func(*args, **dict(kwargs, device=torch.device("meta")))
+    return _map(lambda t: _Probe(t, torch.device(device)) if isinstance(t, torch.Tensor) else t, out)
+
+
+# set after the class statement, as the training recorder's mode is (pydynamo/aot/recorder.py):
+# torch wraps a __torch_dispatch__ defined in a mode's class body in a function whose first call
+# imports torch's own tracing frontend, which pydynamo never runs under
+_FactoriesOnMeta.__torch_dispatch__ = _factories_dispatch
 
 
 def _unwrap(v):

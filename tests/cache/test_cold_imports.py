@@ -46,6 +46,39 @@ def test_a_cold_training_compile_does_not_import_torchs_frontend(tmp_path, backe
     assert out["ok"] and not out["frontend"], out
 
 
+AUTOCAST = """
+import json, sys, torch, pydynamo
+torch.manual_seed(0)
+m = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+x = torch.randn(5, 8)
+f = pydynamo.optimize(m, backend=sys.argv[1])
+with torch.autocast("cpu", torch.bfloat16):
+    loss = f(x).float().sum()
+loss.backward()
+grads = [p.grad.clone() for p in m.parameters()]
+for p in m.parameters():
+    p.grad = None
+with torch.autocast("cpu", torch.bfloat16):
+    want = m(x).float().sum()
+want.backward()
+ok = bool(torch.allclose(loss, want, rtol=2e-2, atol=2e-2)) and all(
+    torch.allclose(g, p.grad, rtol=2e-2, atol=2e-2) for g, p in zip(grads, m.parameters()))
+print(json.dumps({"ok": ok, "frontend": sys.argv[2] in sys.modules}))
+"""
+
+
+@pytest.mark.parametrize("backend", ["codegen", "aot_eager"])
+def test_a_cold_autocast_training_compile_does_not_import_torchs_frontend(tmp_path, backend):
+    """Autocast's dtype probe (pydynamo/autocast.py) runs ops on meta tensors too: its mode's
+    dispatch is set after the class statement and its meta answers come from meta_direct."""
+    r = subprocess.run([sys.executable, "-c", AUTOCAST, backend, FRONTEND], capture_output=True,
+                       text=True, timeout=600,
+                       env=dict(os.environ, PYDYNAMO_CACHE_DIR=str(tmp_path / "cache")))
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["ok"] and not out["frontend"], out
+
+
 aten = torch.ops.aten
 
 
