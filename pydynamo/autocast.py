@@ -158,9 +158,7 @@ class _Probe(torch.Tensor):
             # Imported here, not at the top: a warm-cache hit imports this module for its
             # autocast state and must not load meta_direct's tables (sympy) with it
             from pydynamo import meta_direct
-            out = meta_direct.run_aten(func, m_args, m_kwargs)
-            if out is None:
-                out = func(*m_args, **m_kwargs)
+            out = meta_direct.call_aten(func, m_args, m_kwargs)
         # an in-place op answers its input: hand back that very probe (identity, as in eager)
         def wrap(t):
             if not isinstance(t, torch.Tensor):

@@ -21,9 +21,10 @@ Three composites whose meta kernels are Python decompositions over those referen
 too (`_COMPOSITES`): F.linear (addmm's), F.layer_norm (native_layer_norm's), masked_fill (where's):
 their results are new contiguous tensors of a shape and dtype checked here.
 `run_aten(func, args, kwargs)` answers the same way for aten overloads (the training recorder's
-meta runs, codegen's extern meta runs): pointwise rows, addmm (and _addmm_activation), and
-activations' backward ops on
-operands of one layout (tests/cache/test_cold_imports.py checks them against torch's meta kernels).
+and autocast's meta runs through `call_aten`, which falls back to torch's kernel; codegen's
+extern meta runs): pointwise rows, addmm (and _addmm_activation), and activations' backward ops
+on operands of one layout (tests/cache/test_cold_imports.py checks them against torch's meta
+kernels).
 
 Invariants:
   * Exact or nothing: an op, argument form or dtype this module is not sure of returns None and
@@ -221,6 +222,13 @@ def run_aten(func, args, kwargs) -> Optional[torch.Tensor]:
         return _run_aten(func, args, kwargs)
     except Exception:
         return None
+
+
+def call_aten(func, args, kwargs):
+    """`func(*args, **kwargs)` on meta tensors: `run_aten`'s answer where it has one, else
+    torch's own meta kernel (the recorder's and autocast's meta runs)."""
+    out = run_aten(func, args, kwargs)
+    return func(*args, **kwargs) if out is None else out
 
 
 # activations' backward ops (TensorIterator binary ops over the gradient and an input or output,

@@ -864,9 +864,8 @@ class Recorder:
             # eager's answer without torch's Python references (whose first call imports torch's
             # tracing frontend: seconds of a cold training compile), where meta_direct knows it
             # (not with size symbols: its size comparisons would be recorded as decisions)
-            out = _direct.run_aten(func, m_args, m_kwargs) if self.sizes is None else None
-            if out is None:
-                out = func(*m_args, **m_kwargs)
+            out = _direct.call_aten(func, m_args, m_kwargs) if self.sizes is None else \
+                func(*m_args, **m_kwargs)
         except Exception as e:
             raise Unsupported(f"{func} on meta tensors: {type(e).__name__}: {e}") from e
         # where the meta kernel answers for another device, the record follows the device

@@ -36,13 +36,18 @@ print(json.dumps({"ok": ok, "frontend": sys.argv[2] in sys.modules}))
 """
 
 
-@pytest.mark.parametrize("backend", ["codegen", "aot_eager"])
-def test_a_cold_training_compile_does_not_import_torchs_frontend(tmp_path, backend):
-    r = subprocess.run([sys.executable, "-c", TRAIN, backend, FRONTEND], capture_output=True,
+def _run_fresh(script, backend, tmp_path) -> dict:
+    """`script` in a fresh interpreter with its own cache dir: its last line's JSON."""
+    r = subprocess.run([sys.executable, "-c", script, backend, FRONTEND], capture_output=True,
                        text=True, timeout=600,
                        env=dict(os.environ, PYDYNAMO_CACHE_DIR=str(tmp_path / "cache")))
     assert r.returncode == 0, r.stderr[-3000:]
-    out = json.loads(r.stdout.strip().splitlines()[-1])
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("backend", ["codegen", "aot_eager"])
+def test_a_cold_training_compile_does_not_import_torchs_frontend(tmp_path, backend):
+    out = _run_fresh(TRAIN, backend, tmp_path)
     assert out["ok"] and not out["frontend"], out
 
 
@@ -71,11 +76,7 @@ print(json.dumps({"ok": ok, "frontend": sys.argv[2] in sys.modules}))
 def test_a_cold_autocast_training_compile_does_not_import_torchs_frontend(tmp_path, backend):
     """Autocast's dtype probe (pydynamo/autocast.py) runs ops on meta tensors too: its mode's
     dispatch is set after the class statement and its meta answers come from meta_direct."""
-    r = subprocess.run([sys.executable, "-c", AUTOCAST, backend, FRONTEND], capture_output=True,
-                       text=True, timeout=600,
-                       env=dict(os.environ, PYDYNAMO_CACHE_DIR=str(tmp_path / "cache")))
-    assert r.returncode == 0, r.stderr[-3000:]
-    out = json.loads(r.stdout.strip().splitlines()[-1])
+    out = _run_fresh(AUTOCAST, backend, tmp_path)
     assert out["ok"] and not out["frontend"], out
 
 
