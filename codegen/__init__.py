@@ -24,9 +24,13 @@ __all__ = ["compile_fx", "counters", "CompileStats", "Options"]
 
 def compile_fx(gm, example_inputs: List[Any], **options):
     from codegen.gpu_wrapper import choose_backend     # (deferred: the whole pipeline)
+    from codegen.host_scalars import compile_split
     from codegen.pipeline import compile_graph
     opts = Options.of(options)
-    return compile_graph(gm, example_inputs, choose_backend(gm, example_inputs, opts), opts)
+    backend = choose_backend(gm, example_inputs, opts)
+    # CPU 0-d tensors in a device graph: computed on the host, uploaded (codegen/host_scalars.py)
+    split = compile_split(gm, example_inputs, backend, opts)
+    return split if split is not None else compile_graph(gm, example_inputs, backend, opts)
 
 
 def __getattr__(name):

@@ -10,7 +10,9 @@ eager's. The CUDA-graph runner (codegen/cudagraphs.py) runs here with a simulate
 (`SimulatedGraphs`: a capture records the call, a replay re-runs it into the captured output
 buffers): which arguments are read in place (the cache) or copied (fresh ids), one capture for
 all decode steps, a new cache per generate call read in place again, outputs never stale, and
-the whole decode loop through the Triton interpreter with the runner around every graph.
+the whole decode loop through the Triton interpreter with the runner around every graph; and
+the same loop with StaticCache's CPU `cumulative_length` as a host scalar (as on a GPU:
+codegen/host_scalars.py, simulated on the CPU), advanced on the host, uploaded for the kernels.
 """
 import pytest
 import torch
@@ -445,10 +447,10 @@ def test_decode_writes_the_callers_cache_tensor(counts):
     assert len(seen) == 6 and counts.recompiles == 1
 
 
-def test_decode_loop_through_the_graph_runner_on_the_triton_interpreter(counts, monkeypatch):
-    """The GPU path's Triton kernels (interpreted) with the CUDA-graph runner around every
-    compiled graph, on the simulated graph: tokens equal eager's, the decode bucket captured
-    once and replayed for every later step, the prefill never captured (one call)."""
+@pytest.fixture
+def simulated_runners(monkeypatch):
+    """The Triton path (interpreted) with the CUDA-graph runner around every compiled graph, on
+    the simulated graph; yields the runners in compile order."""
     import os
     if os.environ.get("TRITON_INTERPRET") != "1":
         pytest.skip("needs TRITON_INTERPRET=1 (set before triton is imported)")
@@ -462,6 +464,12 @@ def test_decode_loop_through_the_graph_runner_on_the_triton_interpreter(counts, 
             runners.append(call)
         return call
     monkeypatch.setattr(TritonBackend, "finish", finish)
+    yield runners
+
+
+def _decode_with_runners(runners):
+    """Greedy decode of 8 tokens, eager and compiled (Triton path): tokens and keys equal;
+    (compiled output, eager output, the runners: prefill's and decode's)."""
     model = _llama()
     ids = torch.randint(1, 1000, (1, 6))
     ref = _generate(model, ids, new=8)
@@ -472,7 +480,15 @@ def test_decode_loop_through_the_graph_runner_on_the_triton_interpreter(counts, 
     for mine, theirs in zip(_cache_layers(out), _cache_layers(ref)):
         torch.testing.assert_close(mine.keys, theirs.keys, rtol=1e-5, atol=1e-5)
     assert len(runners) == 2
-    prefill, decode = runners
+    return out, ref, runners
+
+
+def test_decode_loop_through_the_graph_runner_on_the_triton_interpreter(counts,
+                                                                        simulated_runners):
+    """The GPU path's Triton kernels (interpreted) with the CUDA-graph runner around every
+    compiled graph, on the simulated graph: tokens equal eager's, the decode bucket captured
+    once and replayed for every later step, the prefill never captured (one call)."""
+    out, ref, (prefill, decode) = _decode_with_runners(simulated_runners)
     assert prefill.cg_stats["captures"] == 0 and prefill.cg_stats["plain_calls"] == 1
     # 7 decode steps: warm-up, capture (+ its replay), 5 replays
     assert decode.cg_stats["captures"] == 1 and decode.cg_stats["replays"] == 6
@@ -483,4 +499,30 @@ def test_decode_loop_through_the_graph_runner_on_the_triton_interpreter(counts, 
     # outside the graph), in the prefill too (which creates the cache tensors themselves)
     assert len(decode.copy_back) == 2 and len(prefill.copy_back) == 2
     assert all(len(g.written) == 6 for e in decode.entries.values() for g in e.graphs.values())
+    assert counts.recompiles == 1
+
+
+def test_decode_loop_with_host_scalars_under_graph_replay(counts, simulated_runners,
+                                                         monkeypatch):
+    """issue 18: on a GPU, StaticCache's `cumulative_length` is a CPU 0-d tensor in a device
+    graph. Simulated here (codegen/host_scalars.py SIMULATE: the interpreter's CPU 0-d inputs
+    are host scalars): each layer's advance is computed on the host and written back by the
+    caller as a CPU copy (no copy_back in the runner), the positions the kernels read come
+    from the upload buffer, read in place by the capture (no copy of it per replay), and the
+    host part runs outside the capture on every call, so every replayed step is exact."""
+    import codegen
+    import codegen.host_scalars as hs
+    monkeypatch.setattr(hs, "SIMULATE", True)
+    before = codegen.counters["host_scalar_graphs"], codegen.counters["eager_fallback_graphs"]
+    out, ref, (prefill, decode) = _decode_with_runners(simulated_runners)
+    for mine, theirs in zip(_cache_layers(out), _cache_layers(ref)):
+        torch.testing.assert_close(mine.values, theirs.values, rtol=1e-5, atol=1e-5)
+        assert mine.cumulative_length.device.type == "cpu"
+        assert int(mine.cumulative_length) == int(theirs.cumulative_length) == 6 + 7
+    assert codegen.counters["host_scalar_graphs"] - before[0] == 2      # prefill and decode
+    assert codegen.counters["eager_fallback_graphs"] == before[1]
+    assert decode.cg_stats["captures"] == 1 and decode.cg_stats["replays"] == 6
+    # ids, positions and mask copied per replay (but the first), the upload buffer read in place
+    assert decode.cg_stats["input_copies"] == 3 * 5
+    assert len(decode.mutated) == 4 and decode.copy_back == [] and prefill.copy_back == []
     assert counts.recompiles == 1
