@@ -4,6 +4,7 @@
     python benchmarks/bench_gpu.py --part tiny      # launch-bound 64x64 graphs, CUDA graphs
     python benchmarks/bench_gpu.py --part gpt2 [--model gpt2|gpt2-lmhead|llama] [--dtype ...]
                                                     # LM inference, default and reduce-overhead
+        [--also-cudagraph-outputs copy]             # + reduce-overhead copying every output
     python benchmarks/bench_gpu.py --smoke ...      # small sizes: checks that everything runs
 
 Every line prints pydynamo codegen and torch.compile on the same line. Bandwidth lines count
@@ -11,7 +12,10 @@ the fewest bytes the op must move (each input read once, each output written onc
 median kernel time (triton.testing.do_bench), as a fraction of the device-to-device copy
 bandwidth measured in the same run (bytes read + written). Launch-bound lines are wall-clock
 microseconds per call (host loop, synchronized), which is what a user of a tiny graph waits.
-Results append to --out as JSON lines.
+Results append to --out as JSON lines. The timed loops drop each call's result before the
+next call, so pydynamo's reduce-overhead hands out the graph's memory without copying it (as
+torch.compile's does); the result read for the error check is taken before the timing (its
+counters line shows cudagraph_output_copies / _outputs_invalidated).
 """
 import argparse
 import json
@@ -196,7 +200,7 @@ def lm_model(name, smoke, device, dtype):
     return model, ids
 
 
-def part_gpt2(smoke, dtype=torch.float32, model_name="gpt2", device="cuda"):
+def part_gpt2(smoke, dtype=torch.float32, model_name="gpt2", device="cuda", also_outputs=()):
     import pydynamo
     model, ids = lm_model(model_name, smoke, device, dtype)
     field = "last_hidden_state" if model_name == "gpt2" else "logits"
@@ -217,6 +221,12 @@ def part_gpt2(smoke, dtype=torch.float32, model_name="gpt2", device="cuda"):
             ("ours_default", lambda: pydynamo.optimize(model, backend="codegen")),
             ("ours_reduce_overhead", lambda: pydynamo.optimize(model, backend="codegen",
                                                                mode="reduce-overhead")),
+        ] + [
+            (f"ours_reduce_overhead_{pol}",
+             lambda pol=pol: pydynamo.optimize(model, backend="codegen", mode="reduce-overhead",
+                                               options={"cudagraph_outputs": pol}))
+            for pol in also_outputs
+        ] + [
             ("torch_compile_default", lambda: torch.compile(model)),
             ("torch_compile_reduce_overhead",
              lambda: torch.compile(model, mode="reduce-overhead")),
@@ -269,6 +279,10 @@ def main():
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"],
                     help="cpu: only with --smoke, to check the gpt2 part runs without a GPU")
     ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--also-cudagraph-outputs", action="append", default=[],
+                    choices=["copy", "copy_held"],
+                    help="the gpt2 part: also time reduce-overhead with this output policy "
+                         "(codegen/options.py cudagraph_outputs; copy: every output copied)")
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
                     help="GPT-2's parameter dtype (the gpt2 part)")
     # Raw rows go to a scratch file; benchmarks/results/GPU.md keeps the current figures.
@@ -280,7 +294,8 @@ def main():
     for p in a.part or ["kernels", "tiny", "gpt2"]:
         try:
             if p == "gpt2":
-                part_gpt2(a.smoke, getattr(torch, a.dtype), a.model, a.device)
+                part_gpt2(a.smoke, getattr(torch, a.dtype), a.model, a.device,
+                          a.also_cudagraph_outputs)
             else:
                 {"kernels": part_kernels, "tiny": part_tiny}[p](a.smoke)
         except Exception as e:

@@ -28,10 +28,27 @@
     place: the caller's copy is onto itself (skipped by torch), so no launch is left outside
     the graph;
   * outputs: one that shares storage with an argument comes back as the same view of the
-    caller's argument (eager's aliasing); any other is copied out of the graph's static buffers
-    before it is returned, so a later replay never overwrites a tensor the caller holds (no
-    stale outputs, at the price of one copy per output; torch.compile instead hands out the
-    static buffers and raises when an overwritten one is read);
+    caller's argument (eager's aliasing); any other is handed out as the graph's own memory, no
+    copy (Options.cudagraph_outputs, "static" by default): a tensor on its own storage object
+    that aliases the static buffer and keeps it alive (so no later capture can take that memory
+    while the caller holds it). A later replay of this runner (any of its graphs: they share one
+    pool, so one graph's scratch memory may be another's output) overwrites that memory, so
+    before every replay each output handed out by the previous one is looked at (a weak
+    reference to its storage; the storage's use count counts the returned tensor, every view the
+    caller derived from it and any storage object of it):
+      - dropped (count 0): nothing to do (a loop that discards or replaces its outputs: no cost);
+      - held, and an argument of this call (`x = f(x)`; the caller evidently still uses it):
+        copied out: the storage's memory is swapped for a fresh copy, so the tensor and all its
+        views keep their values at a new address;
+      - held otherwise (`out = f(x)` in a loop holds the previous `out` during the call):
+        invalidated where torch's storage-wide access error exists (CUDA builds): reading it, or
+        any view of it, raises STALE_OUTPUT (telling the user to `.clone()` it; torch.compile's
+        reduce-overhead raises likewise), at no cost; copied out like the above where it does
+        not (the simulated device of the tests, CPU builds), or with cudagraph_outputs=
+        "copy_held" (never raises; costs a copy per held output and replay);
+    no stale value is ever read. cudagraph_outputs="copy" keeps copying every output out at
+    each call (the runner's default: the "cudagraphs" backend, pydynamo/cudagraphs.py, promises
+    fresh outputs); so does a torch without storage data-pointer swapping;
   * a graph that cannot be captured launches plainly from then on (counted in
     `codegen.counters["cudagraph_plain_launch"]`, said once in the perf log): a CPU sync such
     as .item() or nonzero is found by the warm-up call under torch's sync debug mode (graphs
@@ -40,8 +57,8 @@
 The device calls (pool, capture, sync check) go through a `Device` object, so the bookkeeping
 above runs on the CPU with a simulated graph in the tests (tests/models/test_decode.py).
 Default: on for mode="reduce-overhead" or options={"cudagraphs": True}; off for mode=None (see
-benchmarks/results/GPU.md for the measurement behind that choice: the output copy and the warm-up
-make it a loss for graphs with large outputs, a win only for launch-bound ones).
+benchmarks/results/GPU.md for the measurement behind that choice: the warm-up, and the output copy
+this runner made before handing out static outputs, made it a loss for graphs with large outputs).
 """
 from __future__ import annotations
 
@@ -51,13 +68,23 @@ from typing import Any, Callable, Dict, List, Optional
 
 import torch
 
-from codegen.options import Options
+from codegen.options import CUDAGRAPH_OUTPUTS as OUTPUT_POLICIES, Options
 from codegen.pipeline import counters
 
 perf_log = logging.getLogger("pydynamo.perf")
 WARMUP = 1
 MAX_CAPTURES = 8      # per bucket: address sets of the in-place arguments kept captured
 MAX_BUCKETS = 64      # per runner: concrete shape sets of a graph with size symbols
+STALE_OUTPUT = (
+    "pydynamo: this tensor is an output of a CUDA-graph replay (mode='reduce-overhead') that a "
+    "later call of the same compiled function has overwritten. To keep an output past the next "
+    "call, clone it before that call (`out = compiled(x).clone()`), or compile with "
+    "options={'cudagraph_outputs': 'copy_held'}. See docs/USER_GUIDE.md, 'GPU and CUDA graphs'.")
+_use_count = torch._C._storage_Use_Count
+_weak_ref = torch.UntypedStorage._weak_ref
+_from_weak = torch.UntypedStorage._new_with_weak_ptr
+_free_weak = torch.UntypedStorage._free_weak_ref
+CAN_SWAP = hasattr(torch.UntypedStorage, "_swap_data_ptr_")
 
 
 def maybe_wrap(call, gm, g, options: Options, stats, matches=None):
@@ -75,7 +102,8 @@ def maybe_wrap(call, gm, g, options: Options, stats, matches=None):
                      set(gm.meta.get("written_inputs", ())))
     # size symbols: no `matches` (it knows one shape set); a bucket per concrete shape set
     return CudaGraphRunner(call, mutated, None if getattr(g, "size_bindings", None) else matches,
-                           copy_back=gm.meta.get("copied_back", ()))
+                           copy_back=gm.meta.get("copied_back", ()),
+                           outputs=options.cudagraph_outputs)
 
 
 def bucket_key(args):
@@ -99,6 +127,11 @@ def in_place_roles(ptrs, previous) -> tuple:
 
 class Device:
     """The CUDA calls the runner makes (tests substitute a simulated graph)."""
+
+    # storage-wide access error (CUDA builds of torch): (storage address, message); every tensor
+    # on that storage raises the message when its data is read. None: held outputs are copied
+    # out instead
+    invalidate = getattr(torch._C, "_set_storage_data_ptr_access_error_msg", None)
 
     def pool(self):
         return torch.cuda.graph_pool_handle()
@@ -128,11 +161,17 @@ class _Graph:
     """One capture: the graph, the roles of the arguments, the captured addresses, the static
     buffers of the copied arguments, the outputs (static, or views of an argument)."""
 
-    def __init__(self, graph, roles, ptrs, static, outputs, aliases, written):
+    def __init__(self, graph, roles, ptrs, static, outputs, aliases, written, shared, passed):
         self.graph, self.roles, self.ptrs, self.static = graph, roles, ptrs, static
         self.outputs, self.aliases = outputs, aliases
         self.written = written      # argument positions the captured work writes
         self.copies = sum(1 for r in roles if r is False)
+        # per tensor output: None, or a byte view of the static storage it shares with another
+        # output (handed out as views of one storage, so they alias each other as eager's do)
+        self.shared = shared
+        # argument positions that may hold an output this runner handed out: the copied ones,
+        # and in-place ones whose captured address was in such an output
+        self.passed = passed
 
     def fits(self, ptrs) -> bool:
         return all(p == q for r, p, q in zip(self.roles, ptrs, self.ptrs) if r)
@@ -161,6 +200,34 @@ def _output_alias(o, args):
     return None
 
 
+def _alias_of(t):
+    """A tensor on a new storage object aliasing `t`'s memory, that keeps `t` alive (DLPack)."""
+    return torch._C._from_dlpack(torch._C._to_dlpack(t))
+
+
+def _copy_out(storage):
+    """Moves `storage` (every tensor and view on it) to a fresh copy of its bytes."""
+    fresh = torch.empty(storage.nbytes(), dtype=torch.uint8, device=storage.device)
+    fresh = fresh.untyped_storage()
+    fresh.copy_(storage)
+    storage._swap_data_ptr_(fresh)      # `fresh` now holds the alias, released with it
+
+
+def _shared_storages(outs, aliases):
+    """Per tensor output: a byte view of its static storage when another handed-out output
+    shares that storage, else None."""
+    flat: List[torch.Tensor] = []
+    _map(outs, flat.append)
+    keys = [o.untyped_storage()._cdata if a is None else None for o, a in zip(flat, aliases)]
+    count = collections.Counter(k for k in keys if k is not None)
+    bases: Dict[int, torch.Tensor] = {}
+    for o, k in zip(flat, keys):
+        if k is not None and count[k] > 1 and k not in bases:
+            bases[k] = torch.empty(0, dtype=torch.uint8, device=o.device).set_(
+                o.untyped_storage())
+    return [bases.get(k) for k in keys]
+
+
 def _map(out, fn):
     if isinstance(out, torch.Tensor):
         return fn(out)
@@ -173,8 +240,16 @@ class CudaGraphRunner:
     """See the module docstring."""
 
     def __init__(self, fn, mutated_positions=(), matches=None, device: Optional[Device] = None,
-                 copy_back=()):
+                 copy_back=(), outputs="copy"):
+        if outputs not in OUTPUT_POLICIES:
+            raise ValueError(f"outputs={outputs!r}: expected one of {OUTPUT_POLICIES}")
         self.fn = fn
+        # how outputs of a replay are handed out (module docstring); without swapping a
+        # storage's memory a held output cannot be moved: copy every output
+        self.outputs = outputs if CAN_SWAP else "copy"
+        # (weak reference, storage address, start, end) of each storage the last replay handed
+        # out as the graph's memory
+        self.handed: List[tuple] = []
         self.mutated = list(mutated_positions)
         # (output index, input position): outputs the caller copies into those inputs after
         # the call (pydynamo/aot's write-backs); a capture does the copy itself, at the end of
@@ -187,12 +262,16 @@ class CudaGraphRunner:
         self.entries: Dict[Any, _Bucket] = {}
         self.pool = None
         self.cg_stats = {"captures": 0, "replays": 0, "plain_calls": 0, "input_copies": 0,
-                         "evictions": 0}
+                         "evictions": 0, "output_copies": 0, "outputs_invalidated": 0}
 
     def __getattr__(self, name):       # kernel_count, stats, wrapper_path, ... of the wrapper
-        if name in ("fn", "matches", "device", "entries"):   # before __init__ set them
+        if name in ("fn", "matches", "device", "entries", "handed"):   # before __init__
             raise AttributeError(name)
         return getattr(self.fn, name)
+
+    def __del__(self, _free=_free_weak):       # (bound now: module globals go at exit)
+        for ref, *_ in getattr(self, "handed", ()):
+            _free(ref)
 
     def __call__(self, *args):
         if torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad
@@ -248,7 +327,32 @@ class CudaGraphRunner:
             e.graphs.move_to_end(id(best))
         return best
 
+    def _release(self, g: _Graph, args):
+        """Before a replay: every output the last replay handed out that the caller still holds
+        is copied out or invalidated (module docstring); the rest are forgotten."""
+        handed, self.handed = self.handed, []
+        for ref, addr, lo, hi in handed:
+            if _use_count(addr) > 0:         # the tensor, a view of it, or its storage object
+                passed = any(isinstance(args[i], torch.Tensor) and lo <= args[i].data_ptr() < hi
+                             for i in g.passed)
+                if self.device.invalidate is not None and self.outputs == "static" and \
+                        not passed:
+                    self.device.invalidate(addr, STALE_OUTPUT)
+                    self.cg_stats["outputs_invalidated"] += 1
+                    counters["cudagraph_outputs_invalidated"] += 1
+                else:
+                    _copy_out(_from_weak(ref))
+                    self.cg_stats["output_copies"] += 1
+                    counters["cudagraph_output_copies"] += 1
+            _free_weak(ref)
+
+    def _hand_out(self, storage):
+        self.handed.append((_weak_ref(storage), storage._cdata, storage.data_ptr(),
+                            storage.data_ptr() + storage.nbytes()))
+
     def _replay(self, g: _Graph, args, copy_in=True):
+        if self.handed:
+            self._release(g, args)
         for a, s in zip(args, g.static):
             if copy_in and s is not None and a.data_ptr() != s.data_ptr():
                 s.copy_(a)
@@ -262,12 +366,25 @@ class CudaGraphRunner:
         return self._outputs(g, args)
 
     def _outputs(self, g: _Graph, args):
-        aliases = iter(g.aliases)
+        aliases, shared = iter(g.aliases), iter(g.shared)
+        made: Dict[int, Any] = {}       # per shared static storage: the storage handed out
 
         def fresh(t):
-            alias = next(aliases)
+            alias, base = next(aliases), next(shared)
             if alias is None:
-                return t.clone()
+                if self.outputs == "copy":
+                    self.cg_stats["output_copies"] += 1
+                    return t.clone()
+                if base is None:
+                    out = _alias_of(t)
+                    self._hand_out(out.untyped_storage())
+                    return out
+                storage = made.get(id(base))
+                if storage is None:
+                    storage = made[id(base)] = _alias_of(base).untyped_storage()
+                    self._hand_out(storage)
+                return torch.empty(0, dtype=t.dtype, device=t.device).set_(
+                    storage, t.storage_offset(), t.shape, t.stride())
             i, delta = alias
             a = args[i]
             if delta is None or delta == 0 and t.shape == a.shape and t.stride() == a.stride():
@@ -327,7 +444,11 @@ class CudaGraphRunner:
         for k, i in applied:
             aliases[k] = (i, None)          # the input itself, which holds the new value
         written = sorted(set(self.mutated) | {i for _, i in applied})
-        g = _Graph(graph, roles, ptrs_of(call_args), static, outs, aliases, written)
+        ranges = [(lo, hi) for _, _, lo, hi in self.handed]
+        passed = [i for i, (r, p) in enumerate(zip(roles, ptrs_of(args))) if r is False or
+                  (r and any(lo <= p < hi for lo, hi in ranges))]
+        g = _Graph(graph, roles, ptrs_of(call_args), static, outs, aliases, written,
+                   _shared_storages(outs, aliases), passed)
         if len(e.graphs) >= MAX_CAPTURES:
             e.graphs.popitem(last=False)
             self.cg_stats["evictions"] += 1

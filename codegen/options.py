@@ -15,6 +15,11 @@ from dataclasses import dataclass, fields
 from typing import Dict, List, Optional
 
 VECTOR_WIDTHS = ("128", "256", "512", "native")
+# what a CUDA-graph replay hands out (codegen/cudagraphs.py): "static": the graph's memory, an
+# output still held at the next replay raising when read (copied out instead where that error
+# is unavailable, or when the caller passes it back in); "copy_held": the graph's memory, held
+# outputs copied out before the next replay; "copy": a copy of every output at every call
+CUDAGRAPH_OUTPUTS = ("static", "copy_held", "copy")
 _warned: set = set()        # unknown option names already warned about (once per process)
 
 
@@ -28,6 +33,7 @@ class Options:
     mode: Optional[str] = None        # "max-autotune" (Triton autotuner), "reduce-overhead"
     max_autotune: bool = False
     cudagraphs: Optional[bool] = None  # CUDA-graph replay; None: on for mode="reduce-overhead"
+    cudagraph_outputs: str = "static"  # one of CUDAGRAPH_OUTPUTS
     # kernel variants (C++): tanh inlined (pd_tanhf) or "libm" (libmvec's tanhf); an OpenMP
     # schedule clause for parallel pointwise loops ("" = the runtime's static default, else e.g.
     # "static,65536", "guided"); g++'s preferred vector width (512: see codecache.cxxflags)
@@ -53,6 +59,9 @@ class Options:
             raise ValueError(f"cpp_tanh={self.cpp_tanh!r}: expected inline or libm")
         if not all(c.isalnum() or c in ",_" for c in self.omp_schedule):
             raise ValueError(f"omp_schedule={self.omp_schedule!r}")
+        if self.cudagraph_outputs not in CUDAGRAPH_OUTPUTS:
+            raise ValueError(f"cudagraph_outputs={self.cudagraph_outputs!r}: expected one of "
+                             f"{CUDAGRAPH_OUTPUTS}")
         if self.vector_width not in VECTOR_WIDTHS:
             raise ValueError(f"vector_width={self.vector_width!r}: expected one of {VECTOR_WIDTHS}")
 

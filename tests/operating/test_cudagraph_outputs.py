@@ -1,0 +1,312 @@
+"""What a CUDA-graph replay hands out (issue 18; codegen/cudagraphs.py's "outputs" policy).
+
+mode="reduce-overhead" returns the graph's own output memory (no copy per call). Before the next
+replay overwrites it, an output the caller still holds (the tensor, a view of it, its storage) is
+copied out, or, where torch has the storage access error (CUDA builds) and the caller does not
+pass it back in, made to raise when read (torch.compile's behaviour). An output dropped before
+the next call costs nothing. On the CPU the runner runs with a simulated device (`Replayer`: a
+replay re-runs the call into the captured outputs, so a stale output would show old values
+overwritten), with and without a stand-in invalidation; the CUDA tests (skipped here) check the
+real error and the values on the device.
+"""
+import pytest
+import torch
+
+import codegen
+import codegen.cudagraphs as cgr
+import pydynamo
+from codegen.cudagraphs import STALE_OUTPUT, CudaGraphRunner
+from codegen.options import Options
+
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+def _tensors(out):
+    return [out] if isinstance(out, torch.Tensor) else \
+        [t for o in out for t in _tensors(o)] if isinstance(out, (list, tuple)) else []
+
+
+class Replayer(cgr.Device):
+    """Capture: one run of the call (writes undone: a real capture runs nothing); replay: the
+    call again, its results written into the captured output tensors (the graph's memory)."""
+
+    def __init__(self, invalidating=False):
+        self.invalidated = []       # storage addresses the runner invalidated
+        if invalidating:
+            self.invalidate = lambda addr, msg: self.invalidated.append((addr, msg))
+        else:
+            self.invalidate = None
+
+    def pool(self):
+        return "pool"
+
+    def capture(self, fn, args, pool):
+        before = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+        outs = fn(*args)
+        for a, b in zip(args, before):
+            if isinstance(a, torch.Tensor):
+                a.copy_(b)
+        captured = _tensors(outs)
+
+        class Graph:
+            @staticmethod
+            def replay():
+                for mine, new in zip(captured, _tensors(fn(*args))):
+                    if mine.data_ptr() != new.data_ptr():
+                        mine.copy_(new)
+        return Graph, outs
+
+    def failed(self):
+        pass
+
+    def checking_syncs(self, fn, args):
+        return fn(*args)
+
+
+def f(x, w):
+    return (x @ w).relu() + 1, (x * 2).sum(0)
+
+
+def _runner(outputs="static", invalidating=False):
+    dev = Replayer(invalidating)
+    return CudaGraphRunner(f, device=dev, outputs=outputs), dev
+
+
+def _replaying(run, w):
+    """Calls until the runner replays (warm-up, capture): later calls are replays."""
+    for _ in range(2):
+        run(torch.randn(4, 3), w)
+    assert run.cg_stats["captures"] == 1
+
+
+@pytest.fixture
+def w():
+    torch.manual_seed(0)
+    return torch.randn(3, 5)
+
+
+def test_outputs_are_the_graphs_memory_and_dropped_ones_cost_nothing(w):
+    run, _ = _runner()
+    _replaying(run, w)
+    (g,) = run.entries[next(iter(run.entries))].graphs.values()
+    for _ in range(5):
+        x = torch.randn(4, 3)
+        a, b = run(x, w)
+        torch.testing.assert_close(a, f(x, w)[0])
+        torch.testing.assert_close(b, f(x, w)[1])
+        assert a.data_ptr() == g.outputs[0].data_ptr()      # no copy: the static buffer
+        assert b.data_ptr() == g.outputs[1].data_ptr()
+        del a, b                                            # dropped before the next call
+    assert run.cg_stats["output_copies"] == 0 and run.cg_stats["replays"] == 6
+
+
+def test_an_output_held_across_a_replay_is_copied_out_without_the_access_error(w):
+    run, _ = _runner()
+    _replaying(run, w)
+    kept = []
+    for _ in range(4):
+        x = torch.randn(4, 3)
+        kept.append((run(x, w), f(x, w)))
+    for got, want in kept:                     # every output kept its own call's values
+        torch.testing.assert_close(got, want)
+    # each later replay copied out the two outputs of the replay before
+    assert run.cg_stats["output_copies"] == 2 * 3
+    assert kept[0][0][0].data_ptr() != kept[-1][0][0].data_ptr()
+
+
+def test_a_view_of_an_output_held_across_a_replay_keeps_its_values(w):
+    run, _ = _runner()
+    _replaying(run, w)
+    x, x2 = torch.randn(4, 3), torch.randn(4, 3)
+    row = run(x, w)[0][1:3, ::2]                # the output itself is dropped, its view kept
+    storage_only = run(x2, w)[1].untyped_storage()
+    run(torch.randn(4, 3), w)
+    torch.testing.assert_close(row, f(x, w)[0][1:3, ::2])
+    torch.testing.assert_close(torch.empty(0).set_(storage_only), f(x2, w)[1])
+    assert run.cg_stats["output_copies"] == 2   # the viewed output and the kept storage
+
+
+def test_the_loop_that_replaces_its_output_invalidates_it_at_no_copy(w):
+    """`out = f(x)` holds the previous `out` during the call: with the storage access error
+    it is invalidated (torch.compile's behaviour), never copied; without it, copied."""
+    messages = []
+    for invalidating, copies in ((True, 0), (False, 2 * 4)):
+        run, dev = _runner(invalidating=invalidating)
+        _replaying(run, w)
+        out = run(torch.randn(4, 3), w)
+        for _ in range(4):
+            held = [o.untyped_storage()._cdata for o in out]
+            x = torch.randn(4, 3)
+            out = run(x, w)
+            torch.testing.assert_close(out, f(x, w))
+            if invalidating:
+                assert [a for a, _ in dev.invalidated[-2:]] == held
+        assert run.cg_stats["output_copies"] == copies
+        assert run.cg_stats["outputs_invalidated"] == (8 if invalidating else 0)
+        messages += [m for _, m in dev.invalidated]
+    assert set(messages) == {STALE_OUTPUT}
+    assert "pydynamo" in STALE_OUTPUT and ".clone()" in STALE_OUTPUT and \
+        "docs/USER_GUIDE.md" in STALE_OUTPUT
+
+
+def test_an_output_passed_back_in_is_copied_out_not_invalidated():
+    """`y = g(x); z = g(y) + y`: the caller passes the held output in, and reads it after."""
+    def g(x):
+        return (x.sin() * 3,)
+    dev = Replayer(invalidating=True)
+    run = CudaGraphRunner(g, device=dev, outputs="static")
+    x = torch.randn(6)
+    ref = x
+    for _ in range(5):
+        (y,) = run(x)
+        (z,) = run(y)
+        want_y = ref.sin() * 3
+        torch.testing.assert_close(y, want_y)              # read after the replay of g(y)
+        torch.testing.assert_close(z, want_y.sin() * 3)
+        x = ref = z.clone()
+    # from the second round on: y is passed in (copied out, never invalidated); the z of the
+    # round before, still bound to its name at g(x), is invalidated
+    assert run.cg_stats["replays"] == 9
+    assert run.cg_stats["output_copies"] == 4 and run.cg_stats["outputs_invalidated"] == 4
+
+
+def test_outputs_aliasing_inputs_stay_the_callers_tensors():
+    def h(cache, x):
+        cache.add_(x)
+        return cache, cache[1:], x * 2
+    run = CudaGraphRunner(h, [0], device=Replayer(), outputs="static")
+    cache, ref = torch.zeros(4), torch.zeros(4)
+    for _ in range(5):
+        x = torch.randn(4)
+        same, view, fresh = run(cache, x)
+        h(ref, x)
+        assert same is cache and view.data_ptr() == cache.data_ptr() + 4
+        torch.testing.assert_close(fresh, x * 2)
+        assert len(run.handed) == (1 if run.cg_stats["replays"] else 0)    # `fresh` only
+        del same, view, fresh
+    torch.testing.assert_close(cache, ref)
+    assert run.cg_stats["output_copies"] == 0 and run.cg_stats["replays"] == 4
+
+
+def test_outputs_sharing_a_storage_still_alias_each_other_after_a_copy_out():
+    def h(x):
+        y = x + 1
+        return y, y[2:], y
+    run = CudaGraphRunner(h, device=Replayer(), outputs="static")
+    for _ in range(2):
+        run(torch.randn(5))
+    x = torch.randn(5)
+    a, b, c = run(x)
+    run(torch.randn(5))                             # one storage copied out, once
+    assert run.cg_stats["output_copies"] == 1
+    torch.testing.assert_close(a, x + 1)
+    a[3] = 100.0                                    # still one tensor's memory, as in eager
+    assert b[1].item() == 100.0 and c[3].item() == 100.0
+
+
+def test_copy_policies():
+    for outputs, copies in (("copy", 2 * 4), ("copy_held", 2)):
+        run, dev = _runner(outputs, invalidating=True)
+        w = torch.randn(3, 5)
+        _replaying(run, w)        # the capture's replay: one call
+        kept = run(torch.randn(4, 3), w)
+        run(torch.randn(4, 3), w)
+        x = torch.randn(4, 3)
+        torch.testing.assert_close(run(x, w), f(x, w))
+        del kept
+        assert run.cg_stats["output_copies"] == copies and not dev.invalidated
+    with pytest.raises(ValueError, match="cudagraph_outputs"):
+        Options(cudagraph_outputs="never")
+    assert Options.of({"mode": "reduce-overhead"}).cudagraph_outputs == "static"
+
+
+def test_the_runner_forgets_outputs_of_the_replay_before():
+    run, _ = _runner()
+    w = torch.randn(3, 5)
+    _replaying(run, w)
+    for _ in range(3):
+        run(torch.randn(4, 3), w)
+        assert len(run.handed) == 2     # weak references to the last replay's two outputs
+
+
+def _mlp(x, w):
+    return torch.relu(x @ w) * 0.5
+
+
+def test_through_the_compiled_function_on_the_triton_interpreter(monkeypatch):
+    """The whole path (frame, graph, Triton kernels interpreted, the runner on the simulated
+    device): nothing between the runner and the caller keeps an output (a loop that drops its
+    outputs copies none), and outputs kept across calls keep their values."""
+    import os
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        pytest.skip("needs TRITON_INTERPRET=1 (set before triton is imported)")
+    from codegen.gpu_wrapper import TritonBackend
+    runners = []
+    wrap = cgr.maybe_wrap
+
+    def finish(self, call, gm, g, options, stats, ns):
+        call = wrap(call, gm, g, options, stats, ns.get("matches"))
+        call.device = Replayer()
+        runners.append(call)
+        return call
+    monkeypatch.setattr(TritonBackend, "finish", finish)
+    fast = pydynamo.optimize(_mlp, backend="codegen", mode="reduce-overhead",
+                             options={"backend_kernels": "triton"})
+    w = torch.randn(8, 8)
+    for _ in range(4):
+        x = torch.randn(4, 8)
+        torch.testing.assert_close(fast(x, w), _mlp(x, w))
+    (run,) = runners
+    assert run.cg_stats["replays"] == 3 and run.cg_stats["output_copies"] == 0
+    xs = [torch.randn(4, 8) for _ in range(3)]
+    kept = [fast(x, w) for x in xs]
+    for k, x in zip(kept, xs):
+        torch.testing.assert_close(k, _mlp(x, w))
+    assert run.cg_stats["output_copies"] == 2
+
+
+# --- on a GPU ---------------------------------------------------------------------------------
+
+@cuda
+def test_cuda_held_outputs_raise_with_the_clone_hint_and_latest_values_are_right():
+    fast = pydynamo.optimize(_mlp, backend="codegen", mode="reduce-overhead")
+    w = torch.randn(64, 64, device="cuda")
+    xs = [torch.randn(32, 64, device="cuda") for _ in range(6)]
+    for x in xs[:3]:                    # compile, warm-up, capture
+        fast(x, w)
+    before = codegen.counters["cudagraph_outputs_invalidated"]
+    old = fast(xs[3], w)
+    view = old[1:, :8]
+    kept = old.clone()
+    new = fast(xs[4], w)
+    torch.testing.assert_close(new, _mlp(xs[4], w))
+    torch.testing.assert_close(kept, _mlp(xs[3], w))
+    if cgr.Device.invalidate is None:          # a torch without the storage access error
+        torch.testing.assert_close(old, _mlp(xs[3], w))
+        torch.testing.assert_close(view, _mlp(xs[3], w)[1:, :8])
+    else:
+        for stale in (old, view):
+            with pytest.raises(RuntimeError, match=r"pydynamo.*\.clone\(\).*USER_GUIDE"):
+                stale.sum().item()
+        assert codegen.counters["cudagraph_outputs_invalidated"] == before + 1
+    ptr = new.data_ptr()
+    del new
+    assert fast(xs[5], w).data_ptr() == ptr      # the graph's memory, no copy
+
+
+@cuda
+def test_cuda_copy_held_and_outputs_passed_back_in_keep_their_values():
+    keep = pydynamo.optimize(_mlp, backend="codegen", mode="reduce-overhead",
+                             options={"cudagraph_outputs": "copy_held"})
+    w = torch.randn(64, 64, device="cuda") / 8
+    xs = [torch.randn(64, 64, device="cuda") for _ in range(6)]
+    outs = [keep(x, w) for x in xs]
+    for o, x in zip(outs, xs):
+        torch.testing.assert_close(o, _mlp(x, w))
+    chain = pydynamo.optimize(_mlp, backend="codegen", mode="reduce-overhead")
+    x = torch.randn(64, 64, device="cuda")
+    for _ in range(5):                  # y = f(x); z = f(y) + y: y passed back in, read after
+        y = chain(x, w)
+        z = chain(y, w) + y
+        torch.testing.assert_close(z, _mlp(_mlp(x, w), w) + _mlp(x, w))
+        x = z
