@@ -181,3 +181,43 @@ def as_single_load(loader, index):
     if p.other or len(p.loads) != 1 or out != ("load", 0):
         return None
     return SimpleLoad(*p.loads[0])
+
+
+class TreeRecorder(HandlerBase):
+    """Records a body's value as a nested tuple, so two bodies (or a body and a pattern) can be
+    compared: ("load", name, index), ("const", value, dtype), ("cast", x, dtype),
+    ("index", expr, dtype), ("scalar", name, dtype), (primitive name, *operands). A body that
+    indexes indirectly records None (its loads depend on values, not only on indices)."""
+
+    def __init__(self):
+        self.indirect = False
+
+    def op(self, name, *args):
+        return (name,) + args
+
+    def load(self, name, index):
+        return ("load", name, sympy.sympify(index))
+
+    def constant(self, value, dtype):
+        return ("const", value, dtype)
+
+    def to_dtype(self, x, dtype):
+        return ("cast", x, dtype)
+
+    def index_expr(self, expr, dtype):
+        return ("index", sympy.sympify(expr), dtype)
+
+    def scalar(self, name, dtype):
+        return ("scalar", name, dtype)
+
+    def indirect_indexing(self, value, size, check=True):
+        self.indirect = True
+        return index_symbol("i_tree")
+
+
+def record_tree(fn, *args):
+    """`fn(*args)`'s value as TreeRecorder's tuple, or None where it indexes indirectly."""
+    h = TreeRecorder()
+    with set_handler(h):
+        out = fn(*args)
+    return None if h.indirect else out

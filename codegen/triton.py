@@ -20,7 +20,10 @@ simplified with codegen/sizevars.py, so contiguous accesses print as `xindex` or
 fp16/bf16 values are computed in fp32 (loads upcast, stores round, conversions to and from a
 half type round, so a half value cast to a wider type is eager's rounded one);
 reductions accumulate in fp32 (fp64 for fp64, int64 for integers). Welford is two passes (sum,
-then squared deviations), as accurate as the C++ backend's. Index math is int32 unless some size
+then squared deviations), as accurate as the C++ backend's. A looped max followed by the sum of
+exponents of the same values shifted by it (softmax's and logsumexp's, an LM loss over a
+vocabulary) is one pass over the row (online softmax, `_online_softmax`), special values as the
+two passes give them. Index math is int32 unless some size
 of the kernel reaches 2**31, then int64. Only long-stable tl.* calls are used (Triton 3.6-3.9);
 special functions go through `libdevice`, which under TRITON_INTERPRET=1 is a numpy shim
 (codegen/triton_launch.py).
@@ -37,7 +40,7 @@ import torch
 
 from codegen.ir import Reduction
 from codegen.kernel_printer import HALF, KernelPrinter, KValue, canonical_text, compute_dtype
-from codegen.ops import set_handler
+from codegen.ops import record_tree, set_handler
 from codegen.primitives import CUSTOM, PRIMITIVES
 from codegen.scheduler import RFLAT, FusedKernel, flat_form
 from codegen.sizevars import (contiguous_strides, decompose, flat_index, product, simplify_index,
@@ -91,6 +94,7 @@ class TritonKernelPrinter(KernelPrinter):
         # group's flat index named r<g>; buffers stored since the last block barrier
         self.key_inner, self.key_group = ((), ()), None
         self.unfenced: set = set()
+        self.folded: Dict[str, KValue] = {}     # sum reductions computed by online softmax
 
     # ------------------------------------------------------------ the language
     def declare(self, v, expr):
@@ -291,7 +295,11 @@ class TritonKernelPrinter(KernelPrinter):
 
     def _transposed_read(self, outer) -> bool:
         """A pointwise kernel reading some input along a dimension other than the store's
-        contiguous last one gets 2-D tiles, so both the read and the write coalesce."""
+        contiguous last one gets 2-D tiles, so both the read and the write coalesce. A read
+        that does not move along the last dimension (a per-row value broadcast over the row:
+        a reduction's result, a label) is no such read: neighbouring lanes of the flat block
+        load one address, and tiling it would cut every row into short segments (the LM loss's
+        backward over 50257 columns ran 2.5x slower tiled)."""
         dims = [static_int(s) for s in outer]
         if len(outer) < 2 or any(d is None for d in dims) or dims[-1] < 16 or \
                 static_int(product(outer[:-1])) < 16 or -(-dims[-1] // TILE) > 65535:
@@ -301,7 +309,8 @@ class TritonKernelPrinter(KernelPrinter):
             for r in n.reads(len(outer)).reads:
                 e = sympy.expand(r.index)
                 try:
-                    if e.coeff(xs[-1]) != 1 and any(e.coeff(x) == 1 for x in xs[:-1]):
+                    last = e.coeff(xs[-1])
+                    if last != 1 and last != 0 and any(e.coeff(x) == 1 for x in xs[:-1]):
                         return True
                 except Exception:
                     continue
@@ -388,7 +397,7 @@ class TritonKernelPrinter(KernelPrinter):
             self.line("tl.debug_barrier()")
             self.unfenced.clear()
         if node.is_reduction:
-            self._reduction(node, xs, inner_vars, g, info)
+            self._reduction(j, node, xs, inner_vars, g, info)
         else:
             self._in_loop(g, info, lambda: self.store_node(node, list(xs) + list(inner_vars)))
         if not node.is_reduction:
@@ -412,12 +421,21 @@ class TritonKernelPrinter(KernelPrinter):
         self.pop()
 
     # ------------------------------------------------------------ reductions
-    def _reduction(self, node, xs, rs, g, info):
+    def _reduction(self, j, node, xs, rs, g, info):
         red: Reduction = node.buf.data
         rt = red.reduction_type
         src = red.src_dtype
         acc_dt = _acc_dtype(rt, src)
         store_idx = flat_index(xs, contiguous_strides(red.ranges))
+        if node.buf.name in self.folded:        # computed by its max's loop (_online_softmax)
+            res = self.folded.pop(node.buf.name)
+            self.store(node.buf.name, store_idx, self.to_dtype(res, node.buf.dtype))
+            return
+        if rt == "max" and not info["persistent"]:
+            fold = self._online_partner(j, node, xs, rs, store_idx, info)
+            if fold is not None:
+                self._online_softmax(node, fold, xs, rs, g, info, store_idx)
+                return
 
         def value():
             return red.inner_fn(list(xs), list(rs))
@@ -453,6 +471,85 @@ class TritonKernelPrinter(KernelPrinter):
             return
         res = self._reduce_pass(g, info, rt, acc_dt, value)
         self.store(node.buf.name, store_idx, self.to_dtype(res, node.buf.dtype))
+
+    def _online_partner(self, j, node, xs, rs, store_idx, info):
+        """(the sum reduction, the form of its shift) when the kernel's next node is
+        sum(exp(v - c(M))) over the same rows as this max M = max(v), with c(M) = M or
+        where(isinf(M), 0, M) (softmax's and logsumexp's sums), else None. Only float32
+        accumulation and a static looped row length (the online form below needs a row no
+        shorter than its block, so that every lane sees an element)."""
+        nodes = self.kernel.nodes
+        if j + 1 >= len(nodes) or static_int(info["rnumel"]) is None:
+            return None
+        b = nodes[j + 1]
+        ra, rb = node.buf.data, b.buf.data
+        if not b.is_reduction or rb.reduction_type != "sum" or \
+                compute_dtype(ra.src_dtype) != torch.float32 or \
+                _acc_dtype("sum", rb.src_dtype) != torch.float32 or \
+                [sympy.sympify(x) for x in ra.ranges] != [sympy.sympify(x) for x in rb.ranges] or \
+                [sympy.sympify(x) for x in ra.reduction_ranges] != \
+                [sympy.sympify(x) for x in rb.reduction_ranges]:
+            return None
+        ta = record_tree(ra.inner_fn, list(xs), list(rs))
+        tb = record_tree(rb.inner_fn, list(xs), list(rs))
+        if ta is None or tb is None or not (tb[0] == "exp" and tb[1][0] == "sub" and
+                                            tb[1][1] == ta):
+            return None
+        c, name, row = tb[1][2], node.buf.name, self.forward_key(node.buf.name, store_idx)
+
+        def is_max(t):
+            return t[0] == "load" and t[1] == name and self.forward_key(name, t[2]) == row
+        if is_max(c):
+            return b, "max"
+        if c[0] == "where" and c[1][0] == "isinf" and is_max(c[1][1]) and c[2][0] == "const" \
+                and c[2][1] == 0 and is_max(c[3]):
+            return b, "finite_or_zero"
+        return None
+
+    def _online_softmax(self, node, fold, xs, rs, g, info, store_idx):
+        """A looped max M and the sum after it, S = sum(exp(v - c(M))), in one pass over the row
+        (online softmax) instead of two. Each lane keeps its running max m and
+        s = sum(exp(v - k(m))) with the shift k(m) = m where finite, else 0, rescaling s when m
+        grows; at the end S = sum over lanes of s * exp(k(m) - c(M)). k keeps every exponent
+        free of inf - inf, so special values come out as the two passes give them: a NaN
+        anywhere makes M and S NaN; a +inf makes M +inf and S what exp(inf - c) gives; a lane
+        whose elements are all -inf (s == 0) adds exp(-inf - c(M)): 0, or NaN where
+        c(M) = -inf (a row of -inf under softmax's shift). Rounding differs from the two passes
+        by the rescaling factors only (relative 1e-7 per rescale)."""
+        b, form = fold
+        red = node.buf.data
+        rb = info["rblock"]
+        f32 = torch.float32
+        n = self.n_tmp
+        self.n_tmp += 1
+        m, s = f"acc{n}", f"acc{n}s"
+        inf = 'float("inf")'
+
+        def shift(v):
+            return f"tl.where(({v} == {v}) & (tl.abs({v}) != {inf}), {v}, 0.0)"
+        self.line(f"{m} = tl.full([XBLOCK, {rb}], -{inf}, tl.float32)")
+        self.line(f"{s} = tl.full([XBLOCK, {rb}], 0, tl.float32)")
+
+        def body():
+            v = red.inner_fn(list(xs), list(rs))
+            if compute_dtype(v.dtype) != f32:
+                v = self.tmp(f"{v}.to(tl.float32)", f32)
+            v = self.tmp(f"tl.where({self.mask}, {v}, -{inf})", f32)
+            new = self.tmp(_combine("max", m, v), f32)
+            k_old, k_new = self.tmp(shift(m), f32), self.tmp(shift(new), f32)
+            # a lane whose max was -inf holds s == 0: no rescale (its k_old - k_new may be
+            # +inf's worth: 0 * exp(997) overflows to NaN)
+            scale = self.tmp(f"tl.exp(tl.where({m} == -{inf}, 0.0, {k_old} - {k_new}))", f32)
+            self.line(f"{s} = {s} * {scale} + tl.exp({v} - {k_new})")
+            self.line(f"{m} = {new}")
+        self._in_loop(g, info, body)
+        big = self.tmp(_final("max", m, f32), f32)
+        self.store(node.buf.name, store_idx, self.to_dtype(big, node.buf.dtype))
+        c = big if form == "max" else self.tmp(f"tl.where(tl.abs({big}) == {inf}, 0.0, {big})", f32)
+        k = self.tmp(shift(m), f32)
+        term = self.tmp(f"tl.where({s} == 0, tl.where({c} == -{inf}, float(\"nan\"), 0.0), "
+                        f"{s} * tl.exp({k} - {c}))", f32)
+        self.folded[b.buf.name] = self.tmp(f"tl.sum({term}, 1)[:, None]", f32)
 
     def _reduce_pass(self, g, info, rt, acc_dt, value_fn, masked=True) -> KValue:
         """[XBLOCK, 1] reduction of value_fn() over the group's inner range."""

@@ -173,7 +173,8 @@ def codegen_backend(gm, example_inputs, **options):
     if aot.needs_autograd(example_inputs):
         # the backward takes its saved activations as one list it frees as it goes
         return aot.aot_compile(gm, example_inputs, compile_one,
-                               lambda g, inputs: compile_one(g, inputs, boxed=True))
+                               lambda g, inputs: compile_one(g, inputs, boxed=True),
+                               split_statistics=True)
     if _writes_in_place(gm) or _autocast_regions(gm):
         # in-place writes are functionalized once, by the recorder, for every backend path, and
         # autocast's casts become ops of the recorded graph; a graph it refuses compiles as is

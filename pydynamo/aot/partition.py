@@ -16,7 +16,8 @@ minimum cut, `_choose_saved`), counting an input or a view of one as free (alive
 go to less recomputation. So a chain of pointwise ops collapses onto the expensive result it
 starts from (`gelu(addmm(...))` saves the addmm result only), a float32 upcast of a bfloat16
 tensor saves the bfloat16 one, a weight's autocast copy is recast from the weight, and a
-log-softmax over a vocabulary saves its (narrower) logits. Saved bytes never exceed "save
+log-softmax over a vocabulary saves its (narrower) logits and its row statistic (the log-softmax
+is split first for codegen, `_split_log_softmax`). Saved bytes never exceed "save
 everything the backward reads", and recomputed ops fuse into the backward kernels. In the
 backward graph each recomputed value comes right before the first backward node that needs it,
 so it is not alive from the backward's start (its memory peak) to its use. Random ops
@@ -39,6 +40,7 @@ import torch.fx
 
 from pydynamo.aot.mincut import INF, FlowGraph
 from pydynamo.aot.recorder import size_node
+from pydynamo.meta import contiguous_strides
 
 aten = torch.ops.aten
 
@@ -112,26 +114,26 @@ def _free(node: torch.fx.Node) -> bool:
 
 
 def partition(joint_gm: torch.fx.GraphModule, num_computed: int, num_tangents: int,
-              num_inputs: int, written_inputs=frozenset()):
+              num_inputs: int, written_inputs=frozenset(), split_statistics: bool = False):
     """(forward GraphModule, backward GraphModule, saved names, grad positions).
 
     forward: primals -> computed outputs + saved; backward: saved + tangents -> the non-None
     gradients, in input order (`grad positions` lists the inputs they belong to). A graph input
     the runtime writes back after the forward (`written_inputs`, by position) is saved as a
-    copy: the backward needs its value before the write."""
+    copy: the backward needs its value before the write. `split_statistics`: for a compiler
+    that fuses pointwise work into its kernels (codegen), a log-softmax the backward reads is
+    split first (`_split_log_softmax`); aot_eager keeps eager's ops, and its gradients bit for
+    bit."""
     graph = joint_gm.graph
-    nodes = list(graph.nodes)
-    placeholders = [n for n in nodes if n.op == "placeholder"]
+    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
     primals, tangents = placeholders[:num_inputs], placeholders[num_inputs:]
+    backward = _backward_work(graph, tangents)
+    if split_statistics and _split_log_softmax(graph, backward):
+        backward = _backward_work(graph, tangents)
+    nodes = list(graph.nodes)
     output = next(n for n in nodes if n.op == "output")
     outs = list(output.args[0])
     computed, grads = outs[:num_computed], outs[num_computed:]
-
-    # backward work: whatever depends on a tangent
-    backward: Set[torch.fx.Node] = set(tangents)
-    for n in nodes:
-        if n.op == "call_function" and any(a in backward for a in n.all_input_nodes):
-            backward.add(n)
     # ops that write an argument (the recorder's fallback for an in-place op without a
     # functional twin writes a fresh clone) stay in their graph, in order, used or not
     writers = [n for n in nodes if _writes(n)]
@@ -219,6 +221,52 @@ def partition(joint_gm: torch.fx.GraphModule, num_computed: int, num_tangents: i
     bw_gm.graph.eliminate_dead_code()
     bw_gm.recompile()
     return fw_gm, bw_gm, saved_list, positions, recompute
+
+
+def _backward_work(graph: torch.fx.Graph, tangents) -> Set[torch.fx.Node]:
+    """Whatever depends on a tangent."""
+    backward: Set[torch.fx.Node] = set(tangents)
+    for n in graph.nodes:
+        if n.op == "call_function" and any(a in backward for a in n.all_input_nodes):
+            backward.add(n)
+    return backward
+
+
+def _split_log_softmax(graph: torch.fx.Graph, backward: Set[torch.fx.Node]) -> bool:
+    """A forward log-softmax the backward reads becomes `x - logsumexp(x, dim, keepdim)`.
+
+    As one op it is either saved whole (as large as its input) or recomputed whole, its two row
+    reductions included, in the backward. Split, the min cut can save the row statistic (one
+    value per row, a reduction: never recomputed) and recompute the subtraction, which fuses
+    into the backward's kernel: the LM loss over a vocabulary reads its logits once in the
+    backward instead of three times. Only float32/float64 ones: a half-precision log-softmax
+    (or half_to_float's) is computed in float and rounded once, while a split one would round
+    its statistic to the half type first (an error of the statistic's last place in every
+    value: tests/aot/test_autocast_training.py's CPU bf16 softmax case). Eager's kernel computes the same
+    formula ((x - max) - log(sum(exp(x - max)))); the split form rounds max + log(sum) once
+    more, within one ulp of the row statistic."""
+    changed = False
+    for n in list(graph.nodes):
+        if n.op != "call_function" or n.target is not aten._log_softmax.default or \
+                n in backward or not any(u in backward for u in n.users):
+            continue
+        x, dim, half_to_float = n.args
+        v = n.meta.get("val")
+        if half_to_float or not isinstance(x, torch.fx.Node) or \
+                getattr(v, "dtype", None) not in (torch.float32, torch.float64):
+            continue
+        d = dim % len(v.shape) if v.shape else 0
+        shape = tuple(1 if i == d else s for i, s in enumerate(v.shape))
+        with graph.inserting_before(n):
+            lse = graph.call_function(aten.logsumexp.default, (x, [dim], True))
+            lse.meta = dict(n.meta, val=v.replace(shape=shape, stride=contiguous_strides(shape),
+                                                  storage_offset=0, is_view=False))
+            out = graph.call_function(aten.sub.Tensor, (x, lse))
+            out.meta = dict(n.meta)
+        n.replace_all_uses_with(out)
+        graph.erase_node(n)
+        changed = True
+    return changed
 
 
 def _choose_saved(needed: Set[torch.fx.Node], backward: Set[torch.fx.Node], grads,

@@ -73,16 +73,17 @@ def needs_autograd(example_inputs) -> bool:
 class CompiledJoint:
     """One recorded joint graph, its compiled forward and (lazily) backward."""
 
-    def __init__(self, joint: Joint, example_inputs, fw_compiler, bw_compiler, name: str):
+    def __init__(self, joint: Joint, example_inputs, fw_compiler, bw_compiler, name: str,
+                 split_statistics: bool = False):
         """bw_compiler None: an inference graph (recorded without autograd): the forward runs
-        bare, no Function."""
+        bare, no Function. split_statistics: the compilers fuse (partition.py's flag)."""
         self.joint = joint
         self.name = name
         self.signature = _signature(example_inputs)
         with phases.phase("graph passes"):
             fw_gm, bw_gm, saved, positions, recompute = partition(
                 joint.gm, len(joint.computed), joint.num_tangents, joint.num_inputs,
-                {i for i, *_ in joint.mutated})
+                {i for i, *_ in joint.mutated}, split_statistics)
         self.fw_gm, self.bw_gm = fw_gm, bw_gm
         self.num_saved = len(saved)
         self.saved_bytes = sum(nbytes(s) for s in saved if s.op != "placeholder")
@@ -309,20 +310,23 @@ def _fallback(gm, reason: str):
 
 
 def aot_compile(gm: torch.fx.GraphModule, example_inputs, fw_compiler: Callable,
-                bw_compiler: Callable, name: str = "graph") -> Callable:
+                bw_compiler: Callable, name: str = "graph",
+                split_statistics: bool = False) -> Callable:
     """The training callable for `gm`: joint graph recorded, partitioned, forward compiled now,
-    backward at first use. A graph the recorder refuses runs `gm.forward` (eager autograd)."""
+    backward at first use. A graph the recorder refuses runs `gm.forward` (eager autograd).
+    split_statistics: the compilers fuse pointwise work (partition.py)."""
     try:
         with phases.phase("graph passes"):     # (the joint graph)
             joint = record(gm, example_inputs)
-        first = CompiledJoint(joint, example_inputs, fw_compiler, bw_compiler, name)
+        first = CompiledJoint(joint, example_inputs, fw_compiler, bw_compiler, name,
+                              split_statistics)
     except Unsupported as e:
         return _fallback(gm, str(e))
     except Exception as e:     # the recorder is young: a graph it fails on still runs
         return _fallback(gm, f"recording failed: {type(e).__name__}: {e}")
     counters["joint_graphs"] += 1
     return _dispatching(gm, first, lambda args: CompiledJoint(
-        record(gm, list(args)), list(args), fw_compiler, bw_compiler, name))
+        record(gm, list(args)), list(args), fw_compiler, bw_compiler, name, split_statistics))
 
 
 def functional_compile(gm: torch.fx.GraphModule, example_inputs, compiler: Callable,

@@ -114,6 +114,31 @@ def test_log_softmax_of_an_upcast_saves_the_narrow_logits():
     assert torch.equal(hg.grad, eager[0]) and torch.equal(wg.grad, eager[1])
 
 
+def test_a_fusing_compiler_saves_the_log_softmax_row_statistic():
+    """split_statistics (codegen): the log-softmax becomes x - logsumexp(x); the forward saves
+    the logsumexp (one value per row) beside the logits, the backward recomputes only the
+    subtraction. Without the split the backward recomputed the log-softmax whole: its max and
+    sum over every row again. (The loss of a transformers model: a graph of its own, the
+    logits its input, alive anyway. Where the logits are computed in the same graph, saving
+    the log-softmax costs what the logits do, and the cut saves it instead.)"""
+    def f(logits, target):
+        return (F.cross_entropy(logits, target),)
+    logits = torch.randn(16, 1000, requires_grad=True)
+    target = torch.randint(0, 1000, (16,))
+    gm = torch.fx.symbolic_trace(f)
+    joint = record(gm, [logits, target])
+    fw, bw, saved, positions, recompute = partition(
+        joint.gm, len(joint.computed), joint.num_tangents, joint.num_inputs, split_statistics=True)
+    assert "aten.logsumexp.default" in {str(n.target) for n in saved}, saved
+    assert [tuple(n.meta["val"].shape) for n in saved
+            if str(n.target) == "aten.logsumexp.default"] == [(16, 1)]
+    bw_ops = {str(n.target) for n in bw.graph.nodes if n.op == "call_function"}
+    assert "aten.logsumexp.default" not in bw_ops and "aten._log_softmax.default" not in bw_ops
+    assert "aten.sub.Tensor" in bw_ops
+    assert sum(nbytes(n) for n in saved if not _free(n)) <= 16 * 8 + 16 * 4   # stats only
+    torch.testing.assert_close(fw(logits, target)[0], f(logits, target)[0])
+
+
 def test_a_random_mask_is_never_recomputed():
     def f(x, w):
         return (F.dropout(x @ w, 0.5, training=True) * 2,)
