@@ -18,14 +18,22 @@ call's wall time (compile and capture included), whether the tokens equal eager'
 diverging new-token position otherwise), and for pydynamo the translations, graphs, graph
 breaks, recompiles, CUDA-graph captures (in the warm-up and in the timed calls: 0 there means
 no re-capture per token or per generate call), plain launches and cache inputs written in place
-(codegen/reinplace.py; 2 per layer in the decode graph). JSON lines to --out.
+(codegen/reinplace.py; 2 per layer in the decode graph), graphs compiled, graphs run eagerly
+(with the first reasons), graphs split around host scalars (codegen/host_scalars.py: StaticCache's
+CPU `cumulative_length`). JSON lines to --out.
+
+Each engine runs in its own process (`--child`): a crash in one (torch.compile's CUDA-graph trees
+segfaulted after pydynamo in session 14) costs only its own figures, printed as an error line;
+the eager tokens come back to the parent, which compares the others' against them.
 """
 import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import time
+import warnings
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -113,20 +121,25 @@ def engine_forward(engine, forward):
     return step
 
 
+EAGER_WARNING = "pydynamo codegen: running this graph eagerly: "
+COUNTERS = ("cudagraph_captures", "cudagraph_plain_launch", "reinplaced_inputs",
+            "graphs_compiled", "eager_fallback_graphs", "host_scalar_graphs")
+
+
 def run_engine(engine, model, ids, new, repeats, device, row):
     forward = model.forward
     counts = Counts()
     if engine == "pydynamo":
         pydynamo.reset()
         convert_frame.RECORDERS.append(counts)
-    captures0 = codegen.counters["cudagraph_captures"]
-    plain0 = codegen.counters["cudagraph_plain_launch"]
-    reinplaced0 = codegen.counters["reinplaced_inputs"]
+    c0 = {k: codegen.counters[k] for k in COUNTERS}
     try:
         model.forward = engine_forward(engine, forward)
         sync(device)
         t0 = time.perf_counter()
-        out = generate(model, ids, new)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            out = generate(model, ids, new)
         sync(device)
         row[f"{engine}_first_generate_s"] = round(time.perf_counter() - t0, 3)
         generate(model, ids, new)
@@ -140,13 +153,21 @@ def run_engine(engine, model, ids, new, repeats, device, row):
             times.append(time.perf_counter() - t0)
         row[f"{engine}_tok_s"] = round(ids.shape[0] * new / statistics.median(times), 1)
         if engine == "pydynamo":
+            d = {k: codegen.counters[k] - c0[k] for k in COUNTERS}
+            reasons = []
+            for w in caught:
+                m = str(w.message)
+                if m.startswith(EAGER_WARNING) and m[len(EAGER_WARNING):] not in reasons:
+                    reasons.append(m[len(EAGER_WARNING):][:200])
             row["pydynamo_counts"] = dict(
                 frames=counts.frames, graphs=counts.graphs, breaks=counts.breaks,
-                recompiles=counts.recompiles,
-                captures_warmup=captures1 - captures0,
+                recompiles=counts.recompiles, graphs_compiled=d["graphs_compiled"],
+                graphs_eager=d["eager_fallback_graphs"], eager_reasons=reasons[:4],
+                host_scalar_graphs=d["host_scalar_graphs"],
+                captures_warmup=captures1 - c0["cudagraph_captures"],
                 captures_timed=codegen.counters["cudagraph_captures"] - captures1,
-                plain_launch_graphs=codegen.counters["cudagraph_plain_launch"] - plain0,
-                cache_inputs_written_in_place=codegen.counters["reinplaced_inputs"] - reinplaced0)
+                plain_launch_graphs=d["cudagraph_plain_launch"],
+                cache_inputs_written_in_place=d["reinplaced_inputs"])
         elif engine == "torch_compile":
             from torch._dynamo.utils import counters
             row["torch_compile_counts"] = dict(
@@ -166,6 +187,36 @@ def run_engine(engine, model, ids, new, repeats, device, row):
             torch._dynamo.reset()
 
 
+def child(a):
+    """One engine on one (model, dtype, batch): its row fields and tokens, as one RESULT line."""
+    model = make_model(a.models, a.smoke, a.device, DTYPES[a.dtypes])
+    torch.manual_seed(int(a.batches))
+    ids = torch.randint(1, model.config.vocab_size, (int(a.batches), a.prompt_len),
+                        device=a.device)
+    row = {"params_m": round(sum(p.numel() for p in model.parameters()) / 1e6, 1)}
+    out = run_engine(a.child, model, ids, a.new_tokens, a.repeats, a.device, row)
+    row["tokens"] = out.tolist() if out is not None else None
+    print("RESULT " + json.dumps(row), flush=True)
+
+
+def run_child(engine, name, dt, batch, a, new):
+    """The engine's row fields and tokens from its own process, or an error for a crash."""
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", engine, "--models", name,
+           "--dtypes", dt, "--batches", str(batch), "--device", a.device, "--new-tokens",
+           str(new), "--prompt-len", str(a.prompt_len), "--repeats", str(a.repeats)]
+    cmd += ["--smoke"] if a.smoke else []
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=a.timeout)
+    except subprocess.TimeoutExpired:
+        return {f"{engine}_error": f"timed out after {a.timeout} s"}
+    for line in r.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[len("RESULT "):])
+    tail = [ln for ln in r.stderr.splitlines() if ln.strip() and "Warning" not in ln][-3:]
+    what = f"signal {-r.returncode}" if r.returncode < 0 else f"exit {r.returncode}"
+    return {f"{engine}_error": f"process crashed ({what}): {' | '.join(tail)[-400:]}"}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cuda")
@@ -173,14 +224,16 @@ def main():
     ap.add_argument("--models", default="llama,gpt2")
     ap.add_argument("--dtypes", default=None, help="default fp32,bf16 (cpu: fp32)")
     ap.add_argument("--batches", default=None, help="default 1,8 (smoke: 1,2)")
-    # pydynamo before torch.compile, as in bench_gpu.py: each engine's frame evaluation hook is
-    # installed for the rest of the process once used
     ap.add_argument("--engines", default="eager,pydynamo,torch_compile")
     ap.add_argument("--new-tokens", type=int, default=None, help="default 128 (smoke: 8)")
     ap.add_argument("--prompt-len", type=int, default=16)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--timeout", type=int, default=1200, help="seconds per engine process")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--child", default=None, help=argparse.SUPPRESS)   # one engine, one config
     a = ap.parse_args()
+    if a.child:
+        return child(a)
     dtypes = (a.dtypes or ("fp32" if a.device == "cpu" else "fp32,bf16")).split(",")
     batches = [int(b) for b in (a.batches or ("1,2" if a.smoke else "1,8")).split(",")]
     new = a.new_tokens or (8 if a.smoke else 128)
@@ -189,20 +242,21 @@ def main():
           + (f" ({torch.cuda.get_device_name()})" if a.device == "cuda" else ""), flush=True)
     for name in a.models.split(","):
         for dt in dtypes:
-            model = make_model(name, a.smoke, a.device, DTYPES[dt])
-            params = sum(p.numel() for p in model.parameters()) / 1e6
             for batch in batches:
-                torch.manual_seed(batch)
-                ids = torch.randint(1, model.config.vocab_size, (batch, a.prompt_len),
-                                    device=a.device)
-                row = dict(bench="decode", model=name, params_m=round(params, 1), dtype=dt,
-                           batch=batch, prompt=a.prompt_len, new_tokens=new,
+                row = dict(bench="decode", model=name, dtype=dt, batch=batch,
+                           prompt=a.prompt_len, new_tokens=new,
                            device=torch.cuda.get_device_name() if a.device == "cuda"
                            else "cpu")
                 ref = None
                 for engine in engines:
-                    out = run_engine(engine, model, ids, new, a.repeats, a.device, row)
-                    print("  (so far) " + json.dumps(row), flush=True)
+                    got = run_child(engine, name, dt, batch, a, new)
+                    tokens = got.pop("tokens", None)
+                    row.update(got)
+                    if f"{engine}_error" in got:
+                        print(f"  {engine} FAILED: {got[f'{engine}_error']}", flush=True)
+                    else:
+                        print("  (so far) " + json.dumps(row), flush=True)
+                    out = torch.tensor(tokens) if tokens is not None else None
                     if engine == "eager":
                         ref = out
                     elif out is not None and ref is not None:
@@ -212,6 +266,13 @@ def main():
                 for engine in ("eager", "pydynamo"):
                     if tc and row.get(f"{engine}_tok_s"):
                         row[f"{engine}_vs_torch_compile"] = round(row[f"{engine}_tok_s"] / tc, 3)
+                c = row.get("pydynamo_counts")
+                if c:
+                    print(f"  pydynamo graphs: {c['graphs_compiled']} compiled, "
+                          f"{c['graphs_eager']} eager {c['eager_reasons']}, "
+                          f"{c['host_scalar_graphs']} split around host scalars; CUDA-graph "
+                          f"captures {c['captures_warmup']} (warm-up) + {c['captures_timed']} "
+                          f"(timed), {c['plain_launch_graphs']} launching plainly", flush=True)
                 print(json.dumps(row), flush=True)
                 if a.out:
                     with open(a.out, "a") as f:

@@ -498,7 +498,10 @@ class GraphLowering:
                 return symbol
             return ex
         if ex.dtype not in self.backend.dtypes or ex.device.type not in self.devices or ex.layout != torch.strided:
-            raise EagerFallback(f"input {node.name}: {ex.dtype} on {ex.device}")
+            # a CPU scalar in a device graph is split off first (codegen/host_scalars.py): why not
+            why = self.gm.meta.get("host_scalar_refusal")
+            raise EagerFallback(f"input {node.name}: {ex.dtype} on {ex.device}" +
+                                (f" (not split off as a host scalar: {why})" if why else ""))
         buf = InputBuffer(f"arg{pos}", self._input_layout(node, pos, ex), [node], "input", pos)
         self.inputs.append(buf)
         self.buffers_by_name[buf.name] = buf

@@ -101,6 +101,13 @@ def _scalar_meta(v) -> bool:
     return _is_tensor_meta(v) and tuple(v.shape) == ()
 
 
+def _refuse(gm, why: str) -> None:
+    """No split: the reason goes to gm.meta, which codegen/graph.py's refusal of the CPU input
+    quotes."""
+    gm.meta["host_scalar_refusal"] = why
+    return None
+
+
 def split(gm: torch.fx.GraphModule, example_inputs, device: torch.device) -> Optional[Split]:
     """The host/device split of `gm` (module docstring), or None where there is nothing to
     split or it cannot be split exactly."""
@@ -113,7 +120,7 @@ def split(gm: torch.fx.GraphModule, example_inputs, device: torch.device) -> Opt
     output = next(n for n in gm.graph.nodes if n.op == "output")
     outs = output.args[0]
     if not isinstance(outs, (tuple, list)):
-        return None
+        return _refuse(gm, "the graph returns no tuple")
     # placeholders' metadata: the tracer's, else the example's
     vals = {p: _val(p) if _val(p) is not None else x for p, x in zip(placeholders, example_inputs)}
     host = set(host_inputs)             # host values: inputs and host nodes
@@ -124,15 +131,17 @@ def split(gm: torch.fx.GraphModule, example_inputs, device: torch.device) -> Opt
         reads_host = any(a in host for a in ins)
         if not reads_host:
             continue
-        if node_mutation(n, gm) is not None or _val(n) is None:
-            return None                 # an in-place write of, or no metadata near, a host value
+        if node_mutation(n, gm) is not None:
+            return _refuse(gm, f"{n.name} writes a host value in place")
+        if _val(n) is None:
+            return _refuse(gm, f"{n.name} reads a host value and has no metadata")
         if all(a in host or a.op == "placeholder" and not _is_tensor_meta(vals.get(a)) for a in ins) \
                 and (_cpu_results(_val(n)) or n.target is operator.getitem and ins[0] in host):
             if _random(n):
-                return None
+                return _refuse(gm, f"{n.name} draws random numbers from host values")
             host.add(n)
         elif _cpu_results(_val(n)) and device.type != "cpu":
-            return None                 # a CPU result the device part would compute
+            return _refuse(gm, f"{n.name} makes a CPU tensor from host and device values")
     host_nodes = [n for n in gm.graph.nodes if n in host and n.op != "placeholder"]
     # host values a device node reads: uploaded (0-d only)
     uploads: List[torch.fx.Node] = []
@@ -142,7 +151,7 @@ def split(gm: torch.fx.GraphModule, example_inputs, device: torch.device) -> Opt
         for a in n.all_input_nodes:
             if a in host and a not in uploads:
                 if not _scalar_meta(vals.get(a, _val(a))):
-                    return None
+                    return _refuse(gm, f"{n.name} reads {a.name}, a host value that is no scalar")
                 uploads.append(a)
     groups: Dict[torch.dtype, List[torch.fx.Node]] = {}
     for a in uploads:
@@ -212,7 +221,6 @@ class HostScalarCall:
         self.buffer_ptrs = {b.untyped_storage().data_ptr() for b in self.buffers}
         self.plan = s.outputs
         self.sequence = s.sequence
-        self.calls = 0
 
     def __getattr__(self, name):        # kernel_count, stats, wrapper_path, ... of the device part
         if name in ("device_call", "split"):
@@ -222,7 +230,6 @@ class HostScalarCall:
     def __call__(self, *args):
         if torch.is_grad_enabled() and any(args[i].requires_grad for i in self.host_positions):
             return self.gm(*args)
-        self.calls += 1
         host = self.host_fn(*args)
         for b, packed in zip(self.buffers, host):
             b.copy_(packed, non_blocking=True)
@@ -261,11 +268,11 @@ def compile_split(gm, example_inputs, backend, options):
         return None
     try:
         s = split(gm, example_inputs, backend.device)
-    except Exception:                   # a graph this pass does not understand: as before
+    except Exception as e:              # a graph this pass does not understand: as before
         if options.strict:
             raise
         log.debug("host scalar split failed", exc_info=True)
-        return None
+        return _refuse(gm, f"internal error: {type(e).__name__}: {e}")
     if s is None:
         return None
     counters["host_scalar_graphs"] += 1

@@ -21,6 +21,7 @@ for p in $parts; do
   case $p in
     tests) timeout "$t" python3 -m pytest -q -p no:cacheprovider tests/codegen_triton/test_gpu.py \
              tests/codegen_triton/test_triton.py tests/codegen_triton/test_transformer_kernels.py \
+             tests/codegen_triton/test_host_scalars.py \
              2>&1 | tee "$OUT/gpu_tests.log" | grep -v "^\.*$" | tail -15 ;;
     launch) timeout "$t" python3 benchmarks/gpu/launch_cost.py 2>&1 | tee "$OUT/launch_cost.log" \
              | grep -v Warning ;;

@@ -177,7 +177,7 @@ def test_decode_steps_on_cuda_exact_captured_and_without_syncs():
         outs = []
         for t in range(8):
             x = torch.randn(1 + t % 2, 4, device="cuda")
-            outs.append((f(cache, count, x), x))
+            outs.append((f(cache, count, x).clone(), x))   # kept past the next replay
     finally:
         torch.cuda.set_sync_debug_mode(0)
     for out, x in outs:
@@ -188,3 +188,57 @@ def test_decode_steps_on_cuda_exact_captured_and_without_syncs():
     assert d.get("host_scalar_graphs") == 2 and not d.get("eager_fallback_graphs")
     assert d.get("cudagraph_captures", 0) >= 2 and not d.get("cudagraph_plain_launch")
     pydynamo.reset()
+
+
+@gpu
+def test_static_cache_generate_on_cuda_is_compiled_and_captured():
+    """The issue-18 case: transformers' greedy static-cache decode, reduce-overhead: no graph
+    runs eagerly (a CPU cumulative_length is a host scalar now), the decode step is captured,
+    tokens, logits and every layer's cumulative_length equal eager's on two generate calls."""
+    pytest.importorskip("transformers")
+    from transformers import LlamaConfig, LlamaForCausalLM
+    torch.manual_seed(0)
+    cfg = LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, vocab_size=1000,
+                      max_position_embeddings=256)
+    model = LlamaForCausalLM(cfg).eval().cuda()
+    ids = torch.randint(1, 1000, (1, 6), device="cuda")
+
+    def generate():
+        with torch.no_grad():
+            return model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=12,
+                                  min_new_tokens=12, do_sample=False, pad_token_id=0,
+                                  cache_implementation="static", disable_compile=True,
+                                  return_dict_in_generate=True, output_logits=True)
+    ref = generate()
+    pydynamo.reset()
+    before = dict(codegen.counters)
+    model.forward = pydynamo.optimize(model.forward, backend="codegen", mode="reduce-overhead")
+    try:
+        for _ in range(2):
+            out = generate()
+            assert torch.equal(out.sequences, ref.sequences)
+            for mine, theirs in zip(out.logits, ref.logits):
+                torch.testing.assert_close(mine, theirs, rtol=1e-4, atol=1e-4)
+            for mine, theirs in zip(out.past_key_values.layers, ref.past_key_values.layers):
+                assert int(mine.cumulative_length) == int(theirs.cumulative_length)
+    finally:
+        del model.forward
+        pydynamo.reset()
+    d = _delta(before)
+    assert not d.get("eager_fallback_graphs"), d
+    assert d.get("host_scalar_graphs", 0) >= 1 and d.get("cudagraph_captures", 0) >= 1, d
+
+
+@gpu
+def test_a_cpu_scalar_that_cannot_be_split_runs_eagerly_and_says_why():
+    def f(x, count):
+        y = x + count
+        count.add_(1)                    # not functionalized here: a write of a host value
+        return y * count
+    gm = torch.fx.symbolic_trace(f)
+    x, count, ref = torch.randn(4, device="cuda"), torch.tensor(2), torch.tensor(2)
+    with pytest.warns(UserWarning, match="not split off as a host scalar: "):
+        call = codegen.compile_fx(gm, [x, count])
+    torch.testing.assert_close(call(x, count), f(x, ref))
+    assert int(count) == int(ref) == 3
