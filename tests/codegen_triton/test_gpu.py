@@ -2,7 +2,8 @@
 the H100 through the device tool: benchmarks/gpu/run_all.sh).
 
 OpInfo subset in float32 and bfloat16, half-precision reductions with fp32 accumulation,
-externs through cuBLAS, CUDA-graph replay, stale outputs, input address changes, parameters
+externs through cuBLAS, CUDA-graph replay, stale outputs never read (raising or copied out;
+tests/operating/test_cudagraph_outputs.py has the rest), input address changes, parameters
 read in place, in-place input mutation and an uncapturable graph launching plainly.
 """
 import pytest
@@ -78,14 +79,23 @@ def test_cudagraph_replay_matches_eager():
     assert c.cg_stats["captures"] == 1 and c.cg_stats["replays"] == 3
 
 
-def test_stale_output_is_never_overwritten():
+def test_stale_output_is_never_read():
+    """An output held across a later replay raises when read (the default, as torch.compile's
+    reduce-overhead) or keeps its values (cudagraph_outputs="copy_held"); never stale values."""
     x = torch.randn(64, 64, device="cuda")
-    c, gm = compiled(lambda x: x * 2 + 1, x, cudagraphs=True)
-    c(x)
-    first = c(x)
-    keep = first.clone()
-    c(torch.randn(64, 64, device="cuda"))       # a later replay
-    assert_values_equal(first, keep)
+    for outputs in ("static", "copy_held"):
+        c, gm = compiled(lambda x: x * 2 + 1, x, cudagraphs=True, cudagraph_outputs=outputs)
+        c(x)
+        first = c(x)
+        keep = first.clone()
+        x.mul_(3)                   # same address, new contents: the next call replays
+        assert_values_equal(c(x), gm(x))
+        assert c.cg_stats["replays"] == 2
+        if outputs == "static" and codegen.cudagraphs.Device.invalidate is not None:
+            with pytest.raises(RuntimeError, match="clone"):
+                first.sum().item()
+        else:
+            assert_values_equal(first, keep)
 
 
 def test_same_address_new_contents_and_address_change():
