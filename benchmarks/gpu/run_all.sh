@@ -22,6 +22,7 @@ for p in $parts; do
     tests) timeout "$t" python3 -m pytest -q -p no:cacheprovider tests/codegen_triton/test_gpu.py \
              tests/codegen_triton/test_triton.py tests/codegen_triton/test_transformer_kernels.py \
              tests/codegen_triton/test_host_scalars.py \
+             tests/operating/test_cudagraph_outputs.py tests/operating/test_cudagraphs.py \
              2>&1 | tee "$OUT/gpu_tests.log" | grep -v "^\.*$" | tail -15 ;;
     launch) timeout "$t" python3 benchmarks/gpu/launch_cost.py 2>&1 | tee "$OUT/launch_cost.log" \
              | grep -v Warning ;;
