@@ -54,8 +54,9 @@
     as .item() or nonzero is found by the warm-up call under torch's sync debug mode (graphs
     that mutate inputs skip that check: a re-run would apply the mutation twice), anything
     else by a failed capture.
-The device calls (pool, capture, sync check) go through a `Device` object, so the bookkeeping
-above runs on the CPU with a simulated graph in the tests (tests/models/test_decode.py).
+The device calls (pool, capture, sync check, the access error) go through a `Device` object, so
+the bookkeeping above runs on the CPU with a simulated graph in the tests
+(tests/models/test_decode.py; outputs: tests/operating/test_cudagraph_outputs.py).
 Default: on for mode="reduce-overhead" or options={"cudagraphs": True}; off for mode=None (see
 benchmarks/results/GPU.md for the measurement behind that choice: the warm-up, and the output copy
 this runner made before handing out static outputs, made it a loss for graphs with large outputs).
