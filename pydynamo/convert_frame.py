@@ -28,7 +28,6 @@ translator and returns (guard, new_code). Policy:
 from __future__ import annotations
 
 import collections
-import dataclasses
 import os
 import sys
 import types
@@ -51,6 +50,7 @@ from pydynamo.exc import (BackendCompilerFailed, FullGraphError, GraphBreak, Gra
 from pydynamo.executor import installed
 from pydynamo.guards import compile_guards, current_global_state, Guard, GuardKind, ShapeGuards
 from pydynamo.hints import NO_WARNING, user_message
+from pydynamo.records import record
 from pydynamo.skipfiles import skip_reason
 from pydynamo.stages import lazy
 from pydynamo.versions import unsupported_python
@@ -66,7 +66,7 @@ shapes = lazy("pydynamo.shapes")
 report = lazy("pydynamo.report")
 
 
-@dataclasses.dataclass
+@record(frozen=False)
 class FrameResult:
     """Everything one successful translation produced (explain() and logs read it)."""
     code: types.CodeType
@@ -267,7 +267,7 @@ def _module_name(filename: str) -> str:
     return base[:-3] if base.endswith(".py") else base
 
 
-@dataclasses.dataclass(frozen=True)
+@record
 class CompileSettings:
     """What one optimize() call asked for; part of every cache entry's key (a COMPILE_SETTINGS
     guard on the callback that stands for it)."""

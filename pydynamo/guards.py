@@ -20,7 +20,7 @@ import torch
 from pydynamo import _C
 from pydynamo import autocast as _autocast
 from pydynamo import tensor_check
-
+from pydynamo.records import record
 from pydynamo.sources import Source
 
 
@@ -41,7 +41,7 @@ class GuardKind(str, enum.Enum):
 _RANK = {k: i for i, k in enumerate(GuardKind)}
 
 
-@dataclasses.dataclass(frozen=True)
+@record
 class TensorSpec:
     """What TENSOR_MATCH pins. A None entry in `shape`/`stride` means "any" (dynamic dims later).
 
@@ -89,7 +89,7 @@ class TensorSpec:
         return conds
 
 
-@dataclasses.dataclass(frozen=True, eq=False)
+@record(eq=False)
 class ShapeGuards:
     """What a SHAPE_ENV guard pins: every relation the ShapeEnv recorded, as one check function
     (`check(L, G)`, plain Python, each size read once) and as readable text with its user line."""
@@ -108,7 +108,7 @@ class ShapeGuards:
         return "; ".join(self.texts)
 
 
-@dataclasses.dataclass(frozen=True)
+@record
 class Guard:
     source: Optional[Source]
     kind: GuardKind

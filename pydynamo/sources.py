@@ -6,12 +6,15 @@ One Source object does two jobs, so they can never disagree:
     (arguments and free variables are plain names there; globals are read by name).
 `guard_expr()` is `name()` made cheap to evaluate: nn.Module parameters/submodules are read
 straight from `_parameters` / `_modules` / `_buffers` instead of through `Module.__getattr__`.
-Sources are immutable and hashable; equal sources name the same value.
+Sources are immutable and hashable; equal sources name the same value. They are dataclasses
+declared through pydynamo/records.py (no per-class generated code: a warm-start hit imports
+this module to unpickle its guards).
 """
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, Callable
+
+from pydynamo.records import record
 
 
 class Source:
@@ -48,7 +51,7 @@ def py_name(name: str) -> str:
     return name if name.isidentifier() else "__pydynamo_dot" + "".join(c for c in name if c.isalnum())
 
 
-@dataclasses.dataclass(frozen=True)
+@record
 class LocalSource(Source):
     """An argument or free variable of the frame, as found in `frame_locals`."""
     local_name: str
@@ -57,7 +60,7 @@ class LocalSource(Source):
         return local(self.local_name)
 
 
-@dataclasses.dataclass(frozen=True)
+@record
 class GlobalSource(Source):
     global_name: str
 
@@ -65,7 +68,7 @@ class GlobalSource(Source):
         return glob(self.global_name)
 
 
-@dataclasses.dataclass(frozen=True)
+@record
 class AttrSource(Source):
     src: Source
     attr: str
@@ -78,7 +81,7 @@ class AttrSource(Source):
         return f"{self.src.render(local, glob, fast)}.{self.attr}"
 
 
-@dataclasses.dataclass(frozen=True)
+@record
 class ModuleDictSource(Source):
     """`mod.attr` where attr lives in one of nn.Module's registries (_parameters/_buffers/_modules).
     Named like an attribute; read through the registry dict in guards and output code (faster)."""
@@ -97,7 +100,7 @@ class ModuleDictSource(Source):
         return f"{inner}.{self.attr}"
 
 
-@dataclasses.dataclass(frozen=True)
+@record
 class GetItemSource(Source):
     src: Source
     index: Any  # a hashable Python constant: int, str, slice-free
@@ -110,7 +113,7 @@ class GetItemSource(Source):
         return f"{self.src.render(local, glob, fast)}[{self.index!r}]"
 
 
-@dataclasses.dataclass(frozen=True)
+@record
 class DictItemSource(GetItemSource):
     """An item of a dict subclass read as dict's own item, past a `__getitem__` the subclass
     overrides (transformers' ModelOutput builds `dict(self.items())` inside its __getitem__:
@@ -120,7 +123,7 @@ class DictItemSource(GetItemSource):
         return f"dict.__getitem__({self.src.render(local, glob, fast)}, {self.index!r})"
 
 
-@dataclasses.dataclass(frozen=True)
+@record
 class PlainAttrSource(AttrSource):
     """`src.attr` read as object.__getattribute__ reads it, past the class's own
     `__getattribute__` (which may be the very code being compiled: re-reading through it from
@@ -130,7 +133,7 @@ class PlainAttrSource(AttrSource):
         return f"object.__getattribute__({self.src.render(local, glob, fast)}, {self.attr!r})"
 
 
-@dataclasses.dataclass(frozen=True)
+@record
 class DictValueAtSource(GetItemSource):
     """The value at position `index` in a dict's order: an item whose key has no literal
     spelling (a class, typing.Union); only after the DICT_KEYS guard pinned keys and order."""
@@ -139,7 +142,7 @@ class DictValueAtSource(GetItemSource):
         return f"list({self.src.render(local, glob, fast)}.values())[{self.index}]"
 
 
-@dataclasses.dataclass(frozen=True)
+@record
 class MappingGetSource(GetItemSource):
     """`src.get(key)`: a mapping's entry or None when it has none (os.environ reads: the guard
     pins presence as well as value, and a missing key is a value, not an exception)."""
@@ -148,7 +151,7 @@ class MappingGetSource(GetItemSource):
         return f"{self.src.render(local, glob, fast)}.get({self.index!r})"
 
 
-@dataclasses.dataclass(frozen=True)
+@record
 class DefaultsSource(Source):
     """A default argument value of a function reached through `fn_source`."""
     fn_source: Source
@@ -166,7 +169,7 @@ class DefaultsSource(Source):
         return f"{inner}.__defaults__[{self.index!r}]"
 
 
-@dataclasses.dataclass(frozen=True)
+@record
 class ClosureSource(Source):
     """The contents of cell `index` of a function's closure."""
     fn_source: Source
@@ -180,7 +183,7 @@ class ClosureSource(Source):
         return f"{self.fn_source.render(local, glob, fast)}.__closure__[{self.index}].cell_contents"
 
 
-@dataclasses.dataclass(frozen=True)
+@record
 class ModuleSource(Source):
     """A module by name (for globals of functions defined in other modules)."""
     module: str
@@ -189,7 +192,7 @@ class ModuleSource(Source):
         return f"__import__('sys').modules[{self.module!r}]"
 
 
-@dataclasses.dataclass(frozen=True)
+@record
 class RemainingSource(Source):
     """The items an iterator has left, read without advancing it (list(copy(it)))."""
     src: Source
