@@ -36,7 +36,8 @@ current stream: the graph's kernels must run on the stream it was called on (as 
 
 Tests (no GPU): `SIMULATE = True` treats CPU 0-d inputs of a Triton-interpreter graph (whose
 device is the CPU) as host scalars, so the split, the uploads and the runner's roles run on the
-CPU with the simulated CUDA graph (tests/models/test_decode.py, tests/codegen/test_host_scalars.py).
+CPU with the simulated CUDA graph (tests/models/test_decode.py,
+tests/codegen_triton/test_host_scalars.py).
 """
 from __future__ import annotations
 
