@@ -40,6 +40,9 @@
       - held, and an argument of this call (`x = f(x)`; the caller evidently still uses it):
         copied out: the storage's memory is swapped for a fresh copy, so the tensor and all its
         views keep their values at a new address;
+      - held, and handed out in the current step once pydynamo.cudagraph_mark_step_begin() has
+        been called (codegen/cudagraph_steps.py: `f(x) + f(y)`, outputs kept within one
+        iteration): copied out likewise;
       - held otherwise (`out = f(x)` in a loop holds the previous `out` during the call):
         invalidated where torch's storage-wide access error exists (CUDA builds): reading it, or
         any view of it, raises STALE_OUTPUT (telling the user to `.clone()` it; torch.compile's
@@ -69,6 +72,7 @@ from typing import Any, Callable, Dict, List, Optional
 
 import torch
 
+from codegen import cudagraph_steps as steps
 from codegen.options import CUDAGRAPH_OUTPUTS as OUTPUT_POLICIES, Options
 from codegen.pipeline import counters
 
@@ -248,8 +252,8 @@ class CudaGraphRunner:
         # how outputs of a replay are handed out (module docstring); without swapping a
         # storage's memory a held output cannot be moved: copy every output
         self.outputs = outputs if CAN_SWAP else "copy"
-        # (weak reference, storage address, start, end) of each storage the last replay handed
-        # out as the graph's memory
+        # (weak reference, storage address, start, end, step) of each storage the last replay
+        # handed out as the graph's memory
         self.handed: List[tuple] = []
         self.mutated = list(mutated_positions)
         # (output index, input position): outputs the caller copies into those inputs after
@@ -332,12 +336,15 @@ class CudaGraphRunner:
         """Before a replay: every output the last replay handed out that the caller still holds
         is copied out or invalidated (module docstring); the rest are forgotten."""
         handed, self.handed = self.handed, []
-        for ref, addr, lo, hi in handed:
+        current = steps.step
+        for ref, addr, lo, hi, step in handed:
             if _use_count(addr) > 0:         # the tensor, a view of it, or its storage object
                 passed = any(isinstance(args[i], torch.Tensor) and lo <= args[i].data_ptr() < hi
                              for i in g.passed)
+                # an output of the step marked current (cudagraph_steps) is kept valid
+                same_step = current and step == current
                 if self.device.invalidate is not None and self.outputs == "static" and \
-                        not passed:
+                        not passed and not same_step:
                     self.device.invalidate(addr, STALE_OUTPUT)
                     self.cg_stats["outputs_invalidated"] += 1
                     counters["cudagraph_outputs_invalidated"] += 1
@@ -349,7 +356,7 @@ class CudaGraphRunner:
 
     def _hand_out(self, storage):
         self.handed.append((_weak_ref(storage), storage._cdata, storage.data_ptr(),
-                            storage.data_ptr() + storage.nbytes()))
+                            storage.data_ptr() + storage.nbytes(), steps.step))
 
     def _replay(self, g: _Graph, args, copy_in=True):
         if self.handed:
@@ -445,7 +452,7 @@ class CudaGraphRunner:
         for k, i in applied:
             aliases[k] = (i, None)          # the input itself, which holds the new value
         written = sorted(set(self.mutated) | {i for _, i in applied})
-        ranges = [(lo, hi) for _, _, lo, hi in self.handed]
+        ranges = [(lo, hi) for _, _, lo, hi, _ in self.handed]
         passed = [i for i, (r, p) in enumerate(zip(roles, ptrs_of(args))) if r is False or
                   (r and any(lo <= p < hi for lo, hi in ranges))]
         g = _Graph(graph, roles, ptrs_of(call_args), static, outs, aliases, written,

@@ -4,7 +4,8 @@
     print(pydynamo.explain(fn)(*args))                    # graphs, graph breaks with reasons, guards
 
 optimize (torch.compile), explain, disable, reset, set_stance, error_on_graph_break, graph_break, allow_in_graph, mark_dynamic,
-mark_static, list_backends, register_backend, write_report (the compile report); `config`
+mark_static, list_backends, register_backend, write_report (the compile report),
+cudagraph_mark_step_begin (mode="reduce-overhead"'s outputs, docs/USER_GUIDE.md); `config`
 (process-wide settings), `exc` (errors and warnings). help(pydynamo.optimize) lists every
 argument; docs/USER_GUIDE.md is the guide, PYDYNAMO_LOGS=all shows everything it does and
 PYDYNAMO_REPORT=dir writes it down as a page.
@@ -39,6 +40,7 @@ _EXPORTS = {
     "save_artifacts": ("pydynamo.warm_cache", "save_artifacts"),   # the warm-start cache, moved
     "load_artifacts": ("pydynamo.warm_cache", "load_artifacts"),
     "write_report": ("pydynamo.report", "write_report"),   # the compile report (PYDYNAMO_REPORT)
+    "cudagraph_mark_step_begin": ("codegen.cudagraph_steps", "mark_step_begin"),   # a leaf
 }
 
 __all__ = ["explain", *_EXPORTS]

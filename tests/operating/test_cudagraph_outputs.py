@@ -14,6 +14,7 @@ import torch
 
 import codegen
 import codegen.cudagraphs as cgr
+from codegen import cudagraph_steps as steps
 import pydynamo
 from codegen.cudagraphs import STALE_OUTPUT, CudaGraphRunner
 from codegen.options import Options
@@ -227,6 +228,29 @@ def test_copy_policies():
     assert Options.of({"mode": "reduce-overhead"}).cudagraph_outputs == "static"
 
 
+def test_marked_steps_keep_their_outputs_and_invalidate_earlier_ones(monkeypatch, w):
+    """pydynamo.cudagraph_mark_step_begin(): outputs of the current step held at a replay are
+    copied out (`f(x) + f(y)` in one step is right), outputs of earlier steps invalidated."""
+    monkeypatch.setattr(steps, "step", 0)
+    assert pydynamo.cudagraph_mark_step_begin is steps.mark_step_begin
+    run, dev = _runner(invalidating=True)
+    _replaying(run, w)
+    x1, x2, x3 = torch.randn(4, 3), torch.randn(4, 3), torch.randn(4, 3)
+    pydynamo.cudagraph_mark_step_begin()
+    a = run(x1, w)
+    b = run(x2, w)                  # the same step: `a` copied out
+    torch.testing.assert_close(a, f(x1, w))
+    torch.testing.assert_close(b, f(x2, w))
+    assert run.cg_stats["output_copies"] == 2 and not dev.invalidated
+    pydynamo.cudagraph_mark_step_begin()
+    run(x3, w)                      # a new step: `b`, of the step before, is invalidated
+    assert [addr for addr, _ in dev.invalidated] == [o.untyped_storage()._cdata for o in b]
+    pydynamo.cudagraph_mark_step_begin()
+    total = run(x1, w)[0] + run(x2, w)[0]
+    torch.testing.assert_close(total, f(x1, w)[0] + f(x2, w)[0])
+    assert run.cg_stats["output_copies"] == 3 and len(dev.invalidated) == 2
+
+
 def test_the_runner_forgets_outputs_of_the_replay_before():
     run, _ = _runner()
     w = torch.randn(3, 5)
@@ -299,6 +323,25 @@ def test_cuda_held_outputs_raise_with_the_clone_hint_and_latest_values_are_right
     ptr = new.data_ptr()
     del new
     assert fast(xs[5], w).data_ptr() == ptr      # the graph's memory, no copy
+
+
+@cuda
+def test_cuda_outputs_of_a_marked_step_stay_valid(monkeypatch):
+    monkeypatch.setattr(steps, "step", 0)
+    fast = pydynamo.optimize(_mlp, backend="codegen", mode="reduce-overhead")
+    w = torch.randn(64, 64, device="cuda")
+    xs = [torch.randn(32, 64, device="cuda") for _ in range(4)]
+    for _ in range(3):
+        pydynamo.cudagraph_mark_step_begin()
+        torch.testing.assert_close(fast(xs[0], w) + fast(xs[1], w),
+                                   _mlp(xs[0], w) + _mlp(xs[1], w))
+    pydynamo.cudagraph_mark_step_begin()
+    old = fast(xs[2], w)
+    pydynamo.cudagraph_mark_step_begin()
+    torch.testing.assert_close(fast(xs[3], w), _mlp(xs[3], w))
+    if cgr.Device.invalidate is not None:       # an output of an earlier step: overwritten
+        with pytest.raises(RuntimeError, match="pydynamo"):
+            old.sum().item()
 
 
 @cuda
