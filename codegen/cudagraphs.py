@@ -383,14 +383,18 @@ class CudaGraphRunner:
                 if self.outputs == "copy":
                     self.cg_stats["output_copies"] += 1
                     return t.clone()
-                if base is None:
-                    out = _alias_of(t)
-                    self._hand_out(out.untyped_storage())
-                    return out
-                storage = made.get(id(base))
-                if storage is None:
-                    storage = made[id(base)] = _alias_of(base).untyped_storage()
-                    self._hand_out(storage)
+                try:
+                    if base is None:
+                        out = _alias_of(t)
+                        self._hand_out(out.untyped_storage())
+                        return out
+                    storage = made.get(id(base))
+                    if storage is None:
+                        storage = made[id(base)] = _alias_of(base).untyped_storage()
+                        self._hand_out(storage)
+                except (RuntimeError, TypeError, BufferError):   # a dtype DLPack lacks: a copy
+                    self.cg_stats["output_copies"] += 1
+                    return t.clone()
                 return torch.empty(0, dtype=t.dtype, device=t.device).set_(
                     storage, t.storage_offset(), t.shape, t.stride())
             i, delta = alias

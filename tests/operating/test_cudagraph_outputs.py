@@ -251,6 +251,19 @@ def test_marked_steps_keep_their_outputs_and_invalidate_earlier_ones(monkeypatch
     assert run.cg_stats["output_copies"] == 3 and len(dev.invalidated) == 2
 
 
+def test_an_output_dlpack_cannot_alias_is_copied(monkeypatch, w):
+    def no_alias(t):
+        raise BufferError("Bit types are not supported by dlpack")
+    monkeypatch.setattr(cgr, "_alias_of", no_alias)
+    run, _ = _runner()
+    _replaying(run, w)
+    x = torch.randn(4, 3)
+    kept = run(x, w)
+    run(torch.randn(4, 3), w)
+    torch.testing.assert_close(kept, f(x, w))
+    assert run.cg_stats["output_copies"] == 2 * 3 and not run.handed
+
+
 def test_the_runner_forgets_outputs_of_the_replay_before():
     run, _ = _runner()
     w = torch.randn(3, 5)
