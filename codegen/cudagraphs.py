@@ -49,7 +49,8 @@
         reduce-overhead raises likewise), at no cost; copied out like the above where it does
         not (the simulated device of the tests, CPU builds), or with cudagraph_outputs=
         "copy_held" (never raises; costs a copy per held output and replay);
-    no stale value is ever read. cudagraph_outputs="copy" keeps copying every output out at
+    no stale value is ever read. A training backward (Options.boxed) gets "copy_held": autograd
+    keeps gradients as .grad and accumulates into them. cudagraph_outputs="copy" keeps copying every output out at
     each call (the runner's default: the "cudagraphs" backend, pydynamo/cudagraphs.py, promises
     fresh outputs); so does a torch without storage data-pointer swapping;
   * a graph that cannot be captured launches plainly from then on (counted in
@@ -105,10 +106,14 @@ def maybe_wrap(call, gm, g, options: Options, stats, matches=None):
     # new value the caller would copy in (codegen/reinplace.py)
     mutated = sorted({m.position for m in g.mutations.values()} |
                      set(gm.meta.get("written_inputs", ())))
+    # a training backward (boxed: pydynamo/aot's) returns gradients autograd may keep as .grad
+    # and add the next backward's into (accumulation): held ones are copied, never invalidated
+    outputs = options.cudagraph_outputs
+    if options.boxed and outputs == "static":
+        outputs = "copy_held"
     # size symbols: no `matches` (it knows one shape set); a bucket per concrete shape set
     return CudaGraphRunner(call, mutated, None if getattr(g, "size_bindings", None) else matches,
-                           copy_back=gm.meta.get("copied_back", ()),
-                           outputs=options.cudagraph_outputs)
+                           copy_back=gm.meta.get("copied_back", ()), outputs=outputs)
 
 
 def bucket_key(args):

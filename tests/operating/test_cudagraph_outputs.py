@@ -9,8 +9,12 @@ replay re-runs the call into the captured outputs, so a stale output would show 
 overwritten), with and without a stand-in invalidation; the CUDA tests (skipped here) check the
 real error and the values on the device.
 """
+import copy
+import types
+
 import pytest
 import torch
+import torch.nn as nn
 
 import codegen
 import codegen.cudagraphs as cgr
@@ -51,8 +55,8 @@ class Replayer(cgr.Device):
     def capture(self, fn, args, pool):
         before = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
         outs = fn(*args)
-        for a, b in zip(args, before):
-            if isinstance(a, torch.Tensor):
+        for a, b in zip(args, before):      # (only those written: a copy bumps the version
+            if isinstance(a, torch.Tensor) and not torch.equal(a, b):    # autograd checks)
                 a.copy_(b)
         captured = _tensors(outs)
 
@@ -264,6 +268,16 @@ def test_an_output_dlpack_cannot_alias_is_copied(monkeypatch, w):
     assert run.cg_stats["output_copies"] == 2 * 3 and not run.handed
 
 
+def test_a_training_backward_copies_held_outputs_and_options_reach_the_runner():
+    gm = torch.fx.symbolic_trace(lambda x: x * 2)
+    g = types.SimpleNamespace(mutations={}, scalars=None, size_bindings=None)
+    for opts, policy in (({}, "static"), ({"boxed": True}, "copy_held"),
+                         ({"cudagraph_outputs": "copy"}, "copy"),
+                         ({"boxed": True, "cudagraph_outputs": "copy"}, "copy")):
+        run = cgr.maybe_wrap(gm.forward, gm, g, Options(cudagraphs=True, **opts), None)
+        assert run.outputs == policy, opts
+
+
 def test_the_runner_forgets_outputs_of_the_replay_before():
     run, _ = _runner()
     w = torch.randn(3, 5)
@@ -281,19 +295,8 @@ def test_through_the_compiled_function_on_the_triton_interpreter(monkeypatch):
     """The whole path (frame, graph, Triton kernels interpreted, the runner on the simulated
     device): nothing between the runner and the caller keeps an output (a loop that drops its
     outputs copies none), and outputs kept across calls keep their values."""
-    import os
-    if os.environ.get("TRITON_INTERPRET") != "1":
-        pytest.skip("needs TRITON_INTERPRET=1 (set before triton is imported)")
-    from codegen.gpu_wrapper import TritonBackend
-    runners = []
-    wrap = cgr.maybe_wrap
-
-    def finish(self, call, gm, g, options, stats, ns):
-        call = wrap(call, gm, g, options, stats, ns.get("matches"))
-        call.device = Replayer()
-        runners.append(call)
-        return call
-    monkeypatch.setattr(TritonBackend, "finish", finish)
+    _interpreted()
+    runners = _sim_runners(monkeypatch)
     fast = pydynamo.optimize(_mlp, backend="codegen", mode="reduce-overhead",
                              options={"backend_kernels": "triton"})
     w = torch.randn(8, 8)
@@ -307,6 +310,53 @@ def test_through_the_compiled_function_on_the_triton_interpreter(monkeypatch):
     for k, x in zip(kept, xs):
         torch.testing.assert_close(k, _mlp(x, w))
     assert run.cg_stats["output_copies"] == 2
+
+
+def _sim_runners(monkeypatch):
+    """The runners the codegen backend makes from now on, each on the simulated device."""
+    from codegen.gpu_wrapper import TritonBackend
+    runners = []
+    wrap = cgr.maybe_wrap
+
+    def finish(self, call, gm, g, options, stats, ns):
+        call = wrap(call, gm, g, options, stats, ns.get("matches"))
+        if isinstance(call, CudaGraphRunner):
+            call.device = Replayer()
+            runners.append(call)
+        return call
+    monkeypatch.setattr(TritonBackend, "finish", finish)
+    return runners
+
+
+def _interpreted():
+    import os
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        pytest.skip("needs TRITON_INTERPRET=1 (set before triton is imported)")
+
+
+def test_training_through_the_runner_on_the_triton_interpreter(monkeypatch):
+    """A training forward and backward through the runner (simulated device, held outputs
+    copied out): gradients kept as .grad across backward replays and two forwards before one
+    backward (a siamese loss) equal eager's."""
+    _interpreted()
+    runners = _sim_runners(monkeypatch)
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 3))
+    ref = copy.deepcopy(m)
+    fast = pydynamo.optimize(m, backend="codegen", mode="reduce-overhead",
+                             options={"backend_kernels": "triton"})
+    for step in range(8):
+        x1, x2 = torch.randn(4, 6), torch.randn(4, 6)
+        for mod, fn in ((m, fast), (ref, ref)):
+            mod.zero_grad(set_to_none=False)
+            if step % 2:
+                (fn(x1) - fn(x2)).square().mean().backward()
+            else:
+                fn(x1).square().mean().backward()
+        for p, q in zip(m.parameters(), ref.parameters()):
+            torch.testing.assert_close(p.grad, q.grad)
+    assert len(runners) == 2 and all(r.cg_stats["replays"] for r in runners)
+    assert runners[1].outputs == "copy_held"            # the backward
 
 
 # --- on a GPU ---------------------------------------------------------------------------------
@@ -377,3 +427,34 @@ def test_cuda_copy_held_and_outputs_passed_back_in_keep_their_values():
         z = chain(y, w) + y
         torch.testing.assert_close(z, layer(layer(x, w), w) + layer(x, w))
         x = z / 4
+
+
+@cuda
+def test_cuda_training_under_reduce_overhead_never_reads_stale_values():
+    """Gradients kept as .grad across backward replays (zero_grad without set_to_none) equal
+    eager's; two forwards before one backward (a siamese loss) give eager's gradients or the
+    pydynamo error (a training forward's held outputs are invalidated unless the backend
+    compiles it with cudagraph_outputs="copy_held"), never stale values."""
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 8)).cuda()
+    ref = copy.deepcopy(m)
+    fast = pydynamo.optimize(m, backend="codegen", mode="reduce-overhead")
+    for _ in range(5):
+        x = torch.randn(8, 16, device="cuda")
+        for mod, fn in ((m, fast), (ref, ref)):
+            mod.zero_grad(set_to_none=False)
+            fn(x).square().mean().backward()
+        for p, q in zip(m.parameters(), ref.parameters()):
+            torch.testing.assert_close(p.grad, q.grad)
+    for _ in range(3):
+        x1, x2 = torch.randn(8, 16, device="cuda"), torch.randn(8, 16, device="cuda")
+        m.zero_grad()
+        ref.zero_grad()
+        try:
+            (fast(x1) - fast(x2)).square().mean().backward()
+        except RuntimeError as e:
+            assert "pydynamo" in str(e) and ".clone()" in str(e)
+            continue
+        (ref(x1) - ref(x2)).square().mean().backward()
+        for p, q in zip(m.parameters(), ref.parameters()):
+            torch.testing.assert_close(p.grad, q.grad)
