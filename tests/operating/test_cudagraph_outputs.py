@@ -427,7 +427,7 @@ def test_cuda_copy_held_and_outputs_passed_back_in_keep_their_values():
 
 
 @cuda
-def test_cuda_training_under_reduce_overhead_never_reads_stale_values():
+def test_cuda_training_under_reduce_overhead_never_reads_stale_values(monkeypatch):
     """Gradients kept as .grad across backward replays (zero_grad without set_to_none) equal
     eager's; two forwards before one backward (a siamese loss) give eager's gradients or the
     pydynamo error (a training forward's held outputs are invalidated unless the backend
@@ -453,5 +453,14 @@ def test_cuda_training_under_reduce_overhead_never_reads_stale_values():
             assert "pydynamo" in str(e) and ".clone()" in str(e)
             continue
         (ref(x1) - ref(x2)).square().mean().backward()
+        for p, q in zip(m.parameters(), ref.parameters()):
+            torch.testing.assert_close(p.grad, q.grad)
+    monkeypatch.setattr(steps, "step", 0)
+    for _ in range(3):                  # with marked steps: both forwards' outputs stay valid
+        x1, x2 = torch.randn(8, 16, device="cuda"), torch.randn(8, 16, device="cuda")
+        for mod, fn in ((m, fast), (ref, ref)):
+            mod.zero_grad()
+            pydynamo.cudagraph_mark_step_begin()
+            (fn(x1) - fn(x2)).square().mean().backward()
         for p, q in zip(m.parameters(), ref.parameters()):
             torch.testing.assert_close(p.grad, q.grad)
