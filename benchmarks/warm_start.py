@@ -15,7 +15,10 @@ model is built and the inputs made before it, under torch.no_grad(): inference o
     pays it before building its model;
   * torch.compile cold / warm: inductor with an empty cache dir, then in a new process with the
     cache it filled (its FX-graph and AOT caches hit; dynamo traces again, as it does by default).
-Eager and the warm runs are repeated (--repeat; the median is printed, runs interleaved); cold
+The warm row also splits its thread CPU time (medians): imports and optimize() (before the
+call), the load of the cache entries (warm_cache.lookup: read, verify, bind guards, rebuild the
+wrappers, load the kernel libraries), and the rest of the call (the compiled code's first run,
+the frame hook). Eager and the warm runs are repeated (--repeat; the median is printed, runs interleaved); cold
 runs once each. Ratios are against eager's median; "cpu s" is the thread's CPU time of the call
 (steadier than wall time on a shared machine; a compiler's child processes are not in it). The
 load average is printed: the acceptance figure (warm <= 2x eager) is for an idle machine.
@@ -82,12 +85,23 @@ def child(model: str, engine: str, cache: str, backend: str, versions: str) -> d
             pydynamo.config.cache_dir = cache
             pydynamo.config.warm_start = True
             fn = pydynamo.optimize(m, backend=backend)
+            lookup, spent = warm_cache.lookup, []
+
+            def timed_lookup(*a, **k):      # (the hit's load: read, verify, bind, rebuild)
+                t = time.thread_time()
+                try:
+                    return lookup(*a, **k)
+                finally:
+                    spent.append(time.thread_time() - t)
+            warm_cache.lookup = timed_lookup
         else:
             fn = torch.compile(m)
+        c1 = time.thread_time()
         out = fn(*args)
         dt, cpu = time.perf_counter() - t0, time.thread_time() - c0
         if engine.startswith("pydynamo"):
-            stats = warm_cache.stats
+            # thread CPU time: imports and optimize(); the load of the entries; the rest of the call
+            stats = dict(warm_cache.stats, split=[c1 - c0, sum(spent), cpu - (c1 - c0) - sum(spent)])
         want = m(*args)
     out = getattr(out, "last_hidden_state", out)
     want = getattr(want, "last_hidden_state", want)
@@ -127,6 +141,7 @@ def main():
             run_child(model, "eager", "-", a.backend, versions, env)    # fills the pycache
             times = {"eager": [], "pydynamo warm": [], "pydynamo warm, imported before": [],
                      "torch.compile warm": []}
+            splits = []
             cpus = {k: [] for k in times}
             cold = {"pydynamo cold": run_child(model, "pydynamo", pd_cache, a.backend, versions, env),
                     "pydynamo cold, torch's meta refs": run_child(
@@ -147,6 +162,8 @@ def main():
                     checks.append(r["ok"])
                     if engine.startswith("pydynamo") and r["stats"].get("hits", 0) < 1:
                         raise RuntimeError(f"{model}: the warm run missed the cache: {r['stats']}")
+                    if engine == "pydynamo":
+                        splits.append(r["stats"]["split"])
             eager = statistics.median(times["eager"])
             eager_cpu = statistics.median(cpus["eager"])
             for name in ("eager", "pydynamo cold", "pydynamo cold, torch's meta refs",
@@ -159,6 +176,9 @@ def main():
                     spread += (" torch._dynamo imported by the model's library" if
                                cold[name]["dynamo_before"] else " torch._dynamo imported"
                                if cold[name]["dynamo"] else " no torch._dynamo")
+                if name == "pydynamo warm":
+                    spread += " cpu: imports+optimize %.1f, load %.1f, call %.1f ms" % tuple(
+                        statistics.median(s[i] for s in splits) * 1e3 for i in range(3))
                 rows.append((model, name, t, t / eager, c, c / eager_cpu, spread))
             if not all(checks):
                 raise RuntimeError(f"{model}: a compiled output differs from eager")

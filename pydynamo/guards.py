@@ -269,6 +269,11 @@ def _emit_guard(em: _Emitter, g: Guard) -> None:
         raise NotImplementedError(k)
 
 
+def guard_rank(g: Guard) -> int:
+    """Where `g` goes in a guard function: cheaper, more discriminating kinds first."""
+    return _RANK[g.kind]
+
+
 def sort_guards(guards: list[Guard]) -> list[Guard]:
     seen = set()
     out = []
@@ -345,14 +350,23 @@ def compile_guards(guards: list[Guard], frame_globals: dict, prebuilt: Optional[
     guards' constants without rendering their text when the shape is theirs: the records fix
     every source, literal and value, the shape what this process could emit otherwise (the C++
     tensor predicate missing here, a guard list deduplicated otherwise). Else the text is
-    rendered and the code used only if it was compiled from exactly that text."""
-    guards = sort_guards(guards)
+    rendered and the code used only if it was compiled from exactly that text.
+
+    With `prebuilt`, guards already in rank order are taken as they are, without sorting and
+    removing duplicates (which hashes every source: most of a warm hit's guard binding): a
+    warm entry's records are the guards of a compiled frame, which this function sorted and
+    deduplicated, bound in that order. Where the binding process removed none, the shape is
+    the prebuilt one and the order is what sorting gives; otherwise the shape differs and the
+    guards are sorted as below (a duplicate left in would only be checked twice)."""
     if prebuilt is not None:
+        ranks = [_RANK[g.kind] for g in guards]
+        ordered = guards if ranks == sorted(ranks) else sort_guards(guards)
         em = _ConstsOnly()
-        for g in guards:
+        for g in ordered:
             _emit_guard(em, g)
-        if emission_shape(guards, len(em.consts)) == prebuilt[2]:
-            return _make(prebuilt[1], frame_globals, em.consts, guards, None)
+        if emission_shape(ordered, len(em.consts)) == prebuilt[2]:
+            return _make(prebuilt[1], frame_globals, em.consts, list(ordered), None)
+    guards = sort_guards(guards)
     text, consts = guard_text(guards)
     code = _codes.get(text)
     if code is None:

@@ -32,7 +32,6 @@ import importlib.util
 import logging
 import os
 import sys
-import sysconfig
 import threading
 
 from codegen import codecache
@@ -59,7 +58,7 @@ def _key() -> str:
     paths in the command), Python's ABI (version, EXT_SUFFIX), the compiler and its version."""
     import torch
     return codecache.key_of(SOURCE, torch.__version__, str(torch.version.git_version),
-                            sys.version, sysconfig.get_config_var("EXT_SUFFIX") or "",
+                            sys.version, build.EXT_SUFFIX,
                             " ".join(_command("SRC", "OUT")), codecache.compiler_version())
 
 
@@ -83,7 +82,7 @@ def _load():
     """The extension from the cache through codecache.load_extension (the kernels' helper):
     verified before it is imported, a damaged or foreign file rebuilt with one warning."""
     import torch
-    suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+    suffix = build.EXT_SUFFIX
     key = _key()
 
     def load(path):

@@ -21,14 +21,18 @@ Invariants:
 from __future__ import annotations
 
 import hashlib
+import importlib.machinery
 import os
 import subprocess
 import sys
-import sysconfig
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE_PATH = os.path.join(HERE, "tensor_check.cpp")
 NAME = "_tensor_check"
+# the file suffix of this interpreter's own extension modules (sysconfig's EXT_SUFFIX on
+# CPython, read without importing sysconfig: a warm-start hit loads the extension, never builds
+# it, and sysconfig's import is 0.4 ms of its first call)
+EXT_SUFFIX = importlib.machinery.EXTENSION_SUFFIXES[0]
 
 
 def source() -> str:
@@ -49,6 +53,8 @@ def torch_build() -> str:
 
 def command(cxx: str, src: str, out: str) -> list:
     """The compile command for source file `src` into extension `out`, against this torch."""
+    import sysconfig        # (building only: see EXT_SUFFIX)
+
     import torch
     from torch.utils import cpp_extension
     abi = int(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", True))
@@ -74,7 +80,7 @@ def build(out_dir: str, cxx: str) -> str:
         return f"torch is not importable here ({e})"
     text = source()
     info = os.path.join(out_dir, NAME + "_info.py")
-    ext = os.path.join(out_dir, NAME + (sysconfig.get_config_var("EXT_SUFFIX") or ".so"))
+    ext = os.path.join(out_dir, NAME + EXT_SUFFIX)
     want = _info_text(torch_id, source_hash(text))
     try:
         with open(info) as f:
