@@ -165,6 +165,7 @@ class TritonBackend(Backend):
     row_scratch = False
     pad_gemm_operands = True
     split_reductions = True
+    recompute_shared = True
     source_attributes = True
 
     def __init__(self, device: torch.device):

@@ -31,7 +31,7 @@ from codegen.ir import (ArgRef, ComputedBuffer, ExternBuffer, ExternCall, InputB
                         NotLowered, TensorValue, current, realize, strided_view_of)
 from codegen.lowering import LOWERINGS
 from codegen.view_lowerings import _decided, view_strides
-from codegen.ops import as_single_load
+from codegen.ops import as_single_load, collect_deps
 from codegen.scalars import RuntimeScalars, SpecializeFloats, has_scalar, scalar_symbols
 from codegen.sizevars import contiguous_strides, product
 from pydynamo.symbols import FloorDiv, canonical_size, loop_vars, pyexpr
@@ -160,6 +160,9 @@ def _has_real_tensor(r) -> bool:
 # `x @ w` reaches the graph as operator.matmul: lowered by codegen/gemm.py's matmul (its
 # (..., M, K) @ (K, N) cases; the rest raise NotLowered and stay eager's)
 OPERATORS.setdefault(operator.matmul, "matmul")
+# the most ops a value with several readers may cost and still be recomputed by each reader
+# (`_recomputed_by_readers`): GELU's tanh chain over its input is 6
+RECOMPUTE_COST = 8
 EXTERN_LOWERINGS = ("linear", "addmm", "mm", "matmul", "scaled_dot_product_attention")
 
 
@@ -258,13 +261,21 @@ class GraphLowering:
         return TensorValue.of_buffer(self._const_ids[key])
 
     # ------------------------------------------------------------ externs
+    def _recomputed_by_readers(self, v: TensorValue) -> bool:
+        """A value with several readers left inlined in each (Backend.recompute_shared): at
+        most RECOMPUTE_COST ops over one buffer, nothing that can raise or index indirectly."""
+        if not self.backend.recompute_shared or v.cost > RECOMPUTE_COST:
+            return False
+        deps = collect_deps(v.loader, loop_vars("q", v.ndim))
+        return len(deps.read_names) <= 1 and not deps.may_raise
+
     def to_arg(self, v):
         """A lowering value -> what an extern call receives (ArgRef for tensors)."""
         if isinstance(v, TensorValue):
             ref = strided_view_of(v)
-            if ref is None and v.permuted is not None:
-                source, dims = v.permuted
-                ref = strided_view_of(LOWERINGS["permute"](realize(source), dims))
+            if ref is None and v.view_of is not None:
+                source, view = v.view_of
+                ref = strided_view_of(view(realize(source)))
             if ref is None or any(self.hint(st) < 0 for st in ref.stride):
                 ref = strided_view_of(realize(v))   # (torch.as_strided refuses negative strides)
             return ref
@@ -548,7 +559,8 @@ class GraphLowering:
                 if isinstance(result, TensorValue) and result.buffer is None:
                     result.origins = _origins_of((args, kwargs)) + [node]
                 if isinstance(result, TensorValue) and result.buffer is None and \
-                        _value_readers(node) > 1 and (result.cost > 1 or (
+                        _value_readers(node) > 1 and (
+                            result.cost > 1 and not self._recomputed_by_readers(result) or (
                             any(u.op == "output" for u in node.users) and not may_alias(node))):
                     # shared by several users: compute once; a new tensor the graph returns
                     # and also views (`return v, v.view(-1)`): one buffer, so the returned

@@ -147,10 +147,12 @@ class TensorValue:
     buffer: Optional[Buffer] = None     # set iff loader is exactly buffer.make_loader()
     cost: int = 0                       # ops in the loader since the last realized buffer
     origins: List[Any] = field(default_factory=list)   # fx nodes inlined into the loader
-    # (source, dims): this value is `source.permute(dims)` of a value not yet computed. An extern
-    # handed it computes the source in its own order and takes the permuted view (a matmul's
-    # transposed operand), instead of a copy written across the grain
-    permuted: Optional[tuple] = None
+    # (source, view): this value is the view op `view(source)` of a value not yet computed. An
+    # extern handed it computes the source and takes the view of it, as eager hands it the
+    # view: a permute (a matmul's transposed operand computed in its own order, not a copy
+    # written across the grain), an expand (an attention bias computed once per batch row and
+    # broadcast over the heads with stride 0, not written out per head)
+    view_of: Optional[tuple] = None
 
     @property
     def ndim(self):

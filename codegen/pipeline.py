@@ -77,6 +77,12 @@ class Backend(CppRuntime):
     pad_gemm_operands = False
     # a column-wise sum of many rows as two reductions (codegen/lowering.py, SPLIT_CHUNK)
     split_reductions = False
+    # a cheap pointwise value with several readers that reads one buffer (GELU's tanh, read by
+    # the GELU output a weight gradient's matmul takes and by the tanh backward after that
+    # matmul) is recomputed by each reader's kernel instead of written and read back: on a GPU
+    # its reads are the same and its write is saved (codegen/graph.py, RECOMPUTE_COST); a CPU
+    # core pays the transcendental functions twice instead
+    recompute_shared = False
     source_attributes = False       # the callable also carries .kernel_path, .kernel_source
 
     def refuse(self, gm) -> Optional[str]:

@@ -218,7 +218,7 @@ def permute(input, *dims):
     inv = [dims.index(i) for i in range(input.ndim)]
     out = _view(input, [input.size[d] for d in dims], lambda idx: [idx[inv[i]] for i in range(len(inv))])
     if input.buffer is None and dims != sorted(dims):
-        out.permuted = (input, dims)
+        out.view_of = (input, lambda source: permute(source, dims))
     return out
 
 
@@ -294,7 +294,10 @@ def expand(input, *sizes):
     for i in range(lead, len(out)):
         if not size_is_one(input.size[i - lead]) and not same_size(out[i], input.size[i - lead]):
             raise NotLowered("expand mismatch")
-    return expand_to(input, out)
+    result = expand_to(input, out)
+    if input.buffer is None and result is not input:
+        result.view_of = (input, lambda source: expand_to(source, out))
+    return result
 
 
 @register("expand_as")
