@@ -171,8 +171,13 @@ def codegen_backend(gm, example_inputs, **options):
                           "running it eagerly")
             return g.forward
     if aot.needs_autograd(example_inputs):
-        # the backward takes its saved activations as one list it frees as it goes
-        return aot.aot_compile(gm, example_inputs, compile_one,
+        # the backward takes its saved activations as one list it frees as it goes; under CUDA
+        # graphs a training forward's outputs the caller still holds at its next replay (the
+        # activations autograd saved for a backward not run yet: two forwards, then one
+        # backward) are copied out, never invalidated (codegen/cudagraphs.py)
+        held = {} if "cudagraph_outputs" in options else {"cudagraph_outputs": "copy_held"}
+        return aot.aot_compile(gm, example_inputs,
+                               lambda g, inputs, **extra: compile_one(g, inputs, **held, **extra),
                                lambda g, inputs: compile_one(g, inputs, boxed=True),
                                split_statistics=True)
     if _writes_in_place(gm) or _autocast_regions(gm):
