@@ -3,6 +3,7 @@ and torch.compile (torch.profiler), to find what separates us from torch.compile
 
     python benchmarks/gpu/profile_gpt2.py [--layers 12] [--top 12] [--dtype bfloat16] [--model gpt2-lmhead]
     python benchmarks/gpu/profile_gpt2.py --train bf16-autocast   # forward+loss+backward
+    python benchmarks/gpu/profile_gpt2.py --train fp32 --engines ours --sites   # copies, fills
 
 Prints, per engine, the time of one forward (do_bench), its GPU time (sum of kernel times),
 the kernel-launch count, the host time to enqueue it, and the kernels that take the most time
@@ -85,6 +86,9 @@ def main():
     ap.add_argument("--engines", default="eager,ours,ours_cudagraphs,torch_compile")
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     ap.add_argument("--train", choices=["fp32", "bf16-autocast"])
+    ap.add_argument("--sites", action="store_true",
+                    help="--train: also list the copies and fills of one step by input shapes "
+                         "and the Python lines that launched them (a generated wrapper's line)")
     ap.add_argument("--model", default="gpt2", choices=["gpt2", "gpt2-lmhead", "llama"],
                     help="inference: bench_gpu.py's models (gpt2: GPT2Model's hidden states)")
     a = ap.parse_args()
@@ -160,7 +164,34 @@ def train(a):
         print("   by kind: " + categories(by_name))
         for k, t in by_name.most_common(a.top):
             print(f"   {t:9.1f} us  {k}")
+        if a.sites:
+            copy_fill_sites(step)
         del m, model
+
+
+SITE_OPS = ("aten::copy_", "aten::fill_", "aten::zero_", "aten::clone", "aten::contiguous",
+            "aten::zeros", "aten::new_zeros", "aten::add_", "aten::index_put_")
+
+
+def copy_fill_sites(fn, top=25):
+    """Copies and fills of one call, by op, input shapes and the innermost Python lines (with
+    a compiled graph: the generated wrapper's line), with their GPU time."""
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True,
+                 with_stack=True) as prof:
+        fn()
+        torch.cuda.synchronize()
+    rows = []
+    for e in prof.key_averages(group_by_input_shape=True, group_by_stack_n=3):
+        if e.key in SITE_OPS:
+            t = getattr(e, "device_time_total", 0) or getattr(e, "cuda_time_total", 0)
+            if t > 0:
+                rows.append((t, e.count, e.key, str(e.input_shapes)[:80],
+                             " <- ".join(x.split("/")[-1] for x in e.stack[:3])))
+    rows.sort(reverse=True)
+    print(f"   copies and fills ({len(rows)} sites; GPU us, calls, op, shapes, lines):")
+    for t, n, k, shapes, where in rows[:top]:
+        print(f"   {t:9.1f} us {n:4d}x {k} {shapes} {where}")
 
 
 if __name__ == "__main__":
