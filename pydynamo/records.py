@@ -21,8 +21,9 @@ Invariants:
     equality is `type(a) is type(b)` and equal field tuples, the hash that of the field tuple
     (as a frozen dataclass's). eq=False: identity equality and hash. frozen=False: settable,
     compared by fields, unhashable (a plain dataclass's defaults).
-  * Fields with a default_factory are refused (a class that needs one uses dataclasses itself);
-    `__post_init__` is not called (none of the classes declared here has one: refused too).
+  * A default_factory is called for each instance that is not given the field, and
+    `__post_init__` (without InitVar arguments: refused) runs at the end of `__init__`, as
+    dataclasses does.
   * A method the class defines itself (`__repr__`, `__str__`, ...) is kept, as dataclasses does.
   * A leaf: imports nothing of the project.
 """
@@ -50,10 +51,14 @@ def _init(self, *args, **kwargs):
             try:
                 d[name] = cls._record_defaults[name]
             except KeyError:
-                raise TypeError(f"{cls.__qualname__}() missing argument {name!r}") from None
+                if name not in cls._record_factories:
+                    raise TypeError(f"{cls.__qualname__}() missing argument {name!r}") from None
+                d[name] = cls._record_factories[name]()
     if kwargs and not cls._record_names.issuperset(kwargs):
         raise TypeError(f"{cls.__qualname__}() got unexpected arguments "
                         f"{sorted(set(kwargs) - cls._record_names)}")
+    if cls._record_post_init:
+        self.__post_init__()
 
 
 def _values(self) -> tuple:
@@ -88,21 +93,24 @@ def _frozen_delattr(self, name):
 def record(cls=None, *, frozen: bool = True, eq: bool = True):
     """Declare `cls` a dataclass with generic methods (see the module docstring)."""
     def wrap(cls):
-        if "__post_init__" in cls.__dict__:
-            raise TypeError(f"{cls.__qualname__}: @record does not call __post_init__")
         if cls.__doc__ is None:     # (else dataclasses reads the signature: inspect, slow)
             cls.__doc__ = f"{cls.__name__}({', '.join(cls.__dict__.get('__annotations__', ()))})"
         cls = dataclasses.dataclass(init=False, repr=False, eq=False)(cls)
         fields = dataclasses.fields(cls)
-        defaults = {}
+        if any(type(f.type) is dataclasses.InitVar or "InitVar" in str(f.type)
+               for f in cls.__dataclass_fields__.values()):
+            raise TypeError(f"{cls.__qualname__}: @record takes no InitVar")
+        defaults, factories = {}, {}
         for f in fields:
             if f.default_factory is not dataclasses.MISSING:
-                raise TypeError(f"{cls.__qualname__}.{f.name}: @record takes no default_factory")
-            if f.default is not dataclasses.MISSING:
+                factories[f.name] = f.default_factory
+            elif f.default is not dataclasses.MISSING:
                 defaults[f.name] = f.default
         cls._record_fields = tuple(f.name for f in fields)
         cls._record_names = frozenset(cls._record_fields)
         cls._record_defaults = defaults
+        cls._record_factories = factories
+        cls._record_post_init = hasattr(cls, "__post_init__")
         methods = {"__init__": _init, "__repr__": _repr}
         if eq:
             methods["__eq__"] = _eq
