@@ -38,8 +38,7 @@
     caller derived from it and any storage object of it):
       - dropped (count 0): nothing to do (a loop that discards or replaces its outputs: no cost);
       - held, and an argument of this call (`x = f(x)`; the caller evidently still uses it):
-        copied out: the storage's memory is swapped for a fresh copy, so the tensor and all its
-        views keep their values at a new address;
+        copied out (see "copy-out" below), so it keeps its values at a new address;
       - held, and handed out in the current step once pydynamo.cudagraph_mark_step_begin() has
         been called (codegen/cudagraph_steps.py: `f(x) + f(y)`, outputs kept within one
         iteration): copied out likewise;
@@ -49,10 +48,25 @@
         reduce-overhead raises likewise), at no cost; copied out like the above where it does
         not (the simulated device of the tests, CPU builds), or with cudagraph_outputs=
         "copy_held" (never raises; costs a copy per held output and replay);
-    no stale value is ever read. A training backward (Options.boxed) gets "copy_held": autograd
-    keeps gradients as .grad and accumulates into them. cudagraph_outputs="copy" keeps copying every output out at
-    each call (the runner's default: the "cudagraphs" backend, pydynamo/cudagraphs.py, promises
-    fresh outputs); so does a torch without storage data-pointer swapping;
+    no stale value is ever read. Copy-out, where torch swaps a storage's memory
+    (UntypedStorage._swap_data_ptr_): the storage's memory is swapped for a fresh copy, so the
+    tensor and every view of it follow. Where it does not (torch 2.11's CUDA build): each
+    handed-out tensor object the runner can still reach (it keeps weak references to them) is
+    `set_` onto one fresh copy of the storage (offsets kept, so outputs sharing a storage still
+    alias each other; autograd's version counter kept, so a saved activation stays usable); if
+    the old memory is then still referenced by something the runner cannot reach (a view the
+    caller made, a bare storage object, a copy autograd made of a tensor), this call runs
+    plainly (the replay would overwrite that memory; a plain call draws fresh memory), the
+    runner copies every output from then on (no new static output can be caught so), and it
+    replays again once every such memory is dropped (or invalidated, when a later call finds it
+    held but no longer to be kept). Never an error for an output the policy keeps.
+    A training backward (Options.boxed) gets "copy_held": autograd keeps gradients as .grad and
+    accumulates into them (without swapping: a gradient autograd took over as .grad is a tensor
+    object the runner did not make, so one still held at the next backward replay, as in
+    gradient accumulation, turns that runner to copying, after one plain call).
+    cudagraph_outputs="copy" keeps copying every output out at each call (the runner's
+    default: the "cudagraphs" backend, pydynamo/cudagraphs.py, promises fresh outputs); so does
+    a torch with neither swapping nor a version-preserving `set_`;
   * a graph that cannot be captured launches plainly from then on (counted in
     `codegen.counters["cudagraph_plain_launch"]`, said once in the perf log): a CPU sync such
     as .item() or nonzero is found by the warm-up call under torch's sync debug mode (graphs
@@ -69,6 +83,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import weakref
 from typing import Any, Callable, Dict, List, Optional
 
 import torch
@@ -90,7 +105,11 @@ _use_count = torch._C._storage_Use_Count
 _weak_ref = torch.UntypedStorage._weak_ref
 _from_weak = torch.UntypedStorage._new_with_weak_ptr
 _free_weak = torch.UntypedStorage._free_weak_ref
+# copy-out by swapping a storage's memory (views follow); read when a runner is made (tests set it)
 CAN_SWAP = hasattr(torch.UntypedStorage, "_swap_data_ptr_")
+# copy-out without it: Tensor.set_ onto a copy, keeping autograd's version counter (set_ bumps it,
+# and a saved activation whose version moved fails the backward)
+_preserve_version = getattr(torch.autograd, "_unsafe_preserve_version_counter", None)
 
 
 def maybe_wrap(call, gm, g, options: Options, stats, matches=None):
@@ -215,12 +234,50 @@ def _alias_of(t):
     return torch._C._from_dlpack(torch._C._to_dlpack(t))
 
 
-def _copy_out(storage):
-    """Moves `storage` (every tensor and view on it) to a fresh copy of its bytes."""
+def _fresh_copy(storage):
     fresh = torch.empty(storage.nbytes(), dtype=torch.uint8, device=storage.device)
     fresh = fresh.untyped_storage()
     fresh.copy_(storage)
-    storage._swap_data_ptr_(fresh)      # `fresh` now holds the alias, released with it
+    return fresh
+
+
+def _copy_out(storage):
+    """Moves `storage` (every tensor and view on it) to a fresh copy of its bytes."""
+    storage._swap_data_ptr_(_fresh_copy(storage))   # the temporary now holds the alias: freed
+
+
+def _set_out(h: "_Handed") -> bool:
+    """Copy-out without swapping: every handed-out tensor of `h` still alive and on its storage
+    is `set_` onto one fresh copy (same offsets). False when none was left to move."""
+    live = [t for t in (r() for r in h.tensors) if t is not None]
+    live = [t for t in live if t.untyped_storage()._cdata == h.addr]
+    if not live:
+        return False
+    fresh = _fresh_copy(live[0].untyped_storage())
+    for t in live:
+        try:
+            if t.is_inference():         # (no version counter; written only in inference mode)
+                with torch.inference_mode():
+                    t.set_(fresh, t.storage_offset(), t.shape, t.stride())
+            else:
+                with torch.no_grad(), _preserve_version(t):
+                    t.set_(fresh, t.storage_offset(), t.shape, t.stride())
+        except RuntimeError:    # left on the old memory: the caller sees it still referenced
+            pass
+    return True
+
+
+class _Handed:
+    """A storage the last replay handed out as the graph's memory: a weak reference to it, its
+    address (the StorageImpl's, for the use count), its byte range, the step it was handed out
+    in, and weak references to the tensor objects handed out on it (moved by `set_` where the
+    storage's memory cannot be swapped)."""
+    __slots__ = ("ref", "addr", "lo", "hi", "step", "tensors")
+
+    def __init__(self, storage, step):
+        self.ref, self.addr = _weak_ref(storage), storage._cdata
+        self.lo = storage.data_ptr()
+        self.hi, self.step, self.tensors = self.lo + storage.nbytes(), step, []
 
 
 def _shared_storages(outs, aliases):
@@ -254,12 +311,15 @@ class CudaGraphRunner:
         if outputs not in OUTPUT_POLICIES:
             raise ValueError(f"outputs={outputs!r}: expected one of {OUTPUT_POLICIES}")
         self.fn = fn
-        # how outputs of a replay are handed out (module docstring); without swapping a
-        # storage's memory a held output cannot be moved: copy every output
-        self.outputs = outputs if CAN_SWAP else "copy"
-        # (weak reference, storage address, start, end, step) of each storage the last replay
-        # handed out as the graph's memory
-        self.handed: List[tuple] = []
+        # how outputs of a replay are handed out (module docstring)
+        self.outputs = outputs
+        # copy-out by swapping storages' memory, else by `set_` (module docstring)
+        self.swap = CAN_SWAP
+        # copy every output: the policy, or neither way of copying out exists, or a held output
+        # could not be moved once (module docstring)
+        self.copying = outputs == "copy" or not (self.swap or _preserve_version)
+        # each storage the last replays handed out as the graph's memory that may still be held
+        self.handed: List[_Handed] = []
         self.mutated = list(mutated_positions)
         # (output index, input position): outputs the caller copies into those inputs after
         # the call (pydynamo/aot's write-backs); a capture does the copy itself, at the end of
@@ -272,7 +332,8 @@ class CudaGraphRunner:
         self.entries: Dict[Any, _Bucket] = {}
         self.pool = None
         self.cg_stats = {"captures": 0, "replays": 0, "plain_calls": 0, "input_copies": 0,
-                         "evictions": 0, "output_copies": 0, "outputs_invalidated": 0}
+                         "evictions": 0, "output_copies": 0, "outputs_invalidated": 0,
+                         "held_plain_calls": 0}
 
     def __getattr__(self, name):       # kernel_count, stats, wrapper_path, ... of the wrapper
         if name in ("fn", "matches", "device", "entries", "handed"):   # before __init__
@@ -280,8 +341,8 @@ class CudaGraphRunner:
         return getattr(self.fn, name)
 
     def __del__(self, _free=_free_weak):       # (bound now: module globals go at exit)
-        for ref, *_ in getattr(self, "handed", ()):
-            _free(ref)
+        for h in getattr(self, "handed", ()):
+            _free(h.ref)
 
     def __call__(self, *args):
         if torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad
@@ -337,35 +398,66 @@ class CudaGraphRunner:
             e.graphs.move_to_end(id(best))
         return best
 
-    def _release(self, g: _Graph, args):
+    def _release(self, g: _Graph, args) -> bool:
         """Before a replay: every output the last replay handed out that the caller still holds
-        is copied out or invalidated (module docstring); the rest are forgotten."""
+        is copied out or invalidated (module docstring); the rest are forgotten. False when one
+        to be kept could not be moved (no swap, and referenced beyond the runner's reach): the
+        call must run plainly, and nothing was invalidated."""
         handed, self.handed = self.handed, []
         current = steps.step
-        for ref, addr, lo, hi, step in handed:
-            if _use_count(addr) > 0:         # the tensor, a view of it, or its storage object
-                passed = any(isinstance(args[i], torch.Tensor) and lo <= args[i].data_ptr() < hi
-                             for i in g.passed)
+        invalidate, blocked = [], []
+        for h in handed:
+            if _use_count(h.addr) > 0:       # the tensor, a view of it, or its storage object
+                passed = any(isinstance(args[i], torch.Tensor) and
+                             h.lo <= args[i].data_ptr() < h.hi for i in g.passed)
                 # an output of the step marked current (cudagraph_steps) is kept valid
-                same_step = current and step == current
+                same_step = current and h.step == current
                 if self.device.invalidate is not None and self.outputs == "static" and \
                         not passed and not same_step:
-                    self.device.invalidate(addr, STALE_OUTPUT)
-                    self.cg_stats["outputs_invalidated"] += 1
-                    counters["cudagraph_outputs_invalidated"] += 1
+                    invalidate.append(h)
+                    continue
+                if self.swap:
+                    _copy_out(_from_weak(h.ref))
+                    self._count_copy()
                 else:
-                    _copy_out(_from_weak(ref))
-                    self.cg_stats["output_copies"] += 1
-                    counters["cudagraph_output_copies"] += 1
-            _free_weak(ref)
+                    if _set_out(h):
+                        self._count_copy()
+                    if _use_count(h.addr) > 0:   # held beyond the tensors handed out
+                        blocked.append(h)
+                        continue
+            _free_weak(h.ref)
+        if blocked:
+            # the replay would overwrite memory still read: run plainly (fresh memory), keep
+            # watching it, and copy every output from now on (module docstring)
+            self.handed = blocked + invalidate
+            self.cg_stats["held_plain_calls"] += 1
+            counters["cudagraph_held_plain_calls"] += 1
+            if not self.copying:
+                self.copying = True
+                perf_log.warning("pydynamo cudagraphs: an output kept past a replay is still "
+                                 "referenced by a view or storage the runner cannot move (this "
+                                 "torch cannot swap storage memory): calls run without the "
+                                 "graph while it is held, and outputs are copied from now on")
+            return False
+        for h in invalidate:
+            self.device.invalidate(h.addr, STALE_OUTPUT)
+            self.cg_stats["outputs_invalidated"] += 1
+            counters["cudagraph_outputs_invalidated"] += 1
+            _free_weak(h.ref)
+        return True
 
-    def _hand_out(self, storage):
-        self.handed.append((_weak_ref(storage), storage._cdata, storage.data_ptr(),
-                            storage.data_ptr() + storage.nbytes(), steps.step))
+    def _count_copy(self):
+        self.cg_stats["output_copies"] += 1
+        counters["cudagraph_output_copies"] += 1
+
+    def _hand_out(self, storage) -> _Handed:
+        h = _Handed(storage, steps.step)
+        self.handed.append(h)
+        return h
 
     def _replay(self, g: _Graph, args, copy_in=True):
-        if self.handed:
-            self._release(g, args)
+        if self.handed and not self._release(g, args):
+            return self._plain(args)
         for a, s in zip(args, g.static):
             if copy_in and s is not None and a.data_ptr() != s.data_ptr():
                 s.copy_(a)
@@ -380,28 +472,30 @@ class CudaGraphRunner:
 
     def _outputs(self, g: _Graph, args):
         aliases, shared = iter(g.aliases), iter(g.shared)
-        made: Dict[int, Any] = {}       # per shared static storage: the storage handed out
+        made: Dict[int, Any] = {}       # per shared static storage: (storage, _Handed)
 
         def fresh(t):
             alias, base = next(aliases), next(shared)
             if alias is None:
-                if self.outputs == "copy":
+                if self.copying:
                     self.cg_stats["output_copies"] += 1
                     return t.clone()
                 try:
                     if base is None:
                         out = _alias_of(t)
-                        self._hand_out(out.untyped_storage())
+                        self._hand_out(out.untyped_storage()).tensors.append(weakref.ref(out))
                         return out
-                    storage = made.get(id(base))
-                    if storage is None:
-                        storage = made[id(base)] = _alias_of(base).untyped_storage()
-                        self._hand_out(storage)
+                    if id(base) not in made:
+                        storage = _alias_of(base).untyped_storage()
+                        made[id(base)] = storage, self._hand_out(storage)
                 except (RuntimeError, TypeError, BufferError):   # a dtype DLPack lacks: a copy
                     self.cg_stats["output_copies"] += 1
                     return t.clone()
-                return torch.empty(0, dtype=t.dtype, device=t.device).set_(
+                storage, h = made[id(base)]
+                out = torch.empty(0, dtype=t.dtype, device=t.device).set_(
                     storage, t.storage_offset(), t.shape, t.stride())
+                h.tensors.append(weakref.ref(out))
+                return out
             i, delta = alias
             a = args[i]
             if delta is None or delta == 0 and t.shape == a.shape and t.stride() == a.stride():
@@ -461,7 +555,7 @@ class CudaGraphRunner:
         for k, i in applied:
             aliases[k] = (i, None)          # the input itself, which holds the new value
         written = sorted(set(self.mutated) | {i for _, i in applied})
-        ranges = [(lo, hi) for _, _, lo, hi, _ in self.handed]
+        ranges = [(h.lo, h.hi) for h in self.handed]
         passed = [i for i, (r, p) in enumerate(zip(roles, ptrs_of(args))) if r is False or
                   (r and any(lo <= p < hi for lo, hi in ranges))]
         g = _Graph(graph, roles, ptrs_of(call_args), static, outs, aliases, written,

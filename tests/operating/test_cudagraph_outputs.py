@@ -6,11 +6,13 @@ copied out, or, where torch has the storage access error (CUDA builds) and the c
 pass it back in, made to raise when read (torch.compile's behaviour). An output dropped before
 the next call costs nothing. On the CPU the runner runs with a simulated device (`Replayer`: a
 replay re-runs the call into the captured outputs, so a stale output would show old values
-overwritten), with and without a stand-in invalidation; the CUDA tests (skipped here) check the
-real error and the values on the device.
+overwritten), with and without a stand-in invalidation, and with both ways of copying out
+(fixture `copy_out`: swapping storages' memory, or `set_` as where torch lacks the swap); the CUDA
+tests (skipped here) check the real error and the values on the device.
 """
 import copy
 import types
+import weakref
 
 import pytest
 import torch
@@ -31,6 +33,17 @@ def fresh():
     pydynamo.reset()
     yield
     pydynamo.reset()
+
+
+@pytest.fixture(autouse=True, params=["swap", "set_"])
+def copy_out(request, monkeypatch):
+    """Every test runs with both ways of copying a held output out: swapping the storage's
+    memory (views follow) and, as on a torch without UntypedStorage._swap_data_ptr_ (torch
+    2.11's CUDA build), `set_` of the tensors the runner handed out."""
+    if request.param == "swap" and not hasattr(torch.UntypedStorage, "_swap_data_ptr_"):
+        pytest.skip("this torch cannot swap a storage's memory")
+    monkeypatch.setattr(cgr, "CAN_SWAP", request.param == "swap")
+    return request.param
 
 
 def _tensors(out):
@@ -126,7 +139,7 @@ def test_an_output_held_across_a_replay_is_copied_out_without_the_access_error(w
     assert kept[0][0][0].data_ptr() != kept[-1][0][0].data_ptr()
 
 
-def test_a_view_of_an_output_held_across_a_replay_keeps_its_values(w):
+def test_a_view_of_an_output_held_across_a_replay_keeps_its_values(w, copy_out):
     run, _ = _runner()
     _replaying(run, w)
     x, x2 = torch.randn(4, 3), torch.randn(4, 3)
@@ -135,7 +148,21 @@ def test_a_view_of_an_output_held_across_a_replay_keeps_its_values(w):
     run(torch.randn(4, 3), w)
     torch.testing.assert_close(row, f(x, w)[0][1:3, ::2])
     torch.testing.assert_close(torch.empty(0).set_(storage_only), f(x2, w)[1])
-    assert run.cg_stats["output_copies"] == 2   # the viewed output and the kept storage
+    if copy_out == "swap":
+        assert run.cg_stats["output_copies"] == 2   # the viewed output and the kept storage
+        return
+    # without swapping, `row` (a view the runner never saw) cannot be moved: the two calls
+    # while it is held run plainly (the graph's memory untouched) and the runner copies every
+    # output from then on; once `row` is dropped it replays again. (The output itself, kept
+    # alive as the view's base, was moved by set_ once: one copy.)
+    assert run.cg_stats["held_plain_calls"] == 2 and run.cg_stats["replays"] == 2
+    assert run.copying and run.cg_stats["output_copies"] == 1
+    del row
+    x3 = torch.randn(4, 3)
+    a, b = run(x3, w)
+    torch.testing.assert_close((a, b), f(x3, w))
+    assert run.cg_stats["replays"] == 3 and run.cg_stats["output_copies"] == 1 + 2
+    assert not run.handed
 
 
 def test_the_loop_that_replaces_its_output_invalidates_it_at_no_copy(w):
@@ -180,6 +207,51 @@ def test_an_output_passed_back_in_is_copied_out_not_invalidated():
     # round before, still bound to its name at g(x), is invalidated
     assert run.cg_stats["replays"] == 9
     assert run.cg_stats["output_copies"] == 4 and run.cg_stats["outputs_invalidated"] == 4
+
+
+def test_a_view_of_an_output_passed_back_in_keeps_its_values_and_never_raises(copy_out):
+    """`y = g(x); v = y[2:]; z = g(y)`: y is to be kept (passed back in). Without swapping, y
+    itself is moved by set_ but the view `v` cannot be: that call runs plainly rather than
+    invalidating what the caller still uses."""
+    def g(x):
+        return (x.sin() * 3,)
+    dev = Replayer(invalidating=True)
+    run = CudaGraphRunner(g, device=dev, outputs="static")
+    for _ in range(2):
+        run(torch.randn(6))
+    x = torch.randn(6)
+    (y,) = run(x)
+    v = y[2:]
+    (z,) = run(y)
+    torch.testing.assert_close(y, x.sin() * 3)
+    torch.testing.assert_close(v, (x.sin() * 3)[2:])
+    torch.testing.assert_close(z, (x.sin() * 3).sin() * 3)
+    assert not dev.invalidated and run.cg_stats["output_copies"] == 1
+    held = run.cg_stats["held_plain_calls"]
+    assert (held, run.copying) == ((0, False) if copy_out == "swap" else (1, True))
+
+
+def test_set_out_keeps_autograd_versions_and_skips_moved_tensors():
+    """The set_ copy-out: a tensor autograd saved for backward keeps its version (set_ bumps
+    it, and a changed version fails the backward); tensors already moved are not copied
+    again."""
+    x = torch.randn(5, requires_grad=True)
+    base = torch.randn(5)
+    out = torch.empty(0).set_(cgr._alias_of(base).untyped_storage(), 0, (5,), (1,))
+    storage = out.untyped_storage()
+    h = cgr._Handed(storage, 0)
+    h.tensors.append(weakref.ref(out))
+    del storage
+    loss = (x * out).sum()               # `out` saved for x's gradient
+    version = out._version
+    assert cgr._set_out(h)
+    assert out._version == version and out.data_ptr() != base.data_ptr()
+    base.fill_(7.0)                      # the graph's memory, overwritten by a later replay
+    loss.backward()
+    torch.testing.assert_close(x.grad, out)
+    assert not torch.equal(out, base) and torch._C._storage_Use_Count(h.addr) == 0
+    assert not cgr._set_out(h)           # moved already: nothing left on that storage
+    cgr._free_weak(h.ref)
 
 
 def test_outputs_aliasing_inputs_stay_the_callers_tensors():
@@ -287,6 +359,31 @@ def test_the_runner_forgets_outputs_of_the_replay_before():
         assert len(run.handed) == 2     # weak references to the last replay's two outputs
 
 
+def test_training_with_gradient_accumulation_and_a_kept_view_on_the_triton_interpreter(
+        monkeypatch, copy_out):
+    """Gradients accumulated over two backwards per zero_grad(set_to_none=True) (the first
+    backward's gradients, autograd's .grad, are still held at the second's replay), and a view
+    of one forward's output kept across the next forward (a view autograd saves for the loss):
+    eager's gradients. Without swapping both are held beyond the tensors the runner handed out,
+    so those calls run plainly and the runners turn to copying; with it nothing runs plainly."""
+    runners, m, ref, fast = _training(monkeypatch)
+    for step in range(6):
+        xs = [torch.randn(4, 6) for _ in range(3)]
+        for mod, fn in ((m, fast), (ref, ref)):
+            mod.zero_grad()
+            fn(xs[0]).square().mean().backward()
+            y = fn(xs[1]).view(-1)
+            (y - fn(xs[2]).view(-1)).square().mean().backward()
+        for p, q in zip(m.parameters(), ref.parameters()):
+            torch.testing.assert_close(p.grad, q.grad)
+    assert len(runners) == 2 and all(r.cg_stats["replays"] for r in runners)
+    held = [r.cg_stats["held_plain_calls"] for r in runners]
+    if copy_out == "swap":
+        assert held == [0, 0]
+    else:
+        assert all(held) and all(r.copying for r in runners), held
+
+
 def _mlp(x, w):
     return torch.relu(x @ w) * 0.5
 
@@ -325,6 +422,19 @@ def _sim_runners(monkeypatch):
     return runners
 
 
+def _training(monkeypatch):
+    """(runners made, model, its eager copy, the model compiled for reduce-overhead): on the
+    Triton interpreter, each runner on the simulated device."""
+    _interpreted()
+    runners = _sim_runners(monkeypatch)
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 3))
+    ref = copy.deepcopy(m)
+    fast = pydynamo.optimize(m, backend="codegen", mode="reduce-overhead",
+                             options={"backend_kernels": "triton"})
+    return runners, m, ref, fast
+
+
 def _interpreted():
     import os
     if os.environ.get("TRITON_INTERPRET") != "1":
@@ -335,13 +445,7 @@ def test_training_through_the_runner_on_the_triton_interpreter(monkeypatch):
     """A training forward and backward through the runner (simulated device, held outputs
     copied out): gradients kept as .grad across backward replays and two forwards before one
     backward (a siamese loss) equal eager's."""
-    _interpreted()
-    runners = _sim_runners(monkeypatch)
-    torch.manual_seed(0)
-    m = nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 3))
-    ref = copy.deepcopy(m)
-    fast = pydynamo.optimize(m, backend="codegen", mode="reduce-overhead",
-                             options={"backend_kernels": "triton"})
+    runners, m, ref, fast = _training(monkeypatch)
     for step in range(8):
         x1, x2 = torch.randn(4, 6), torch.randn(4, 6)
         for mod, fn in ((m, fast), (ref, ref)):
