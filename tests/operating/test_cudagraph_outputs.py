@@ -406,7 +406,8 @@ def test_through_the_compiled_function_on_the_triton_interpreter(monkeypatch):
     kept = [fast(x, w) for x in xs]
     for k, x in zip(kept, xs):
         torch.testing.assert_close(k, _mlp(x, w))
-    assert run.cg_stats["output_copies"] == 2
+    # the caller holds the very tensor objects the runner made: set_ moves them, no plain call
+    assert run.cg_stats["output_copies"] == 2 and run.cg_stats["held_plain_calls"] == 0
 
 
 def _sim_runners(monkeypatch):
@@ -458,6 +459,10 @@ def test_training_through_the_runner_on_the_triton_interpreter(monkeypatch):
             torch.testing.assert_close(p.grad, q.grad)
     assert len(runners) == 2 and all(r.cg_stats["replays"] for r in runners)
     assert runners[1].outputs == "copy_held"            # the backward
+    # the activations autograd saved and the forward's outputs are the runner's own tensor
+    # objects: without swapping, set_ moves them (versions kept), nothing runs plainly
+    assert [r.cg_stats["held_plain_calls"] for r in runners] == [0, 0]
+    assert runners[0].cg_stats["output_copies"] > 0
 
 
 # --- on a GPU ---------------------------------------------------------------------------------
@@ -527,6 +532,26 @@ def test_cuda_copy_held_and_outputs_passed_back_in_keep_their_values():
         y = chain(x, w)
         z = chain(y, w) + y
         torch.testing.assert_close(z, layer(layer(x, w), w) + layer(x, w))
+        x = z / 4
+
+
+@cuda
+def test_cuda_a_view_of_an_output_passed_back_in_keeps_its_values():
+    """`y = f(x); v = y[:, :8]; z = f(y)`: y is kept (passed back in); without swapping its view
+    cannot follow it, so that call runs without the graph: `v` keeps its values, never
+    raises."""
+    def layer(x, w):
+        return torch.tanh(x @ w) + x
+    chain = pydynamo.optimize(layer, backend="codegen", mode="reduce-overhead")
+    w = torch.randn(64, 64, device="cuda") / 8
+    x = torch.randn(64, 64, device="cuda")
+    for _ in range(5):
+        y = chain(x, w)
+        v = y[:, :8]
+        z = chain(y, w)
+        want = layer(x, w)
+        torch.testing.assert_close(v, want[:, :8])
+        torch.testing.assert_close(z, layer(want, w))
         x = z / 4
 
 
