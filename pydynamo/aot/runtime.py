@@ -31,6 +31,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import copy
+import math
 import warnings
 from typing import Callable, Dict, List, Optional
 
@@ -278,8 +279,21 @@ def _alias(a, args, computed):
         return args[a.source]
     src = args[a.source] if a.kind == "input_view" else computed[a.source]
     size, stride, offset = a.geometry(args)
-    view = src.as_strided(size, stride, src.storage_offset() + offset)
+    view = _reshaped(src, size, stride, offset)
+    if view is None:
+        view = src.as_strided(size, stride, src.storage_offset() + offset)
     return view.detach() if a.detached else view
+
+
+def _reshaped(src, size, stride, offset):
+    """`src.view(size)` where that is the view asked for (the logits [batch, seq, vocab] of a
+    [batch * seq, vocab] product), else None. Its backward reshapes the gradient; an
+    as_strided view's backward scatters it into zeros of the base's size (a fill and a copy of
+    the whole base: 0.4 ms per GPT-2 small fp32 step for the logits)."""
+    if offset != 0 or not src.is_contiguous() or src.numel() != math.prod(size):
+        return None
+    view = src.view(size)
+    return view if view.stride() == tuple(stride) else None
 
 
 def _signature(args) -> tuple:

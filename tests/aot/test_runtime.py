@@ -375,3 +375,26 @@ def test_outputs_the_loss_does_not_reach_get_no_zeros_buffer(backend, reached):
     absent = tuple(k for k in range(3) if k not in reached)
     # the variant for these absent tangents was compiled (the engine passed None, not zeros)
     assert aot.counters["backward_zero_tangents"] == (1 if absent else 0)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_reshaped_output_is_a_view_whose_backward_reshapes(backend):
+    """A returned view of a computed base (transformers' logits: a [batch * seq, vocab] product
+    viewed as [batch, seq, vocab]) was rebuilt with as_strided, whose backward scatters the
+    gradient into zeros of the base's size: a fill and a copy of the whole logits per step.
+    As `view` it is eager's ViewBackward; values, `_base` sharing and gradients as eager's."""
+    def f(h, w):
+        logits = h @ w
+        return logits.view(2, 3, 7), logits.t()
+    torch.manual_seed(0)
+    h, w = torch.randn(6, 4, requires_grad=True), torch.randn(4, 7, requires_grad=True)
+    want = f(h, w)
+    hc, wc = h.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
+    got = pydynamo.optimize(f, backend=backend)(hc, wc)
+    assert type(got[0].grad_fn).__name__ == type(want[0].grad_fn).__name__ == "ViewBackward0"
+    assert got[0]._base is not None and got[0].untyped_storage().data_ptr() == \
+        got[1].untyped_storage().data_ptr()
+    (got[0].sin().sum() + got[1].cos().sum()).backward()
+    gh, gw = torch.autograd.grad(want[0].sin().sum() + want[1].cos().sum(), (h, w))
+    torch.testing.assert_close(hc.grad, gh)
+    torch.testing.assert_close(wc.grad, gw)
