@@ -11,8 +11,10 @@ variants let a benchmark compile and time both forms in one process
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from typing import Dict, List, Optional
+
+from pydynamo.records import record
 
 VECTOR_WIDTHS = ("128", "256", "512", "native")
 # what a CUDA-graph replay hands out (codegen/cudagraphs.py): "static": the graph's memory, an
@@ -23,7 +25,10 @@ CUDAGRAPH_OUTPUTS = ("static", "copy_held", "copy")
 _warned: set = set()        # unknown option names already warned about (once per process)
 
 
-@dataclass(frozen=True)
+# declared through pydynamo/records.py, not dataclass(frozen=True): the same frozen dataclass to
+# every use (fields, replace, equality, hash, repr: tests/cache/test_records.py compares them),
+# without the ~1 ms of generated methods `import codegen` (a warm hit's path) would compile
+@record
 class Options:
     fuse: bool = True                 # False: one kernel per buffer (tests, debugging)
     # {input index: [dims]} whose sizes are symbols (kernels take them as arguments)

@@ -5,11 +5,12 @@ Messages speak the user's terms: their file:line, source names like L['x'], neve
 """
 from __future__ import annotations
 
-import dataclasses
 from typing import Optional
 
+from pydynamo.records import record
 
-@dataclasses.dataclass
+
+@record(frozen=False)   # a plain dataclass without generated methods (records.py: import cost)
 class GraphBreak:
     reason_code: str          # stable identifier, e.g. "print", "tensor_branch", "unsupported_opcode"
     message: str              # plain-language explanation

@@ -15,10 +15,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable
 
+from pydynamo import records
 from pydynamo.exc import GraphBreak
 
 
-@dataclasses.dataclass
+@records.record(frozen=False)   # a plain dataclass without generated methods (import cost)
 class ExplainOutput:
     graphs: list
     graph_count: int

@@ -101,3 +101,87 @@ def test_a_frozen_dataclass_may_subclass_a_record_base():
     from pydynamo.shapes import TensorPropertySource
     t = TensorPropertySource(LocalSource("x"), "size", 0)
     assert t == TensorPropertySource(LocalSource("x"), "size", 0) and t.name() == "L['x'].size()[0]"
+
+
+# The project's classes declared through @record on the warm-start hit path (issue 20), each
+# against a dataclass built from its own declaration (same fields, defaults, methods) with the
+# decorator it had before: every value these classes derive -- repr, astuple/asdict, equality,
+# hash, fields, replace, pickle, __post_init__'s checks -- must be what the dataclass gave. (None
+# of them is hashed into a persistent key: codegen keys its caches by source text and
+# vector_width, warm_cache by the user's options dict; a key derived from one would be its repr
+# or astuple, compared here.)
+_GENERATED = {"__init__", "__repr__", "__eq__", "__hash__", "__setattr__", "__delattr__",
+              "__dict__", "__weakref__", "__doc__", "__match_args__", "__annotations__"}
+
+
+def _dataclass_twin(cls, frozen):
+    own = {k: v for k, v in vars(cls).items() if k not in _GENERATED
+           and not k.startswith(("_record_", "__dataclass_")) and k not in cls._record_fields}
+    specs = [(f.name, f.type, dataclasses.field(default=f.default, default_factory=f.default_factory))
+             for f in dataclasses.fields(cls)]
+    return dataclasses.make_dataclass(cls.__name__, specs, namespace=own, frozen=frozen)
+
+
+def _project_cases():
+    from codegen.options import Options
+    from pydynamo.exc import GraphBreak
+    from pydynamo.explain import ExplainOutput
+    from pydynamo.mutation import Mutation
+    return [
+        (Options, True, [((), {}), ((False,), {"mode": "reduce-overhead"}),
+                         ((), {"dynamic": {0: [1]}, "written_back": ((0, 1),), "omp_schedule": "guided"}),
+                         ((), {"backend_kernels": "cpp", "vector_width": "native", "boxed": True})]),
+        (Mutation, True, [(((0,), 0), {}), ((("out",), "out", True), {}), (((1, 2), None), {})]),
+        (GraphBreak, False, [(("print", "a print"), {}),
+                             (("tensor_branch", "m", "f.py", 3, 4, (("f.py", 3, "g"),), "h"), {})]),
+        (ExplainOutput, False, [(([], 0, [], [], [], [], 0), {}),
+                                (([1], 1, [2], ["g"], [0.5], [], 0), {"out": 7, "recompile_reasons": [3]})]),
+    ]
+
+
+@pytest.mark.parametrize("cls, frozen, cases", _project_cases(), ids=lambda c: getattr(c, "__name__", ""))
+def test_the_projects_records_derive_what_their_dataclass_did(cls, frozen, cases):
+    twin = _dataclass_twin(cls, frozen)
+    assert "__dataclass_fields__" in vars(cls) and "_record_fields" in vars(cls)   # (a record)
+    assert [(f.name, f.type, f.default, f.default_factory) for f in dataclasses.fields(cls)] == \
+        [(f.name, f.type, f.default, f.default_factory) for f in dataclasses.fields(twin)]
+    for args, kwargs in cases:
+        r, d = cls(*args, **kwargs), twin(*args, **kwargs)
+        assert repr(r) == repr(d) and str(r) == str(d)
+        assert dataclasses.astuple(r) == dataclasses.astuple(d)
+        assert dataclasses.asdict(r) == dataclasses.asdict(d)
+        assert r == cls(*args, **kwargs) and (r != d) and not (r == d)   # (other class)
+        try:
+            want = hash(d)
+        except TypeError:
+            with pytest.raises(TypeError):
+                hash(r)
+        else:
+            assert hash(r) == want
+        name = dataclasses.fields(cls)[-1].name
+        r2 = dataclasses.replace(r, **{name: getattr(r, name)})
+        assert r2 == r and repr(r2) == repr(dataclasses.replace(d, **{name: getattr(d, name)}))
+        assert pickle.loads(pickle.dumps(r)) == r and copy.deepcopy(r) == r
+        if frozen:
+            with pytest.raises(dataclasses.FrozenInstanceError):
+                setattr(r, name, None)
+        else:
+            setattr(r, name, None)
+            setattr(d, name, None)
+            assert repr(r) == repr(d)
+
+
+@pytest.mark.parametrize("bad", [{"backend_kernels": "cuda"}, {"cpp_tanh": "fast"}, {"omp_schedule": "a;b"},
+                                 {"cudagraph_outputs": "never"}, {"vector_width": "1024"}, {"nope": 1}])
+def test_options_checks_its_values_as_the_dataclass_did(bad):
+    from codegen.options import Options
+    twin = _dataclass_twin(Options, True)
+    errors = []
+    for c in (Options, twin):
+        with pytest.raises((ValueError, TypeError)) as e:
+            c(**bad)
+        errors.append((e.type, str(e.value).replace("Options.__init__()", "Options()")))
+    assert errors[0][0] is errors[1][0]
+    if errors[0][0] is ValueError:
+        assert errors[0][1] == errors[1][1]
+    assert twin.of({"mode": "max-autotune"}).autotune and Options.of({"mode": "max-autotune"}).autotune
