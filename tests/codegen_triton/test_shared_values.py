@@ -62,3 +62,19 @@ def test_a_cheap_shared_value_is_recomputed_not_stored():
     if DEVICE == "cpu":
         _, cpp = _compiled(f, x, w, kernels="cpp")
         assert _allocations(cpp, (64, 32)) == 3, cpp     # the C++ path stores it once
+
+
+def test_a_broadcast_shared_value_is_stored_once():
+    """A table read by larger readers (a rotary cos read by every head) is not recomputed per
+    element it is spread over: one kernel computes it."""
+    torch.manual_seed(2)
+    x, p, w = (torch.randn(4, 16, 8, device=DEVICE), torch.randn(16, 8, device=DEVICE),
+               torch.randn(8, 8, device=DEVICE))
+
+    def f(x, p, w):
+        c = torch.cos(p * 0.5) * 2
+        return x * c, c @ w
+    call, _ = _compiled(f, x, p, w)
+    for a, b in zip(call(x, p, w), f(x, p, w)):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+    assert call.kernel_source.count("tl.cos(") == 1, call.kernel_source
