@@ -33,6 +33,7 @@ GENERATED: set = set()
 SCRIPT = r"""
 import json, sys, types
 import torch
+by_torch = set(sys.modules)     # (torch's own imports: on 3.13 its CUDA wheel imports sysconfig)
 from pydynamo.demo.model import build_model, example_inputs
 import pydynamo
 from pydynamo import guards, stages, warm_cache
@@ -61,7 +62,7 @@ generated = sorted(
     and any(isinstance(f, types.FunctionType) and f.__code__.co_filename == "<string>"
             for f in vars(cls).values()))
 print(json.dumps({"ok": ok, "hits": warm_cache.stats["hits"], "misses": warm_cache.stats["misses"],
-                  "imported": sorted(set(sys.modules)), "heavy": [h for h in stages.HEAVY if h in sys.modules],
+                  "imported": sorted(set(sys.modules) - by_torch), "heavy": [h for h in stages.HEAVY if h in sys.modules],
                   "generated": generated, "calls": calls}))
 """
 
