@@ -570,9 +570,10 @@ class GraphLowering:
                         _value_readers(node) > 1 and (
                             result.cost > 1 and not self._recomputed_by_readers(result, node) or (
                             any(u.op == "output" for u in node.users) and not may_alias(node))):
-                    # shared by several users: compute once; a new tensor the graph returns
-                    # and also views (`return v, v.view(-1)`): one buffer, so the returned
-                    # views share its memory as eager's do
+                    # shared by several users: compute once (unless each reader's kernel can
+                    # recompute it more cheaply than a write and a read: _recomputed_by_readers);
+                    # a new tensor the graph returns and also views (`return v, v.view(-1)`):
+                    # one buffer, so the returned views share its memory as eager's do
                     result = realize(result)
                 elif isinstance(result, TensorValue) and self._eager_new_tensor(node):
                     # eager's reshape copies: a new tensor, never a view of its input's buffer
