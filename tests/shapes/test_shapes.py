@@ -5,7 +5,7 @@ import operator
 import pytest
 import sympy
 import torch
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from pydynamo import shapes
@@ -240,6 +240,10 @@ def run_program(program, a, b):
 
 @settings(max_examples=150, deadline=None)
 @given(programs(), st.integers(2, 30), st.integers(2, 30), st.integers(2, 30), st.integers(2, 30))
+# found by this property in session 15's CI (3.12 and 3.13): sympy simplified
+# Mod(2*Mod(s, 3), 3) to 2*Mod(s, 3); shapes._without_inner_mods avoids that form
+@example(program=([(operator.mod, 0, 3), (operator.mul, 2, 2), (operator.mod, 3, 3)],
+                  [(operator.lt, 0, 0)]), a0=2, b0=2, a1=2, b1=2)
 def test_guards_are_sound(program, a0, b0, a1, b1):
     env = ShapeEnv()
     sa = env.create_symint(a0, size_of("a"))
