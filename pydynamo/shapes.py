@@ -981,6 +981,10 @@ def _mod(a, b):
     return sympy.Mod(_without_inner_mods(a, b), b)
 
 
+class _Keep(Exception):
+    """_without_inner_mods: `a` has a Mod outside a polynomial position; keep it as it is."""
+
+
 def _without_inner_mods(a, b):
     """`a` with each `Mod(x, q)` (q a multiple of the integer b) in a polynomial position
     (sums, products, non-negative integer powers, integer coefficients) replaced by x: the same
@@ -989,9 +993,6 @@ def _without_inner_mods(a, b):
     Anything else (a floor division, a rational coefficient) leaves `a` as it is."""
     if not (isinstance(b, sympy.Basic) and b.is_Integer and b != 0) or not a.has(sympy.Mod):
         return a
-
-    class _Keep(Exception):
-        pass
 
     def walk(e):
         if isinstance(e, sympy.Mod) and e.args[1].is_Integer and e.args[1] % b == 0:

@@ -10,16 +10,8 @@ import pydynamo
 from pydynamo import cudagraphs as cg
 # every test with both ways the replay runner copies a held output out (swapping storages'
 # memory, or set_ as on torch 2.11's CUDA build): the backend's runner copies every output
-from tests.operating.test_cudagraph_outputs import copy_out  # noqa: F401  (autouse fixture)
-
-cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-
-
-@pytest.fixture(autouse=True)
-def fresh():
-    pydynamo.reset()
-    yield
-    pydynamo.reset()
+# and a fresh pydynamo around each test, as there
+from tests.operating.test_cudagraph_outputs import copy_out, cuda, fresh  # noqa: F401
 
 
 def mlp(x, w, b):
