@@ -25,7 +25,8 @@ import torch
 
 from codegen import codecache, standalone
 from codegen.cpp import generate_source as cpp_source
-from codegen.graph import EagerFallback, GraphLowering
+from codegen.fallback import EagerFallback
+from codegen.graph import GraphLowering
 from codegen.ir import ExternCall
 from codegen.options import Options
 from codegen.reinplace import copied_back, reinplace

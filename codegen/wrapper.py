@@ -25,7 +25,7 @@ import sympy
 import torch
 
 from codegen.canonical import _canon_name
-from codegen.graph import may_alias
+from codegen.graph_outputs import may_alias
 from codegen.ir import ArgRef, ComputedBuffer, ExternCall, InputBuffer, NewViewRef
 from codegen.runtime import KernelSite, _source_lines
 from codegen.scalars import is_scalar_symbol

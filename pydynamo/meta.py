@@ -73,7 +73,7 @@ class TensorMeta:
     # Eager's value shares storage with a tensor argument of the op that made it: a view
     # (torch's own op on meta tensors says so, `_is_view()`) or the argument itself (x.contiguous()
     # of a contiguous x). Set by whoever ran the op (`_from_meta_output`, the executor's meta runs);
-    # graph inputs are False. codegen's output-aliasing rules read it (codegen/graph.py).
+    # graph inputs are False. codegen's output-aliasing rules read it (codegen/graph_outputs.py).
     is_view: bool = False
 
     # -- construction --------------------------------------------------------------------------

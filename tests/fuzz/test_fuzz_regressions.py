@@ -102,7 +102,7 @@ def test_returned_view_of_returned_intermediate_shares_its_storage(dynamic):
 # F6 (sweep seed 551; codegen, dynamic None and True): after an in-place update of an input, a
 # returned view of that input is a copy under codegen (eager: a view of the input). Fixed: the
 # view chain is lowered again over the input, which holds the new values once the write-backs
-# ran (codegen/graph.py GraphLowering._view_of_written_input).
+# ran (codegen/graph_outputs.py GraphOutputs._view_of_written_input).
 @pytest.mark.parametrize("dynamic", [None, True])
 @pytest.mark.parametrize("offset", [0, 1])
 def test_returned_view_of_mutated_input_aliases_it(dynamic, offset):
@@ -359,9 +359,9 @@ def test_view_of_copying_contiguous_does_not_alias_its_source_output(dynamic, ba
 # Seed 91 (device sweep, codegen, dynamic None from the second size on, and True): a view
 # chain ending in unbind()[0] of an offset input written in place (SiLU(inplace=True)) came back
 # as a separate buffer; eager's is a view of the input. The chain is lowered again over the
-# input (graph._view_of_written_input); unbind of a symbolic size raised TypeError there, which
-# dropped back to the copy: a view op the lowerings cannot express now runs as its extern
-# over the input (a view), as in call().
+# input (graph_outputs._view_of_written_input); unbind of a symbolic size raised TypeError
+# there, which dropped back to the copy: a view op the lowerings cannot express now runs as its
+# extern over the input (a view), as in call().
 @pytest.mark.parametrize("backend", ["codegen", "triton"])
 @pytest.mark.parametrize("dynamic", [None, True])
 def test_unbind_of_view_of_inplace_activated_offset_input_aliases_it(dynamic, backend):
@@ -498,7 +498,7 @@ def test_copying_reshape_of_permuted_result_is_not_a_view_across_break(dynamic, 
 # yet) came back as separate buffers (a view of a loader was copied), or, with the view of a
 # realized view, at another offset than eager's (4513: 42 vs 84): eager's views share the
 # intermediate's whole storage. Such an intermediate is now realized whole and each returned
-# view lowered again over it (graph._shared_view_roots).
+# view lowered again over it (graph_outputs._shared_view_roots).
 @pytest.mark.parametrize("backend", ["codegen", "triton"])
 @pytest.mark.parametrize("dynamic", [None, True])
 @pytest.mark.parametrize("case", ["diagonal_of_permute", "unbind_of_full", "split_of_gather",
@@ -611,7 +611,7 @@ def test_sweep_seed_30303_contiguous_of_a_diagonal_copies():
 # of a permuted bool input returned beside `v1.split(2, 2)[-1]`: eager's second output is a view
 # of the first (storage offset 108, strides (1, 3, 18)); compiled, a fresh buffer. A cast to
 # another dtype is a view op by name (`to`, `float`) but a new tensor at every size: it is now a
-# shared root (graph._eager_view_root), realized in eager's dim order with its views over it.
+# shared root (graph_outputs._eager_view_root), realized in eager's dim order with its views over it.
 @pytest.mark.parametrize("backend", ["codegen", "triton"])
 @pytest.mark.parametrize("dynamic", [None, True])
 @pytest.mark.parametrize("case", ["seed_150930", "to_double_views", "view_before_cast"])
