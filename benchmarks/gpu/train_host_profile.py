@@ -5,9 +5,12 @@ Per engine, after warm-up steps: the step's wall time with a sync at the end, th
 (from the step's start to the return of `backward()`, no sync: what the Python side takes
 to queue the work; when it exceeds the GPU time the step is host-bound), and for pydynamo a
 cProfile of N steps (top functions by own time), so the per-launch and per-graph costs can be
-read off.
+read off; with --aten, for pydynamo and torch.compile, torch.profiler's CPU-side table (each
+aten op's own host time per step and calls per step), so the two engines' host costs can be
+compared op by op.
 
     python benchmarks/gpu/train_host_profile.py [--dtype bf16-autocast|fp32] [--n 20] [--top 30]
+        [--aten] [--engines eager,pydynamo,torch.compile]
 """
 import argparse
 import contextlib
@@ -62,11 +65,13 @@ def main():
     ap.add_argument("--dtype", default="bf16-autocast", choices=["bf16-autocast", "fp32"])
     ap.add_argument("--n", type=int, default=20)
     ap.add_argument("--top", type=int, default=30)
+    ap.add_argument("--aten", action="store_true", help="per-op host time (torch.profiler)")
+    ap.add_argument("--engines", default="eager,pydynamo,torch.compile")
     a = ap.parse_args()
     import pydynamo
     autocast = a.dtype == "bf16-autocast"
     rows = {}
-    for engine in ("eager", "pydynamo", "torch.compile"):
+    for engine in a.engines.split(","):
         model, ids = build()
         if engine == "pydynamo":
             m = pydynamo.optimize(model, backend="codegen")
@@ -89,15 +94,34 @@ def main():
             pstats.Stats(prof, stream=s).sort_stats("tottime").print_stats(a.top)
             print(f"== cProfile of {a.n} pydynamo steps (fwd+loss+bwd, {a.dtype}), by own time")
             print(s.getvalue())
+        if a.aten and engine != "eager":
+            aten_table(step, model, engine, a)
         del m, model
         torch.cuda.empty_cache()
     print(f"== {a.dtype}, {torch.cuda.get_device_name()}: median ms per fwd+loss+bwd over {a.n}")
     print(f"{'engine':14} {'wall':>8} {'host':>8}")
     for k, (w, h) in rows.items():
         print(f"{k:14} {w:8.2f} {h:8.2f}")
-    w0 = rows["torch.compile"][0]
-    print(f"pydynamo / torch.compile wall: {rows['pydynamo'][0] / w0:.3f}, host: "
-          f"{rows['pydynamo'][1] / rows['torch.compile'][1]:.3f}")
+    if "torch.compile" in rows and "pydynamo" in rows:
+        w0 = rows["torch.compile"][0]
+        print(f"pydynamo / torch.compile wall: {rows['pydynamo'][0] / w0:.3f}, host: "
+              f"{rows['pydynamo'][1] / rows['torch.compile'][1]:.3f}")
+
+
+def aten_table(step, model, engine, a):
+    """Each op's own CPU time per step (torch.profiler, CPU activity only), top a.top."""
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(a.n):
+            model.zero_grad(set_to_none=True)
+            step()
+        torch.cuda.synchronize()
+    rows = sorted(prof.key_averages(), key=lambda e: -e.self_cpu_time_total)
+    total = sum(e.self_cpu_time_total for e in rows) / a.n / 1e3
+    print(f"== {engine} ({a.dtype}): host ops by own CPU time, per step (profiled total "
+          f"{total:.2f} ms)")
+    for e in rows[:a.top]:
+        print(f"   {e.self_cpu_time_total / a.n / 1e3:8.3f} ms {e.count / a.n:7.1f}x  {e.key[:90]}")
 
 
 if __name__ == "__main__":
