@@ -37,8 +37,8 @@ _EXPORTS = {
     "allow_in_graph": ("pydynamo.executor.variables.torch_fns", "allow_in_graph"),
     "mark_dynamic": ("pydynamo.shapes", "mark_dynamic"),
     "mark_static": ("pydynamo.shapes", "mark_static"),
-    "save_artifacts": ("pydynamo.warm_cache", "save_artifacts"),   # the warm-start cache, moved
-    "load_artifacts": ("pydynamo.warm_cache", "load_artifacts"),
+    "save_artifacts": ("pydynamo.warm_store", "save_artifacts"),   # the warm-start cache, moved
+    "load_artifacts": ("pydynamo.warm_store", "load_artifacts"),
     "write_report": ("pydynamo.report", "write_report"),   # the compile report (PYDYNAMO_REPORT)
     "cudagraph_mark_step_begin": ("codegen.cudagraph_steps", "mark_step_begin"),   # a leaf
 }

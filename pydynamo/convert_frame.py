@@ -43,7 +43,6 @@ from pydynamo import config, logs, phases
 from pydynamo import stance as _stance
 from pydynamo.backends import CODEGEN, codegen_options, lookup_backend
 from pydynamo.code_origins import user_frame_name
-from pydynamo.distributed import check_miss, checked_guard, ddp_aware
 from pydynamo.eval_frame import on_reset
 from pydynamo.exc import (BackendCompilerFailed, FullGraphError, GraphBreak, GraphBreakWarning,
                           RecompileError, RecompileLimitWarning, Unsupported)
@@ -64,6 +63,10 @@ recompiles = lazy("pydynamo.recompiles")
 shapes = lazy("pydynamo.shapes")
 report = lazy("pydynamo.report")
 hints = lazy("pydynamo.hints")     # a failed translation's messages (its patterns: 0.6 ms to import)
+warm_store = lazy("pydynamo.warm_store")   # writing a warm-start entry (a hit only reads one)
+# DDP's bucket splits and the ranks' agreement on guards: a compile's, or a hit's where
+# config.distributed_guard_check is on (see _checked)
+distributed = lazy("pydynamo.distributed")
 
 
 @record(frozen=False)
@@ -339,8 +342,10 @@ def _make_callback(backend, backend_fn, fullgraph, dynamic, mode, options, recom
     if options:
         inner = backend_fn
         backend_fn = lambda gm, ex: inner(gm, ex, **options)  # noqa: E731
-    # a graph traced inside a DDP forward reaches the backend split at DDP's gradient buckets
-    traced_backend = ddp_aware(backend_fn)
+
+    def traced_backend(gm, example_inputs):
+        # a graph traced inside a DDP forward reaches the backend split at DDP's gradient buckets
+        return distributed.ddp_aware(backend_fn)(gm, example_inputs)
 
     def callback(code, frame_locals, frame_globals, builtins, entries):
         if skip_reason(code) is not None:
@@ -351,7 +356,9 @@ def _make_callback(backend, backend_fn, fullgraph, dynamic, mode, options, recom
         # count against this one's budget, nor are they this one's to explain
         own = [e for e in entries if getattr(e[0], "callback", None) is callback]
         # every rank agrees on this miss (opt-in, pydynamo/distributed.py), or all raise
-        check_miss(code, own, lambda: _failures_text(recompiles.explain_recompile(code, own, frame_locals, frame_globals)))
+        if own and config.distributed_guard_check:
+            distributed.check_miss(code, own, lambda: _failures_text(
+                recompiles.explain_recompile(code, own, frame_locals, frame_globals)))
         stance = _stance.current()
         if stance != "default":   # (force_eager never gets here: eval_frame turns the hook off)
             if stance == "fail_on_recompile":
@@ -380,7 +387,7 @@ def _make_callback(backend, backend_fn, fullgraph, dynamic, mode, options, recom
             if hit is not None:   # an entry an earlier process compiled: no tracing
                 if _observed():
                     _observe(code, report.WarmLoad(hit[0], clock))
-                return checked_guard(hit[0], code), hit[1]   # (as a traced entry's guard is)
+                return _checked(hit[0], code), hit[1]   # (as a traced entry's guard is)
         try:
             result = translate(code, frame_locals, frame_globals, builtins, traced_backend,
                                allow_breaks=not fullgraph, dynamic=dynamic,
@@ -413,16 +420,23 @@ def _make_callback(backend, backend_fn, fullgraph, dynamic, mode, options, recom
             # called from eagerly run code (`is_torchdynamo_compiling()`) answers as eager does
             return _C.SKIP_CODE
         if config.warm_start:
-            warm_cache.store(code, result, frame_locals, frame_globals, callback)
+            warm_store.store(code, result, frame_locals, frame_globals, callback)
         if result.graph_break is not None:
             _report_break(code, result.graph_break)
         result.guard.callback = callback
         _observe(code, result)
-        return checked_guard(result.guard, code), result.new_code
+        return _checked(result.guard, code), result.new_code
 
     callback.backend = backend_fn
     callback.settings = settings
     return callback
+
+
+def _checked(guard, code):
+    """The guard an entry is returned to the hook with: wrapped for the ranks' agreement
+    (distributed.checked_guard) where config.distributed_guard_check is on, else itself, without
+    importing pydynamo/distributed.py (a single process's warm hit never needs it)."""
+    return distributed.checked_guard(guard, code) if config.distributed_guard_check else guard
 
 
 _LIMIT_SETTING = "pydynamo.config.recompile_limit"

@@ -74,7 +74,10 @@ The hit path (what a new process imports to run a loaded frame) is guards, this 
 executor/installed.py (the output code's run-time half) and codegen/runtime.py (a wrapper's);
 tracing, training, recompile explanations and codegen's lowering are stages bound lazily
 (pydynamo/stages.py), so a hit never imports them (sympy alone is about 0.3 s);
-tests/cache/test_warm_start.py checks it in a fresh interpreter.
+tests/cache/test_warm_start.py checks it in a fresh interpreter. This module is the reading
+half (keys, the folder, lookup and the rebuild); writing an entry (`store`) and moving a cache
+(`save_artifacts` / `load_artifacts`) are pydynamo/warm_store.py, a stage of convert_frame: a
+process that only loads entries never imports it (tests/cache/test_warm_hit_cost.py).
 
 Safety: entries are sealed like codecache's binaries (trailer: key, sha256, size) and verified
 before they are unpickled; a damaged or foreign entry is ignored with one CacheWarning and
@@ -83,16 +86,15 @@ gone, a file edited) is stale: skipped, logged, replaced. Writes are codecache.p
 file, fsync, rename: racing writers each publish a complete file). Entries are pickles, so the
 frames folder must be private: it is created 0700 and a folder another user owns or others may
 write is not read (one warning). A read-only cache dir still serves; stores go to codecache's
-per-process fallback dir. `save_artifacts()` / `load_artifacts(data)` move the frames and the
-compiled code they use to another machine of the same kind (same versions, else unused).
+per-process fallback dir. `save_artifacts()` / `load_artifacts(data)` (warm_store.py, exported as
+pydynamo.save_artifacts / load_artifacts) move the frames and the compiled code they use to
+another machine of the same kind (same versions, else unused).
 """
 from __future__ import annotations
 
 import collections
 import hashlib
-import io
 import itertools
-import linecache
 import logging
 import marshal
 import os
@@ -101,20 +103,16 @@ import stat
 import sys
 import types
 import warnings
-import zipfile
 from typing import Optional
 
 import torch
 
 from codegen import codecache, run_wrapper, runtime
 from pydynamo import _C
-from pydynamo import autocast as _autocast
-from pydynamo import config
 from pydynamo.eval_frame import on_reset
 from pydynamo.code_origins import origin_of, set_origin
 from pydynamo.executor import installed
-from pydynamo.guards import (Guard, GuardKind, ShapeGuards, TensorSpec, compile_guards, guard_rank,
-                             text_key)
+from pydynamo.guards import Guard, GuardKind, ShapeGuards, compile_guards
 from pydynamo.stages import lazy
 
 aot_runtime = lazy("pydynamo.aot.runtime")  # the training stage: only a training entry loads it
@@ -128,13 +126,7 @@ FORMAT = "4"
 # failing verification (one CacheWarning each)
 stats: collections.Counter = collections.Counter()
 
-# source files covered by versions() (their hash is not recorded per entry): the standard
-# library, torch, pydynamo's and codegen's packages
 _HERE = os.path.dirname(os.path.abspath(__file__))
-_STDLIB = os.path.realpath(os.path.dirname(os.__file__)) + os.sep   # (sysconfig's "stdlib";
-# reading that imports the build's configuration data, a millisecond of a warm start)
-_ROOTS = tuple(os.path.realpath(p) + os.sep for p in (
-    os.path.dirname(torch.__file__), _HERE, os.path.join(os.path.dirname(_HERE), "codegen")))
 _PLAIN = (int, float, complex, str, bytes, bool, type(None), torch.dtype, torch.device)
 
 
@@ -242,242 +234,7 @@ def _entry_names(key: str) -> list:
     return sorted(names, key=names.get, reverse=True)
 
 
-# ------------------------------------------------------------------ storing
-
-def store(code, result, frame_locals: dict, frame_globals: dict, callback) -> bool:
-    """Write the entry for a translation (convert_frame.FrameResult); False with one log line
-    when it cannot be cached."""
-    try:
-        key = frame_key(code, callback)
-        payload = _serialize(code, result, frame_locals, frame_globals)
-        payload["guard_code"] = _guard_code(payload, callback, frame_locals, frame_globals)
-        pending = [what for tag, what in payload["names"].values()
-                   if tag == "graph" and isinstance(what, _PendingJoint)]
-        if pending:
-            _store_when_backward_compiled(code, key, payload, pending)
-            return False
-        blob = pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
-    except Uncacheable as e:
-        stats["uncacheable"] += 1
-        log.info("pydynamo warm cache: %s (%s:%d) not cached: %s", code.co_qualname,
-                 code.co_filename, code.co_firstlineno, e)
-        return False
-    except Exception as e:          # pickling something unexpected: not cached, not an error
-        stats["uncacheable"] += 1
-        log.info("pydynamo warm cache: %s not cached: %s: %s", code.co_qualname,
-                 type(e).__name__, e)
-        return False
-    return _publish(key, payload, blob)
-
-
-def _publish(key: str, payload: dict, blob: bytes) -> bool:
-    entry = hashlib.sha256("\n".join(payload["guard_texts"]).encode()).hexdigest()[:32]
-    _frames_dir(True)
-
-    def produce(tmp):
-        with open(tmp, "wb") as f:
-            f.write(blob)
-    try:
-        codecache._publish_sealed(_entry_rel(key, entry), key + entry, produce,
-                                  "warm-start frame entry", versions())
-    except OSError as e:
-        log.info("pydynamo warm cache: could not write an entry: %s", e)
-        return False
-    stats["stores"] += 1
-    _seen.setdefault(key, set()).add(entry)     # (this process has it in memory already)
-    return True
-
-
-class _PendingJoint:
-    """A training graph whose backward is not compiled yet (at the first `.backward()`): its
-    frame's entry is written then (`_store_when_backward_compiled`), whole."""
-
-    def __init__(self, cg, compiled):
-        self.cg, self.compiled = cg, compiled
-
-
-def _store_when_backward_compiled(code, key: str, payload: dict, pending: list) -> None:
-    """Publish `payload` once every pending joint's backward is compiled (a hook the joint calls
-    inside the first backward; a failure there is logged, never raised into autograd)."""
-    def hook(_compiled):
-        if any(p.compiled.bw is None for p in pending):
-            return
-        try:
-            for name, (tag, what) in list(payload["names"].items()):
-                if tag == "graph" and isinstance(what, _PendingJoint):
-                    payload["names"][name] = ("graph", _portable_joint(what.cg, what.compiled))
-            blob = pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
-        except Exception as e:
-            stats["uncacheable"] += 1
-            log.info("pydynamo warm cache: %s not cached after its backward: %s: %s",
-                     code.co_qualname, type(e).__name__, e)
-            return
-        _publish(key, payload, blob)
-    for p in pending:
-        p.compiled.on_backward.append(hook)
-
-
-def _serialize(code, result, frame_locals, frame_globals) -> dict:
-    files = {}
-    _add_file(files, code.co_filename)
-    guards = [_portable_guard(g, frame_locals, frame_globals, files) for g in result.guards]
-    graphs = {g.name: g for g in result.graphs}
-    names = {}
-    for name in _global_names(result.new_code):
-        if not name.startswith("__pydynamo_"):
-            continue
-        if name in graphs:
-            names[name] = ("graph", _portable_graph(graphs[name]))
-        elif name in frame_globals:      # a value the output code uses (identity unused)
-            value = frame_globals[name]
-            if isinstance(value, types.CodeType):   # a graph break's break function (generated)
-                names[name] = ("value", ("marshal", marshal.dumps(value)))
-                continue
-            try:
-                names[name] = ("value", ("const", _plain(value, name)))
-            except Uncacheable:
-                names[name] = ("value", _ref(value, name, files))
-        else:
-            raise Uncacheable(f"the output code reads {name}, which is not in the frame's globals")
-    new_code = result.new_code
-    source = linecache.cache.get(new_code.co_filename)
-    origins = _code_marks(code, [(None, new_code)] + [
-        (name, frame_globals[name]) for name, (tag, what) in names.items()
-        if tag == "value" and what[0] == "marshal"])
-    return {"format": FORMAT, "new_code": marshal.dumps(new_code), "guards": guards,
-            "guard_texts": [g.describe() for g in result.guards], "names": names,
-            "files": files, "source_lines": source[2] if source else None, "origins": origins}
-
-
-def _guard_code(payload: dict, callback, frame_locals, frame_globals) -> tuple:
-    """(text key, marshaled code, emission shape) of the guard function a load of `payload`
-    builds: its guards bound here as a load binds them (ids and objects are constants of the
-    function, so its text is the same in the loading process: guards.compile_guards' `prebuilt`
-    says when it may take the code without rendering the text), compiled once now instead of in
-    every process that loads the entry."""
-    memo: dict = {}
-    bound = [_guard(p, callback, frame_locals, frame_globals, memo) for p in payload["guards"]]
-    # the records in the order of the guards they bind to (an nn.Module's identity binds as a
-    # TYPE_MATCH on its class): a load binds them sorted, and compile_guards takes its prebuilt
-    # code for them without sorting again
-    order = sorted(range(len(bound)), key=lambda i: guard_rank(bound[i]))
-    payload["guards"] = [payload["guards"][i] for i in order]
-    fn = compile_guards([bound[i] for i in order], frame_globals)
-    return text_key(fn.source_text), marshal.dumps(fn.module_code), fn.shape
-
-
-def _code_marks(code, roots: list) -> list:
-    """(root name, path of co_consts indices, whose, mapping) for every resume or break code
-    object among `roots` (the output code: None, and the break functions' code by name) that
-    bytecode.resume knows the origin of or the hook skips (a break function runs in CPython:
-    `whose` "skip"). They are marked again at load, so a resumed frame traced again there still
-    knows which user function and offsets it continues (its names in messages, and where it may
-    break: never inside its own prologue). `whose`: "frame" when the origin is this frame's
-    code, "frame_origin" when it is the origin of this frame (a resume frame's own)."""
-    out = []
-    mine = origin_of(code)
-
-    def walk(name, path, c):
-        if _C.get_code_state(c) == "skip":
-            out.append((name, path, "skip", None))
-        o = origin_of(c)
-        if o is not None:
-            if o[0] is code:
-                out.append((name, path, "frame", o[1]))
-            elif mine is not None and o[0] is mine[0]:
-                out.append((name, path, "frame_origin", o[1]))
-            else:
-                raise Uncacheable(f"resume code {c.co_name} continues another function")
-        for i, k in enumerate(c.co_consts):
-            if isinstance(k, types.CodeType):
-                walk(name, path + (i,), k)
-    for name, c in roots:
-        walk(name, (), c)
-    return out
-
-
-def _global_names(code) -> set:
-    out = set(code.co_names)
-    for c in code.co_consts:
-        if isinstance(c, types.CodeType):
-            out |= _global_names(c)
-    return out
-
-
-def _add_file(files: dict, path: Optional[str]) -> None:
-    """Record the sha256 of a source file that is not covered by versions()."""
-    if not path or path in files:
-        return
-    real = os.path.realpath(path)
-    if real.startswith(_ROOTS) or (real.startswith(_STDLIB) and "site-packages" not in real):
-        return          # (an install without a venv keeps its packages under the stdlib's folder)
-    try:
-        with open(path, "rb") as f:
-            files[path] = hashlib.sha256(f.read()).hexdigest()
-    except OSError:
-        raise Uncacheable(f"source file {path} cannot be read (code not from a file)")
-
-
-def _add_class(files: dict, cls) -> None:
-    for c in getattr(cls, "__mro__", (cls,)):
-        mod = sys.modules.get(getattr(c, "__module__", None) or "")
-        if mod is not None and getattr(mod, "__file__", None):
-            _add_file(files, mod.__file__)
-
-
-def _ref(obj, where: str, files: dict):
-    """A portable stand-in for `obj` (see the module docstring), or Uncacheable."""
-    if obj is None or obj is True or obj is False or obj is Ellipsis:
-        return ("const", obj)
-    if isinstance(obj, float):
-        return ("const", obj)
-    if isinstance(obj, types.ModuleType):
-        if sys.modules.get(obj.__name__) is not obj:
-            raise Uncacheable(f"{where}: module {obj.__name__} is not sys.modules' own")
-        _add_file(files, getattr(obj, "__file__", None))
-        return ("module", obj.__name__)
-    if isinstance(obj, torch.nn.Module):
-        _add_class(files, type(obj))
-        return ("instance", _named(type(obj), where, files))
-    if isinstance(obj, types.CodeType):     # (read as fn.__code__): found again by content
-        _add_file(files, obj.co_filename)
-        return ("code", None, obj.co_qualname, _code_hash(obj), None)
-    try:
-        return ("named", _named(obj, where, files))
-    except Uncacheable:
-        if type(obj) is not types.FunctionType:
-            raise
-    # a function with no name that finds it (a closure, a decorator's wrapped function): found
-    # again through the guard's source in the new frame, and accepted only with the same code,
-    # the same module globals, and (through the guards on them) the same defaults and cells
-    _add_file(files, obj.__code__.co_filename)
-    return ("code", obj.__module__, obj.__qualname__, _code_hash(obj.__code__),
-            _module_globals(obj))
-
-
-def _module_globals(fn) -> bool:
-    mod = sys.modules.get(fn.__module__ or "")
-    return mod is not None and fn.__globals__ is mod.__dict__
-
-
-def _named(obj, where: str, files: dict):
-    """(pickled reference, module, qualname, code hash) for an object pickle writes by name."""
-    try:
-        data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-        same = pickle.loads(data) is obj
-    except Exception:
-        same = False
-    if not same:
-        raise Uncacheable(f"{where} holds a {type(obj).__qualname__} with no stable identity "
-                          "across processes")
-    code = getattr(obj, "__code__", None)
-    if isinstance(obj, type):
-        _add_class(files, obj)
-    elif isinstance(code, types.CodeType):
-        _add_file(files, code.co_filename)
-    return (data, getattr(obj, "__module__", None), getattr(obj, "__qualname__", None),
-            _code_hash(code))
-
+# ------------------------------------------------------------------ content hashes
 
 def _code_hash(code) -> Optional[str]:
     """A content hash of a code object, the same in every process (marshal's bytes are not:
@@ -503,137 +260,9 @@ def _hash_code(h, code) -> None:
             h.update(f"{type(c).__qualname__}:{c!r}\0".encode())
 
 
-def _portable_guard(g: Guard, frame_locals, frame_globals, files) -> tuple:
-    k = g.kind
-    where = f"a guard on {g.source.name() if g.source is not None else k.value}"
-    if k is GuardKind.COMPILE_SETTINGS:
-        return ("settings",)
-    if k is GuardKind.SHAPE_ENV:     # its check function's source is plain Python (shapes.py)
-        sg: ShapeGuards = g.expected
-        return ("shape", sg.check.__source__, sg.texts, sg.origins, g.origin)
-    if k is GuardKind.ID_MATCH:
-        obj = eval(g.source.guard_expr(), {"L": frame_locals, "G": frame_globals})
-        if id(obj) != g.expected[0]:
-            raise Uncacheable(f"{where}: the object changed during tracing")
-        return ("id", g.source, _ref(obj, where, files), g.expected[1], g.origin)
-    if k is GuardKind.TYPE_MATCH:
-        return ("type", g.source, _named(g.expected, where, files), g.origin)
-    if k is GuardKind.TENSOR_MATCH:
-        s: TensorSpec = g.expected
-        if s.device.type != "cpu":
-            raise Uncacheable(f"{where}: a {s.device.type} tensor (only CPU entries are cached)")
-        return ("tensor", g.source, _named(s.cls, where, files), s, g.origin)
-    if k is GuardKind.GLOBAL_STATE:
-        return ("plain", g.source, k, _plain(g.expected, where), g.origin)
-    if k in (GuardKind.EQUALS_MATCH, GuardKind.LEN, GuardKind.DICT_KEYS):
-        return ("plain", g.source, k, _plain(g.expected, where), g.origin)
-    if k is GuardKind.ALIASING:
-        return ("plain", g.source, k, g.expected, g.origin)
-    raise Uncacheable(f"{where}: guard kind {k.value}")
-
-
-def _portable_graph(cg):
-    fn = cg.backend_fn
-    compiled = getattr(fn, "compiled", None)
-    if compiled is not None and type(compiled).__name__ == "CompiledJoint":
-        if compiled.function is not None and compiled.bw is None:
-            return _PendingJoint(cg, compiled)
-        return _portable_joint(cg, compiled)
-    gm = pickle.dumps(cg.gm, protocol=pickle.HIGHEST_PROTOCOL)
-    if getattr(fn, "__self__", None) is cg.gm or getattr(fn, "wrapper_path", "x") is None:
-        return ("eager", gm)     # gm.forward, or codegen's eager fallback: runs the graph
-    if getattr(fn, "wrapper_path", None) is None or getattr(fn, "kernel_path", None) is not None \
-            or type(fn) is not types.FunctionType or hasattr(fn, "boxed_entry"):
-        raise Uncacheable(f"graph {cg.name}: a compiled {type(fn).__qualname__} (cached: the "
-                          "eager backend and codegen's C++ wrappers)")
-    autocast = any(n.target is _autocast.enter_autocast for n in cg.gm.graph.nodes)
-    return ("cpp", gm) + _wrapper_record(cg.name, fn) + (autocast,)
-
-
-def _portable_joint(cg, compiled) -> tuple:
-    """A training graph (pydynamo/aot/runtime.py's CompiledJoint, behind `_dispatching`), or an
-    inference graph the recorder functionalized: what rebuilds it without recording,
-    partitioning or compiling: its compiled forward and backward (each as `_portable_compiled`),
-    the backward graph (for a variant with absent tangents, run eagerly after a load) and what
-    the runtime's epilogue reads of the joint."""
-    joint = compiled.joint
-    if getattr(joint, "sizes", None) is not None or aot_runtime.is_dynamic(cg.gm):
-        raise Uncacheable(f"graph {cg.name}: a training graph with dynamic sizes")
-    if any(kind == "alias" and getattr(what, "at", None) is not None
-           for kind, what in joint.user_outputs):
-        raise Uncacheable(f"graph {cg.name}: an output view with symbolic geometry")
-    epilogue = {"num_inputs": joint.num_inputs, "computed": len(joint.computed),
-                "differentiable": list(joint.differentiable), "mutated": list(joint.mutated),
-                "user_outputs": list(joint.user_outputs), "grad_inputs": list(joint.grad_inputs),
-                "num_tangents": joint.num_tangents, "view_bases": dict(joint.view_bases)}
-    fw = _portable_compiled(cg.name, compiled.fw_gm, compiled.fw)
-    bw = bw_gm = None
-    if compiled.function is not None:
-        bw = _portable_compiled(cg.name, compiled.bw_gm, compiled.bw_compiled)
-        placeholders = [(tuple(v.shape), v.dtype, v.device) if hasattr(v, "dtype") else None
-                        for v in (p.meta.get("val") for p in compiled.bw_gm.graph.nodes
-                                  if p.op == "placeholder")]
-        bw_gm = (pickle.dumps(compiled.bw_gm, protocol=pickle.HIGHEST_PROTOCOL), placeholders)
-    autocast = any(n.target is _autocast.enter_autocast for n in cg.gm.graph.nodes)
-    return ("joint", pickle.dumps(cg.gm, protocol=pickle.HIGHEST_PROTOCOL),
-            pickle.dumps(epilogue, protocol=pickle.HIGHEST_PROTOCOL), fw, bw, bw_gm,
-            list(compiled.grad_positions), compiled.num_saved, autocast)
-
-
-def _portable_compiled(name: str, gm, fn) -> tuple:
-    """One compiled half of a joint: ("eager", gm) where it runs its graph (the aot_eager
-    backend, codegen's eager fallback), else ("cpp", gm, <the wrapper's record>)."""
-    data = pickle.dumps(gm, protocol=pickle.HIGHEST_PROTOCOL)
-    if getattr(fn, "__self__", None) is gm or getattr(fn, "wrapper_path", "x") is None:
-        return ("eager", data)
-    if type(fn) is not types.FunctionType or getattr(fn, "wrapper_path", None) is None \
-            or getattr(fn, "kernel_path", None) is not None:
-        raise Uncacheable(f"graph {name}: a compiled {type(fn).__qualname__} in its joint")
-    return ("cpp", data) + _wrapper_record(name, fn)
-
-
-def _wrapper_record(name: str, fn) -> tuple:
-    """What codegen/run_wrapper.namespace needs to rebuild a C++ wrapper's namespace, read from
-    the live one (`fn.__globals__`, pipeline.build's): its spec, kernels' source, extern
-    arguments and constants."""
-    import ctypes
-    from codegen import standalone
-    from codegen.options import VECTOR_WIDTHS, Options
-    ns = fn.__globals__
-    with open(fn.wrapper_path) as f:
-        wsrc = f.read()
-    if ns.get("_scalar_fns"):
-        raise Uncacheable(f"graph {name}: a runtime float's Python function")
-    externs = [standalone.qualified_name(t) for t in ns["_externs"]]
-    if None in externs:
-        raise Uncacheable(f"graph {name}: extern {ns['_externs'][externs.index(None)]!r} has no "
-                          "importable name")
-    kind_of = {v: k for k, v in runtime.CTYPES_BY_KIND.items()}
-    bindings = {}
-    for k, v in ns.items():
-        if isinstance(v, ctypes._CFuncPtr):
-            kinds = {f"a{i}": kind_of[t] for i, t in enumerate(v.argtypes)}
-            bindings[k] = {"args": list(kinds), "kinds": kinds}
-    ksrc, width = None, "512"
-    if bindings:
-        lpath = fn.library_path
-        with open(lpath[:-3] + ".cpp") as f:
-            ksrc = f.read()
-        widths = [w for w in VECTOR_WIDTHS if codecache.source_key(ksrc, codecache.cxxflags(w))
-                  == os.path.basename(lpath)[:-3]]
-        if not widths:
-            raise Uncacheable(f"graph {name}: its kernels' source is not its library's")
-        width = widths[0]
-    constants = {k: v for k, v in ns.items() if isinstance(v, torch.Tensor)}
-    spec = {"backend": "cpp", "device": "cpu", "kernels_path": "<entry>" if ksrc else None,
-            "vector_width": width, "fast_launch": Options().triton_fast_launch,
-            "bindings": bindings, "externs": externs, "consts": [],
-            "constants": dict.fromkeys(constants)}
-    # the wrapper's code compiled now (marshal), so a load does not compile it again (about as
-    # long as the rest of a hit's rebuild); used where the wrapper file is at the same path then
-    code = marshal.dumps(compile(wsrc, fn.wrapper_path, "exec"))
-    return (wsrc, ksrc, spec, pickle.dumps((list(ns["_consts"]), constants),
-                                           protocol=pickle.HIGHEST_PROTOCOL), code)
+def _module_globals(fn) -> bool:
+    mod = sys.modules.get(fn.__module__ or "")
+    return mod is not None and fn.__globals__ is mod.__dict__
 
 
 # ------------------------------------------------------------------ loading
@@ -938,50 +567,3 @@ class _LazyGraph:
 
     def forward(self, *args):   # (the joint runtime's eager replays call gm.forward)
         return self(*args)
-
-
-# ------------------------------------------------------------------ moving a warm cache
-
-_CARRIED = ("frames", "cpp", "wrappers")
-
-
-def save_artifacts() -> bytes:
-    """The warm cache (frame entries, kernel libraries and their sources, wrappers) as one zip,
-    for `load_artifacts` on another machine of the same kind (entries keyed for other versions
-    or CPUs are simply never looked up there; every file is verified again when used)."""
-    root = codecache.cache_dir()
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
-        for top in _CARRIED:
-            if top == "frames" and _frames_dir(False) is None:
-                continue
-            for d, _, files in os.walk(os.path.join(root, top)):
-                for f in sorted(files):
-                    if f.endswith(".tmp"):
-                        continue
-                    path = os.path.join(d, f)
-                    z.write(path, os.path.relpath(path, root))
-    return buf.getvalue()
-
-
-def load_artifacts(data: bytes) -> int:
-    """Write what save_artifacts() returned into this cache dir (atomically, file by file);
-    returns how many files. Only the folders it carries, no path outside them; the entries are
-    pickles, so `data` must come from a source as trusted as this user's own files."""
-    n = 0
-    _frames_dir(True)
-    with zipfile.ZipFile(io.BytesIO(data)) as z:
-        for info in z.infolist():
-            rel = os.path.normpath(info.filename)
-            parts = rel.split(os.sep)
-            if info.is_dir() or rel.startswith(("/", "..")) or parts[0] not in _CARRIED \
-                    or ".." in parts:
-                continue
-            blob = z.read(info)
-
-            def produce(tmp, blob=blob):
-                with open(tmp, "wb") as f:
-                    f.write(blob)
-            codecache.publish(rel, produce)
-            n += 1
-    return n

@@ -22,6 +22,8 @@ import sys
 OFF_HIT_PATH = (
     "sysconfig",        # tensor_check/tensor_check_build: the extension suffix from importlib
     "pydynamo.hints",   # convert_frame: a failed translation's messages, a stage
+    "pydynamo.warm_store",  # the warm cache's writing half (store, save/load_artifacts), a stage
+    "pydynamo.distributed",     # convert_frame: DDP splits, the ranks' guard check (a stage)
 )
 
 # classes of the hit path with dataclass-generated methods, and why they stay: none now

@@ -266,11 +266,11 @@ def test_source_files_outside_torch_pydynamo_and_stdlib_are_hashed():
     pydynamo's own and not hashed, so an edited model file there would have kept its entries."""
     import torch
     import transformers.models.gpt2.modeling_gpt2 as gpt2
-    from pydynamo import warm_cache
+    from pydynamo import warm_cache, warm_store
     files = {}
     for path in (gpt2.__file__, torch.nn.functional.__file__, os.__file__, warm_cache.__file__,
-                 __file__):
-        warm_cache._add_file(files, path)
+                 warm_store.__file__, __file__):
+        warm_store._add_file(files, path)
     assert sorted(files) == sorted([gpt2.__file__, __file__])
 
 

@@ -33,7 +33,7 @@ import cache_child  # noqa: E402
 import codegen  # noqa: E402
 import pydynamo  # noqa: E402
 from codegen import codecache  # noqa: E402
-from pydynamo import convert_frame, guards, warm_cache  # noqa: E402
+from pydynamo import convert_frame, guards, warm_cache, warm_store  # noqa: E402
 from pydynamo.demo.model import build_model, example_inputs  # noqa: E402
 
 
@@ -96,7 +96,7 @@ def scenario(req) -> dict:
             warm_cache._versions[:] = [m]
         if m.startswith("load:"):
             with open(m[5:], "rb") as fh:
-                warm_cache.load_artifacts(fh.read())
+                warm_store.load_artifacts(fh.read())
     guard_compiles = []
     if "count_guard_compiles" in modes:     # the guard source compiled (not reused) in this child
         guards.compile = lambda *a: guard_compiles.append(1) or compile(*a)
@@ -130,7 +130,7 @@ def scenario(req) -> dict:
     for m in modes:
         if m.startswith("save:"):
             with open(m[5:], "wb") as fh:
-                fh.write(warm_cache.save_artifacts())
+                fh.write(warm_store.save_artifacts())
     return {
         "ok": all(ok), "results": ok, "translations": translations,
         "hits": warm_cache.stats["hits"], "stores": warm_cache.stats["stores"],
