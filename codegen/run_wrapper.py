@@ -38,9 +38,11 @@ def namespace(spec, fallbacks=None, constants=None, kernels_source=None, consts=
                            "graph to run them eagerly)")
     if consts is None:
         consts = [eval(t, dict(_EVAL_NAMES)) for t in spec["consts"]]
-    ns = base_namespace(consts,
-                        [resolve(n) for n in spec["externs"]], {}, backend.namespace(None),
-                        *(fallbacks or (refuse, refuse)))
+    # each distinct name resolved once (a warm hit's wrapper calls the same few ops many times;
+    # a name whose head is a package, torch._addmm_activation, first misses a submodule search)
+    resolved = {name: resolve(name) for name in set(spec["externs"])}
+    ns = base_namespace(consts, [resolved[n] for n in spec["externs"]], {},
+                        backend.namespace(None), *(fallbacks or (refuse, refuse)))
     for name, layout in spec["constants"].items():
         ns[name] = constants[name] if constants is not None else _random(*layout)
     if spec["kernels_path"]:

@@ -364,8 +364,9 @@ def compile_guards(guards: list[Guard], frame_globals: dict, prebuilt: Optional[
         em = _ConstsOnly()
         for g in ordered:
             _emit_guard(em, g)
-        if emission_shape(ordered, len(em.consts)) == prebuilt[2]:
-            return _make(prebuilt[1], frame_globals, em.consts, list(ordered), None)
+        shape = emission_shape(ordered, len(em.consts))
+        if shape == prebuilt[2]:
+            return _make(prebuilt[1], frame_globals, em.consts, list(ordered), None, shape)
     guards = sort_guards(guards)
     text, consts = guard_text(guards)
     code = _codes.get(text)
@@ -380,14 +381,15 @@ def compile_guards(guards: list[Guard], frame_globals: dict, prebuilt: Optional[
     return _make(code, frame_globals, consts, guards, text)
 
 
-def _make(code, frame_globals: dict, consts: list, guards: list, text: Optional[str]):
+def _make(code, frame_globals: dict, consts: list, guards: list, text: Optional[str],
+          shape: Optional[str] = None):
     scope: dict = {}
     exec(code, scope)
     fn = scope["___make_guard"](frame_globals, *consts)
     fn.guards = guards
     fn.source_text = text
     fn.module_code = code
-    fn.shape = emission_shape(guards, len(consts))
+    fn.shape = emission_shape(guards, len(consts)) if shape is None else shape
     return fn
 
 

@@ -93,6 +93,7 @@ another machine of the same kind (same versions, else unused).
 from __future__ import annotations
 
 import collections
+import dataclasses
 import hashlib
 import itertools
 import logging
@@ -368,10 +369,11 @@ def _guard(p: tuple, callback, frame_locals: dict, frame_globals: dict,
         return Guard(None, GuardKind.SHAPE_ENV, ShapeGuards(check, p[2], p[3], None), p[4])
     if tag == "type":
         return Guard(p[1], GuardKind.TYPE_MATCH, _resolve_named(p[2], memo), p[3])
-    if tag == "tensor":
-        import dataclasses
+    if tag == "tensor":     # the spec's class as resolved and checked by name (the spec
+        # unpickled it by reference too, so it is that object: kept as is, else replaced)
+        cls, spec = _resolve_named(p[2], memo), p[3]
         return Guard(p[1], GuardKind.TENSOR_MATCH,
-                     dataclasses.replace(p[3], cls=_resolve_named(p[2], memo)), p[4])
+                     spec if spec.cls is cls else dataclasses.replace(spec, cls=cls), p[4])
     if tag == "id":
         ref = p[2]
         if ref[0] == "instance":

@@ -185,3 +185,88 @@ def test_options_checks_its_values_as_the_dataclass_did(bad):
     if errors[0][0] is ValueError:
         assert errors[0][1] == errors[1][1]
     assert twin.of({"mode": "max-autotune"}).autotune and Options.of({"mode": "max-autotune"}).autotune
+
+
+# A record's dataclass declaration is deferred to its first introspection (records._Declared:
+# dataclasses' processing was most of a record's import cost on the warm hit path); until then
+# and after, it must be what declaring it eagerly gave: fields, defaults, class attributes,
+# __match_args__, inheritance, and dataclasses' own refusals at the declaration.
+def _declarations(deco):
+    @deco
+    class Base:
+        a: int
+        b: int = 3
+        c: list = dataclasses.field(default_factory=list)
+        d: int = dataclasses.field(default=4)
+
+    @deco
+    class Child(Base):
+        e: str = "e"
+        b: int              # declared again without a default: keeps the base's (as dataclasses)
+
+    class Plain(Child):     # not decorated: inherits Child's fields
+        pass
+    return Base, Child, Plain
+
+
+def _described(cls):
+    return ([(f.name, f.type, f.default, f.default_factory) for f in dataclasses.fields(cls)],
+            {n: getattr(cls, n, "<absent>") for n in "abcde"}, getattr(cls, "__match_args__", None))
+
+
+def test_a_lazily_declared_record_is_the_dataclass_it_declares():
+    from pydynamo import records
+    recs, twins = _declarations(record), _declarations(dataclasses.dataclass(frozen=True))
+    assert all(isinstance(vars(c)["__dataclass_fields__"], records._Declared) for c in recs[:2])
+    # class attributes and match args before the declaration runs, then everything after it
+    assert [({n: getattr(c, n, "<absent>") for n in "abcde"}, c.__match_args__) for c in recs] == \
+        [({n: getattr(c, n, "<absent>") for n in "abcde"}, c.__match_args__) for c in twins]
+    assert [_described(c) for c in recs] == [_described(c) for c in twins]
+    assert all(type(vars(c)["__dataclass_fields__"]) is dict for c in recs[:2])
+    assert recs[1](1).b == twins[1](1).b == 3 and recs[2](1, 5, [], 6, "x").d == 6
+    assert repr(recs[0].__dataclass_params__) == repr(dataclasses.dataclass(
+        init=False, repr=False, eq=False)(type("X", (), {"__annotations__": {}})).__dataclass_params__)
+    Child = recs[1]
+    r = Child(1)
+    match r:
+        case Child(a, b, c, d, e):
+            assert (a, b, c, d, e) == (1, 3, [], 4, "e")
+        case _:
+            raise AssertionError("no positional match")
+    if hasattr(copy, "replace"):        # Python 3.13
+        assert copy.replace(r, e="f") == recs[1](1, e="f")
+
+
+def test_a_dataclass_may_subclass_a_lazily_declared_record():
+    @record
+    class Rec:
+        a: int
+        b: int = 2
+
+    @dataclasses.dataclass
+    class Sub(Rec):
+        c: int = 5
+    assert [f.name for f in dataclasses.fields(Sub)] == ["a", "b", "c"]
+    assert [f.name for f in dataclasses.fields(Rec)] == ["a", "b"] and Rec(1).b == 2
+
+
+@pytest.mark.parametrize("body, error", [
+    ("x: list = []", ValueError),                       # a mutable default
+    ("x = dataclasses.field(default=1)", TypeError),    # a field without a type
+    ("x: dataclasses.InitVar[int] = 1", TypeError),     # (records refuse InitVar)
+])
+def test_declarations_dataclasses_refuses_are_refused_at_once(body, error):
+    ns = {"dataclasses": dataclasses, "record": record}
+    with pytest.raises(error):
+        exec(f"@record\nclass Bad:\n    {body}\n", ns)
+
+
+def test_class_variables_are_not_fields():
+    from typing import ClassVar
+
+    @record
+    class WithClassVar:
+        a: int
+        k: ClassVar[int] = 7
+    assert [f.name for f in dataclasses.fields(WithClassVar)] == ["a"] and WithClassVar(1).k == 7
+    assert WithClassVar._record_fields == ("a",)
