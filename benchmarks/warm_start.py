@@ -19,8 +19,11 @@ The warm row also splits its thread CPU time (medians): imports and optimize() (
 call), the load of the cache entries (warm_cache.lookup: read, verify, bind guards, rebuild the
 wrappers, load the kernel libraries), and the rest of the call (the compiled code's first run,
 the frame hook). Eager and the warm runs are repeated (--repeat; the median is printed, runs interleaved); cold
-runs once each. Ratios are against eager's median; "cpu s" is the thread's CPU time of the call
-(steadier than wall time on a shared machine; a compiler's child processes are not in it). The
+runs once each. Ratios are against eager's median; "cpu ms" is the thread's CPU time of the call
+(steadier than wall time on a shared machine; a compiler's child processes are not in it), and
+"gc" the median part of it spent in the interpreter's cyclic garbage collector (a collection the
+hit's allocations trigger walks every young object, the model's too: a deterministic 1.3-1.5 ms
+on the demo's warm call in session 16; eager's first call allocates too little to trigger one). The
 load average is printed: the acceptance figure (warm <= 2x eager) is for an idle machine.
     OMP_NUM_THREADS=1 python benchmarks/warm_start.py --models demo gpt2 --repeat 5
 
@@ -33,6 +36,7 @@ someone else during the run does not turn the warm runs cold.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import shutil
@@ -71,6 +75,11 @@ def child(model: str, engine: str, cache: str, backend: str, versions: str) -> d
         import pydynamo
         from pydynamo import convert_frame, warm_cache  # noqa: F401
     before = "torch._dynamo" in sys.modules      # (transformers imports it with the model)
+    collections = []        # (the interpreter's cyclic GC inside the clock: its thread CPU time)
+
+    def on_gc(phase, info):
+        collections.append(time.thread_time() * (1 if phase == "stop" else -1))
+    gc.callbacks.append(on_gc)
     with torch.no_grad():
         t0, c0 = time.perf_counter(), time.thread_time()
         if engine == "eager":
@@ -99,13 +108,16 @@ def child(model: str, engine: str, cache: str, backend: str, versions: str) -> d
         c1 = time.thread_time()
         out = fn(*args)
         dt, cpu = time.perf_counter() - t0, time.thread_time() - c0
+        gc.callbacks.remove(on_gc)
+        in_gc = sum(collections[:len(collections) // 2 * 2])
         if engine.startswith("pydynamo"):
             # thread CPU time: imports and optimize(); the load of the entries; the rest of the call
             stats = dict(warm_cache.stats, split=[c1 - c0, sum(spent), cpu - (c1 - c0) - sum(spent)])
         want = m(*args)
     out = getattr(out, "last_hidden_state", out)
     want = getattr(want, "last_hidden_state", want)
-    return {"seconds": dt, "cpu": cpu, "ok": bool(torch.allclose(out, want, atol=1e-4)), "stats": dict(stats),
+    return {"seconds": dt, "cpu": cpu, "gc": in_gc, "ok": bool(torch.allclose(out, want, atol=1e-4)),
+            "stats": dict(stats),
             "dynamo": "torch._dynamo" in sys.modules, "dynamo_before": before}
 
 
@@ -143,6 +155,7 @@ def main():
                      "torch.compile warm": []}
             splits = []
             cpus = {k: [] for k in times}
+            gcs = {k: [] for k in times}
             cold = {"pydynamo cold": run_child(model, "pydynamo", pd_cache, a.backend, versions, env),
                     "pydynamo cold, torch's meta refs": run_child(
                         model, "pydynamo-refs", os.path.join(tmp, model, "pd-refs"), a.backend,
@@ -159,6 +172,7 @@ def main():
                     r = run_child(model, engine, cache, a.backend, versions, env)
                     times[name].append(r["seconds"])
                     cpus[name].append(r["cpu"])
+                    gcs[name].append(r["gc"])
                     checks.append(r["ok"])
                     if engine.startswith("pydynamo") and r["stats"].get("hits", 0) < 1:
                         raise RuntimeError(f"{model}: the warm run missed the cache: {r['stats']}")
@@ -179,6 +193,8 @@ def main():
                 if name == "pydynamo warm":
                     spread += " cpu: imports+optimize %.1f, load %.1f, call %.1f ms" % tuple(
                         statistics.median(s[i] for s in splits) * 1e3 for i in range(3))
+                if name in gcs:
+                    spread += " (gc %.1f ms)" % (statistics.median(gcs[name]) * 1e3)
                 rows.append((model, name, t, t / eager, c, c / eager_cpu, spread))
             if not all(checks):
                 raise RuntimeError(f"{model}: a compiled output differs from eager")
@@ -187,10 +203,10 @@ def main():
     print(f"first call of a new process (CPU, inference, backend={a.backend}, median of "
           f"{a.repeat} for eager and warm; OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}); "
           f"load average before {load0}, after {os.getloadavg()[0]:.2f}")
-    print(f"{'model':6} {'engine':33} {'wall s':>8} {'x eager':>8} {'cpu s':>8} {'x eager':>8}"
-          f"  wall range")
+    print(f"{'model':6} {'engine':33} {'wall ms':>9} {'x eager':>8} {'cpu ms':>9} {'x eager':>8}"
+          f"  wall range (s)")
     for model, name, t, ratio, c, cratio, spread in rows:
-        print(f"{model:6} {name:33} {t:8.3f} {ratio:8.2f} {c:8.3f} {cratio:8.2f}  {spread}")
+        print(f"{model:6} {name:33} {t * 1e3:9.1f} {ratio:8.2f} {c * 1e3:9.1f} {cratio:8.2f}  {spread}")
 
 
 if __name__ == "__main__":
