@@ -155,7 +155,8 @@ def test_view_of_an_extern_view_of_the_input_stays_a_view(dynamic):
     assert_same_as_eager(f, makers, backend="codegen", dynamic=dynamic, allow_layout=False)
 
 
-SUBSET = range(0, 40)
+# the first 40 seeds; PYDYNAMO_VIEW_CHAIN_SEEDS=n takes the first n (.ci/run: fewer on 3.12 and 3.13)
+SUBSET = range(0, int(os.environ.get("PYDYNAMO_VIEW_CHAIN_SEEDS", "40")))
 
 
 @pytest.mark.parametrize("seed", SUBSET)
