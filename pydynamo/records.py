@@ -152,7 +152,10 @@ def _own_fields(cls):
         return None                 # (a field() without a type: dataclasses raises TypeError)
     declared = {}
     for name, typ in annotations.items():
-        text = typ if isinstance(typ, str) else repr(typ)
+        try:
+            text = typ if isinstance(typ, str) else repr(typ)
+        except Exception:           # (an annotation without a repr: dataclasses reads it)
+            return None
         if "ClassVar" in text or "InitVar" in text or "KW_ONLY" in text:
             return None
         if name not in names:
