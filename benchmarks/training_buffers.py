@@ -6,7 +6,7 @@ wrappers (CPU, codegen): a device-free proxy for how a change moves the step's m
 GPT2LMHeadModel (n_layer --layers, n_embd --width, 2 heads, vocab 1000, dropout 0), batch 2,
 seq 64, one forward+loss+backward compiled into a fresh cache directory. Printed: the kernels
 compiled (codegen.counters) and, per backward wrapper (the boxed `call_boxed` ones), the peak
-of the bytes of buffers it allocates (`bufN = _empty(...)` adds, `del bufN` frees), walking its
+of the bytes of buffers it allocates (`bufN = _empty_<dtype>(...)` adds, `del bufN` frees), walking its
 lines in order. Saved activations, extern outputs and gradients are not counted: the figure
 shows what the backward's own kernels hold at once (a recomputation run early and kept alive
 raises it).
@@ -22,7 +22,7 @@ import tempfile
 
 SIZES = {"float32": 4, "bfloat16": 2, "float16": 2, "int64": 8, "bool": 1, "int32": 4,
          "float64": 8, "uint8": 1}
-EMPTY = re.compile(r"\s+(buf\d+) = _empty\(\(([^)]*)\), \([^)]*\), dtype=torch\.(\w+)\)")
+EMPTY = re.compile(r"\s+(buf\d+) = _empty_(\w+)\(\(([^)]*)\), \([^)]*\)\)")
 
 
 def buffer_peak(path: str) -> int:
@@ -31,8 +31,8 @@ def buffer_peak(path: str) -> int:
         for line in f:
             m = EMPTY.match(line)
             if m:
-                dims = [int(x) for x in m.group(2).split(",") if x.strip()]
-                live[m.group(1)] = math.prod(dims) * SIZES.get(m.group(3), 4)
+                dims = [int(x) for x in m.group(3).split(",") if x.strip()]
+                live[m.group(1)] = math.prod(dims) * SIZES.get(m.group(2), 4)
                 cur += live[m.group(1)]
                 peak = max(peak, cur)
                 continue

@@ -26,7 +26,7 @@ from codegen.cudagraphs import maybe_wrap
 from codegen.ir import ComputedBuffer, ExternBuffer
 from codegen.options import Options
 from codegen.pipeline import CPP, Backend, counters
-from codegen.runtime import ensure_layout
+from codegen.runtime import allocator, ensure_layout
 from codegen.scheduler import same_index
 from codegen.sizevars import static_int
 from codegen.triton import generate_source
@@ -37,6 +37,7 @@ from codegen.wrapper import FRESH_RESULT_EXTERNS, WrapperPrinter, _py, kernel_si
 
 class GpuWrapperPrinter(WrapperPrinter):
     DEVICE_CHECK = "{a}.device != _device"
+    DEVICE_EXPR = "str(_device)"
 
     def __init__(self, graph, steps, infos, on_gpu: bool):
         super().__init__(graph, steps, {n: i.arg_names for n, i in infos.items()},
@@ -198,7 +199,7 @@ class TritonBackend(Backend):
 
     def namespace(self, g):
         device = self.device
-        return {"_device": device, "_empty": functools.partial(torch.empty_strided, device=device),
+        return {"_device": device, "_allocator": allocator(device),
                 "_ensure": functools.partial(ensure_layout, device=device),
                 "_new_err": functools.partial(torch.zeros, 1, dtype=torch.int32, device=device),
                 "_current_stream": current_stream if self.on_gpu else _no_stream}

@@ -20,6 +20,7 @@ from typing import Any, Dict, Optional
 import torch
 
 from codegen import codecache
+from pydynamo import tensor_check
 from pydynamo.user_errors import raise_at
 
 log = logging.getLogger("pydynamo.codegen")
@@ -42,7 +43,7 @@ class CppRuntime:
     calls. pipeline.Backend (the C++ target) is this plus lowering and printing."""
 
     def namespace(self, g) -> Dict[str, Any]:
-        return {"_empty": torch.empty_strided, "_ensure": ensure_layout}
+        return {"_allocator": allocator(torch.device("cpu")), "_ensure": ensure_layout}
 
     def load(self, source, options):
         return codecache.load_library(source, options.vector_width)
@@ -60,11 +61,74 @@ CPP_RUNTIME = CppRuntime()
 def base_namespace(consts, externs, scalar_fns, backend_ns, eager_grad, mismatch) -> Dict[str, Any]:
     """What every wrapper's code refers to besides its kernels and constants (also rebuilt by a
     wrapper run on its own: codegen/standalone.py)."""
+    entry, make_specs = entry_check()
     return {"torch": torch, "_consts": consts, "_externs": externs,
             "_grad_enabled": torch.is_grad_enabled, "_kernel_error": kernel_error,
             "_extern_error": extern_error, "_ShapeMismatch": ShapeMismatch,
             "_scalar_fns": scalar_fns, **backend_ns, "_eager_grad": eager_grad,
-            "_mismatch": mismatch}
+            "_mismatch": mismatch, "_entry": entry, "_make_entry_specs": make_specs}
+
+
+def allocator(device: torch.device):
+    """`_allocator(dtype)`, which a wrapper calls once per dtype it allocates when it loads:
+    a bound `new_empty_strided(size, stride)` of an empty tensor of that dtype on the graph's
+    device (the same tensor `torch.empty_strided(size, stride, dtype=, device=)` makes,
+    without parsing the dtype and device keywords on every allocation: 1.34 against 1.72 us
+    on the 2-core CPU)."""
+    return lambda dtype: torch.empty(0, dtype=dtype, device=device).new_empty_strided
+
+
+def entry_check():
+    """(entry, make_specs): a wrapper's entry check of all its tensor inputs in one call,
+    `_entry(tensors, _entry_specs, grad)` with `_entry_specs = _make_entry_specs(rows)` made
+    when the wrapper loads (rows: (dtype, device string, sizes, strides), None = any size).
+    Returns -2 for autograd's path (grad mode on and grad == 2, or grad == 1 and an input
+    requires grad), the index of the first input whose dtype, device, sizes (rank) or strides
+    differ, or -1. The C++ tensor check's `entry` where it is built (pydynamo/tensor_check.py);
+    otherwise the specs are a straight-line Python function of the same predicate."""
+    mod = tensor_check.module()
+    if mod is None:
+        return _python_entry, _python_specs
+    return mod.entry, lambda rows: tuple(
+        mod.make_spec(torch.Tensor, dt, dev, sizes, strides, False, False, -1, -1)
+        for dt, dev, sizes, strides in rows)
+
+
+def _python_entry(tensors, specs, grad) -> int:
+    return specs(tensors, grad)
+
+
+def _python_specs(rows):
+    lines = ["def check(ts, grad):",
+             "    if grad and _grad_enabled() and (grad == 2 or any(getattr(t, 'requires_grad', "
+             "False) for t in ts)):",
+             "        return -2"]
+    consts = {"_T": torch.Tensor, "_grad_enabled": torch.is_grad_enabled}
+    for i, (dt, dev, sizes, strides) in enumerate(rows):
+        consts[f"_dt{i}"], consts[f"_dev{i}"] = dt, torch.device(dev)
+        conds = ["not isinstance(t, _T)", f"t.dtype is not _dt{i}", f"t.device != _dev{i}"]
+        if None not in sizes and None not in strides:
+            conds += [f"t.shape != {tuple(sizes)}", f"t.stride() != {tuple(strides)}"]
+        else:
+            conds.append(f"t.dim() != {len(sizes)}")
+            conds += [f"t.shape[{d}] != {n}" for d, n in enumerate(sizes) if n is not None]
+            conds += [f"t.stride({d}) != {n}" for d, n in enumerate(strides) if n is not None]
+        lines += [f"    t = ts[{i}]", f"    if {' or '.join(conds)}:", f"        return {i}"]
+    exec("\n".join(lines + ["    return -1", ""]), consts)
+    return consts["check"]
+
+
+def python_entry(tensors, specs, grad) -> int:
+    if grad and torch.is_grad_enabled() and \
+            (grad == 2 or any(getattr(t, "requires_grad", False) for t in tensors)):
+        return -2
+    for i, (t, (dtype, device, sizes, strides)) in enumerate(zip(tensors, specs)):
+        if not isinstance(t, torch.Tensor) or t.dtype is not dtype or t.device != device or \
+                t.dim() != len(sizes) or \
+                any(w is not None and g != w for g, w in zip(t.shape, sizes)) or \
+                any(w is not None and g != w for g, w in zip(t.stride(), strides)):
+            return i
+    return -1
 
 
 def fallbacks(gm):

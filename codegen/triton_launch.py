@@ -241,23 +241,56 @@ def direct_launch(kinds: str, xblock: int, compiled: Dict[tuple, tuple], slow: C
     values `specialization_key` computes, and calls its launcher with the pointers as ints
     (Triton's launcher then neither calls `data_ptr` nor asks the driver to validate each
     pointer, `cuPointerGetAttribute`: the wrapper's entry checks pinned every buffer's device);
-    a miss calls `slow(stream, grid, *args)`. `compiled` maps keys to `compiled_entry`s."""
+    a miss calls `slow(stream, grid, *args)`. `compiled` maps keys to `compiled_entry`s.
+
+    Armed: the first hit whose pointers are all 16-byte aligned (what the caching allocator
+    hands out, so nearly every call) recompiles the function (its `__code__`: the wrapper
+    holds the function object) with that entry's launcher and head, and the int arguments'
+    values and the float arguments' types, as globals. A later call with aligned pointers and
+    the same values has the same key, so it calls that launcher at once, without building the
+    key, hashing it and unpacking the entry (2.8 -> 1.4 us a launch of five arguments on the
+    2-core CPU); anything else takes the lookup."""
     params = [f"a{i}" for i in range(len(kinds))]
-    pre = [f"    {p}_ = {p}.data_ptr()" for p, k in zip(params, kinds) if k == "t"]
+    ptrs = [f"{p}_" for p, k in zip(params, kinds) if k == "t"]
     passed = [f"{p}_" if k == "t" else p for p, k in zip(params, kinds)]
     key = [_key_part(v, k) for v, k in zip(passed, kinds)]
-    src = (f"def launch(stream, grid, {', '.join(params)}):\n" + "".join(x + "\n" for x in pre)
-           + f"    hit = compiled.get(({''.join(x + ', ' for x in key)}))\n"
-           + "    if hit is None:\n"
-           + f"        return slow(stream, grid, {', '.join(params)})\n"
-           + "    if hit[2] == 'tuple':\n"
-           + "        hit[0](grid[0], grid[1], grid[2], stream, *hit[1], "
-           + f"({''.join(x + ', ' for x in passed)}{xblock},))\n"
-           + "    else:\n"
-           + "        hit[0](grid[0], grid[1], grid[2], stream, *hit[1], "
-           + f"{''.join(x + ', ' for x in passed)}{xblock})\n")
+    args = "".join(x + ", " for x in passed) + str(xblock)
+    aligned = f"({' | '.join(ptrs)}) & 15 == 0" if ptrs else "True"
+
+    def source(name: str, fast: str) -> str:
+        return (f"def {name}(stream, grid, {', '.join(params)}):\n"
+                + "".join(f"    {p}_ = {p}.data_ptr()\n" for p, k in zip(params, kinds) if k == "t")
+                + fast
+                + f"    hit = compiled.get(({''.join(x + ', ' for x in key)}))\n"
+                + "    if hit is None:\n"
+                + f"        return slow(stream, grid, {', '.join(params)})\n"
+                + f"    if arm is not None and {aligned}:\n"
+                + f"        arm(hit, {''.join(p + ', ' for p in params)})\n"
+                + "    if hit[2] == 'tuple':\n"
+                + f"        hit[0](grid[0], grid[1], grid[2], stream, *hit[1], ({args},))\n"
+                + "    else:\n"
+                + f"        hit[0](grid[0], grid[1], grid[2], stream, *hit[1], {args})\n")
     ns: Dict[str, object] = {"compiled": compiled, "slow": slow}
-    exec(src, ns)
+
+    def arm(hit, *values):
+        same = [f"{p} == I{i}" if k == "i" else f"type({p}) is T{i}"
+                for i, (p, k) in enumerate(zip(params, kinds)) if k != "t"]
+        for i, (v, k) in enumerate(zip(values, kinds)):
+            if k == "i":
+                ns[f"I{i}"] = v
+            elif k == "f":
+                ns[f"T{i}"] = type(v)
+        head = [f"H{j}" for j in range(len(hit[1]))]
+        ns.update(zip(head, hit[1]))
+        ns["F"] = hit[0]
+        tail = f"({args},)" if hit[2] == "tuple" else args
+        fast = (f"    if {' and '.join([aligned] + same)}:\n"
+                f"        return F(grid[0], grid[1], grid[2], stream, {', '.join(head + [tail])})\n")
+        exec(source("armed", fast), ns)
+        ns["arm"] = None
+        ns["launch"].__code__ = ns["armed"].__code__.replace(co_name="launch")
+    ns["arm"] = arm
+    exec(source("launch", ""), ns)
     return ns["launch"]
 
 

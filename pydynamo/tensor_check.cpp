@@ -5,6 +5,7 @@
 #include <Python.h>
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/Dtype.h>
+#include <ATen/core/grad_mode.h>
 #include <vector>
 #include <string>
 
@@ -101,9 +102,55 @@ PyObject* check(PyObject*, PyObject* const* a, Py_ssize_t n) {
   Py_RETURN_TRUE;
 }
 
+// entry(tensors, specs, grad) -> int: a generated wrapper's entry check of all its tensor
+// inputs in one call (codegen/wrapper.py; runtime.entry_check is the same predicate in Python).
+//   -2  grad mode is on and grad == 2 (a parameter needs grad), or grad == 1 and an input
+//       requires grad: the caller takes autograd's path;
+//   i   the first input whose dtype, device, sizes or strides differ from specs[i] (a -1 size
+//       or stride: any; the rank must match), or that is not a tensor;
+//   -1  every input matches. Class, requires_grad, inference and conj/neg are not compared:
+//       the wrapper's kernels do not depend on them (the frame's guards check them).
+PyObject* entry(PyObject*, PyObject* const* a, Py_ssize_t n) {
+  if (n != 3 || !PyTuple_Check(a[0]) || !PyTuple_Check(a[1]) ||
+      PyTuple_GET_SIZE(a[0]) != PyTuple_GET_SIZE(a[1])) {
+    PyErr_SetString(PyExc_TypeError, "entry(tensors: tuple, specs: tuple of equal length, grad)");
+    return nullptr;
+  }
+  Py_ssize_t count = PyTuple_GET_SIZE(a[0]);
+  long grad = PyLong_AsLong(a[2]);
+  if (grad == -1 && PyErr_Occurred()) return nullptr;
+  if (grad && at::GradMode::is_enabled()) {
+    if (grad == 2) return PyLong_FromLong(-2);
+    for (Py_ssize_t i = 0; i < count; ++i) {
+      PyObject* o = PyTuple_GET_ITEM(a[0], i);
+      if (THPVariable_Check(o) && THPVariable_Unpack(o).requires_grad())
+        return PyLong_FromLong(-2);
+    }
+  }
+  for (Py_ssize_t i = 0; i < count; ++i) {
+    PyObject* o = PyTuple_GET_ITEM(a[0], i);
+    auto* s = static_cast<Spec*>(PyCapsule_GetPointer(PyTuple_GET_ITEM(a[1], i),
+                                                      "pydynamo.TensorSpec"));
+    if (!s) return nullptr;
+    if (!THPVariable_Check(o)) return PyLong_FromSsize_t(i);
+    try {
+      const at::Tensor& t = THPVariable_Unpack(o);
+      if (t.scalar_type() != s->dtype ||
+          (s->cpu ? !t.is_cpu() : t.device() != s->device) ||
+          !same(t.sizes(), s->sizes) || !same(t.strides(), s->strides))
+        return PyLong_FromSsize_t(i);
+    } catch (...) {   // a layout without strides: not what the kernels were compiled for
+      return PyLong_FromSsize_t(i);
+    }
+  }
+  return PyLong_FromLong(-1);
+}
+
 PyMethodDef methods[] = {
   {"make_spec", (PyCFunction)(void (*)(void))make_spec, METH_FASTCALL, "a TensorSpec capsule"},
   {"check", (PyCFunction)(void (*)(void))check, METH_FASTCALL, "tensor matches spec"},
+  {"entry", (PyCFunction)(void (*)(void))entry, METH_FASTCALL,
+   "a wrapper's entry check: -2 autograd, i first mismatching input, -1 all match"},
   {nullptr, nullptr, 0, nullptr}};
 
 PyModuleDef module = {PyModuleDef_HEAD_INIT, "pydynamo._tensor_check", nullptr, -1, methods};

@@ -48,8 +48,8 @@ def test_pointwise_grid_and_allocations_come_from_the_size_arguments():
         a = torch.sin(x) * 2 + y - z
         return F.gelu(a) * torch.sigmoid(z), (a * z).abs()
     c, src = serves_all_sizes(f, lambda n: (randn(n, 16), randn(n, 1)), {0: [0], 1: [0]})
-    assert "s0 = arg0.shape[0]" in src and "_empty(((16 * s0),)" not in src
-    assert "_empty((s0, 16)" in src
+    assert "s0 = arg0.shape[0]" in src and "_empty_float32(((16 * s0),)" not in src
+    assert "_empty_float32((s0, 16)" in src
     launch = next(ln for ln in src.splitlines() if ln.strip().startswith("kernel0_") and "(_stream, " in ln)
     grid, args = launch.split("  #")[0].split("(_stream, ")[1].rstrip(")").split("), ", 1)
     assert "s0" in grid and "s0" in args.split(", ")       # the grid, a kernel argument

@@ -115,8 +115,8 @@ def test_transposed_operands_pad_in_storage_order_and_share_one_copy():
         return torch.randn(*shape, dtype=torch.bfloat16, device=DEVICE)
     args = (rand(10, 37), rand(37, 12), rand(10, 12), rand(37, 12))
     out, text = _wrapper_text(f, *args)
-    assert text.count("_empty((16, 40), (40, 1)") == 1, text   # g padded once
+    assert text.count("_empty_bfloat16((16, 40), (40, 1)") == 1, text   # g padded once
     assert "(40, 16), (1, 40)" in text                         # g.t(): its transposed view
-    assert "_empty((40, 16), (16, 1)" in text                  # v padded along its rows
+    assert "_empty_bfloat16((40, 16), (16, 1)" in text                  # v padded along its rows
     for got, want in zip(out, f(*args)):
         torch.testing.assert_close(got, want, rtol=1e-2, atol=1e-2)

@@ -260,3 +260,27 @@ def test_installed_tritons_launcher_has_a_known_form():
     ver = tuple(int(x) for x in triton.__version__.split(".")[:2])
     form = triton_launch.launcher_form(CudaLauncher.__new__(CudaLauncher))
     assert form == ("flat" if ver <= (3, 6) else "tuple"), (triton.__version__, form)
+
+
+def test_an_armed_launcher_takes_its_shortcut_only_for_the_same_specialization(monkeypatch):
+    """After its first aligned hit the launch function is recompiled with that kernel bound:
+    a later call with aligned pointers and the same int values (float types) calls it at
+    once; a misaligned pointer, another int value or a float given as an int goes through the
+    key and compiles or finds its own specialization, as before arming."""
+    lt, fn = launcher(monkeypatch, "tif")
+    base = torch.randn(64)
+    lt(None, (1, 1, 1), base, 32, 0.5)           # compiles (1)
+    lt(None, (1, 1, 1), base, 32, 0.5)           # hit: arms with kernel 1
+    code = lt.launch.__code__
+    lt(None, (2, 1, 1), base[4:], 32, 0.25)      # aligned, same int, a float: the shortcut
+    assert lt.launch.__code__ is code
+    assert fn.log[-1] == ("direct", 1, 2, 1, 1, None, "fn1", "meta1", None, None, None,
+                          base[4:].data_ptr(), 32, 0.25, 128)
+    lt(None, (1, 1, 1), base[1:], 32, 0.5)       # misaligned: another specialization
+    lt(None, (1, 1, 1), base, 48, 0.5)           # 48: the same key as 32 (both /16)
+    assert fn.compiles == 2 and fn.log[-1][:2] == ("direct", 1)
+    lt(None, (1, 1, 1), base, 33, 0.5)           # not divisible by 16: compiles
+    lt(None, (1, 1, 1), base, 32, 1)             # an int where the float was: compiles
+    assert fn.compiles == 4
+    lt(None, (1, 1, 1), base, 32, 0.5)
+    assert fn.log[-1][:2] == ("direct", 1)
