@@ -15,6 +15,7 @@ pipeline the block is inert: that namespace has no `__name__`.
 from __future__ import annotations
 
 import importlib
+import sys
 from typing import Any, Dict, Optional
 
 import torch
@@ -91,10 +92,24 @@ def qualified_name(target) -> Optional[str]:
 
 
 def resolve(name: str):
+    """The object `qualified_name` named: the longest importable module prefix, then attributes.
+    A module already loaded is read from sys.modules first (a warm hit resolves its wrappers'
+    externs here: importing 'torch._addmm_activation' searched torch's folder for a submodule
+    before falling back to 'torch'); where the attributes do not lead on from there (a submodule
+    not loaded yet), the prefixes are imported as before."""
     if name.startswith("Tensor."):
         from codegen.graph import _MethodCaller
         return _MethodCaller(name[len("Tensor."):])
     parts = name.split(".")
+    for i in range(len(parts), 0, -1):
+        obj = sys.modules.get(".".join(parts[:i]))
+        if obj is not None:
+            try:
+                for p in parts[i:]:
+                    obj = getattr(obj, p)
+                return obj
+            except AttributeError:
+                break
     for i in range(len(parts), 0, -1):
         try:
             obj = importlib.import_module(".".join(parts[:i]))

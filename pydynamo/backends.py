@@ -15,19 +15,20 @@ runs eagerly (warned), so nothing breaks. Any callable is accepted as a backend 
 """
 from __future__ import annotations
 
-import dataclasses
 import warnings
 from typing import Callable, Union
 
 import torch
 
 from pydynamo import autocast as _autocast
-from pydynamo.cudagraphs import cudagraphs
 from pydynamo.exc import InvalidArgument, InvalidBackend, PydynamoWarning
-from pydynamo.mutation import node_mutation
 from pydynamo.stages import lazy
 
-aot = lazy("pydynamo.aot")     # the training stage (pydynamo/stages.py: off a warm hit's path)
+# stages (pydynamo/stages.py): off a warm hit's path, which runs code compiled earlier and asks
+# nothing of a backend but optimize()'s settings check
+aot = lazy("pydynamo.aot")     # the training stage
+_cudagraphs = lazy("pydynamo.cudagraphs")      # the "cudagraphs" backend
+mutation = lazy("pydynamo.mutation")   # in-place writes of a graph's nodes (what functionalizes)
 
 _REGISTRY: dict[str, Callable] = {}
 
@@ -93,7 +94,9 @@ def _check_codegen_options(options: dict, mode) -> None:
         from codegen.options import Options
     except ImportError:   # no codegen: its backend runs graphs eagerly (warned when it does)
         return
-    known = sorted(f.name for f in dataclasses.fields(Options))
+    # the record's field names (pydynamo/records.py), not dataclasses.fields: that would run
+    # Options' deferred dataclass declaration on every optimize(), a warm hit's included
+    known = sorted(Options._record_fields)
     for name in options:
         if name not in known:
             raise RuntimeError(f"Unexpected optimization option {name}, known options are {known}")
@@ -200,9 +203,14 @@ def _autocast_regions(gm) -> bool:
 
 
 def _writes_in_place(gm) -> bool:
-    return any(node_mutation(n, gm) is not None for n in gm.graph.nodes
+    return any(mutation.node_mutation(n, gm) is not None for n in gm.graph.nodes
                if n.op in ("call_function", "call_method", "call_module"))
 
 
 register_backend("inductor", codegen_backend)
-register_backend("cudagraphs", cudagraphs)   # CUDA-graph replay of the eager ops (pydynamo/cudagraphs.py)
+
+
+@register_backend("cudagraphs")
+def cudagraphs(gm, example_inputs):
+    """CUDA-graph replay of the eager ops (pydynamo/cudagraphs.py, imported at the first graph)."""
+    return _cudagraphs.cudagraphs(gm, example_inputs)

@@ -46,7 +46,7 @@ from pydynamo.code_origins import user_frame_name
 from pydynamo.eval_frame import on_reset
 from pydynamo.exc import (BackendCompilerFailed, FullGraphError, GraphBreak, GraphBreakWarning,
                           RecompileError, RecompileLimitWarning, Unsupported)
-from pydynamo.executor import installed
+from pydynamo import installed
 from pydynamo.guards import compile_guards, current_global_state, Guard, GuardKind, ShapeGuards
 from pydynamo.records import record
 from pydynamo.skipfiles import skip_reason

@@ -71,7 +71,7 @@ sizes, or whose only backward is a variant. A training hit imports pydynamo.aot 
 imports sympy), not the executor or codegen's lowering.
 
 The hit path (what a new process imports to run a loaded frame) is guards, this module,
-executor/installed.py (the output code's run-time half) and codegen/runtime.py (a wrapper's);
+pydynamo/installed.py (the output code's run-time half) and codegen/runtime.py (a wrapper's);
 tracing, training, recompile explanations and codegen's lowering are stages bound lazily
 (pydynamo/stages.py), so a hit never imports them (sympy alone is about 0.3 s);
 tests/cache/test_warm_start.py checks it in a fresh interpreter. This module is the reading
@@ -112,7 +112,7 @@ from codegen import codecache, run_wrapper, runtime
 from pydynamo import _C
 from pydynamo.eval_frame import on_reset
 from pydynamo.code_origins import origin_of, set_origin
-from pydynamo.executor import installed
+from pydynamo import installed
 from pydynamo.guards import Guard, GuardKind, ShapeGuards, compile_guards
 from pydynamo.stages import lazy
 

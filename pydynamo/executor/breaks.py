@@ -36,7 +36,7 @@ from pydynamo import logs
 from pydynamo.bytecode import UNBOUND, make_break_function, origin_of
 from pydynamo.bytecode.tables import parse_exception_table
 from pydynamo.exc import ReturnValue, Unsupported
-from pydynamo.executor.installed import run_break as _run_break
+from pydynamo.installed import run_break as _run_break
 from pydynamo.executor.reconstruct import OutputCodegen, build_code, cells_of
 from pydynamo.executor.variables.amp import AutocastVariable
 from pydynamo.executor.variables.base import NULL, ListIteratorVariable, MethodProxyVariable, WithExitVariable

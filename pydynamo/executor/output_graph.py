@@ -40,7 +40,7 @@ from pydynamo import autocast as _autocast
 from pydynamo import meta as _meta
 from pydynamo import meta_direct as _direct
 from pydynamo.exc import BackendCompilerFailed, Unsupported
-from pydynamo.executor.installed import graph_ids as _graph_ids, install, register_graph_module, wrap_compiled
+from pydynamo.installed import graph_ids as _graph_ids, install, register_graph_module, wrap_compiled
 from pydynamo.executor.variables.base import VariableTracker
 from pydynamo.executor.variables.builtins import BuiltinVariable
 from pydynamo.executor.variables.constant import ConstantVariable, ObjectVariable, is_numpy_scalar

@@ -5,7 +5,7 @@ The replacement is generated as Python source with the original signature (same 
 kinds, cell and free variables), compiled, and its code object taken: the C hook requires the
 same argument/cell/free layout, which `build_code` checks before returning. Graph inputs are read
 through their sources (`x`, `self._parameters['weight']`); the compiled graph and any
-non-literal constants live in the frame's globals under `__pydynamo_*` names (executor/installed.py:
+non-literal constants live in the frame's globals under `__pydynamo_*` names (pydynamo/installed.py:
 removed again by reset()).
 Order inside the body: call the graph; compute every value to return or write into temporaries;
 apply the writes; return. Reading before writing keeps sources valid (a write cannot change what
@@ -21,7 +21,7 @@ import math
 import types
 
 from pydynamo.exc import Unsupported
-from pydynamo.executor.installed import cells_of, const_ids as _const_ids, install, register_source
+from pydynamo.installed import cells_of, const_ids as _const_ids, install, register_source
 from pydynamo.executor.variables.base import VariableTracker
 from pydynamo.executor.variables.constant import is_literal
 from pydynamo.executor.variables.containers import ConstDictVariable, ListVariable, SetVariable

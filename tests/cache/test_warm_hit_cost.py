@@ -26,6 +26,10 @@ OFF_HIT_PATH = (
     "pydynamo.hints",   # convert_frame: a failed translation's messages, a stage
     "pydynamo.warm_store",  # the warm cache's writing half (store, save/load_artifacts), a stage
     "pydynamo.distributed",     # convert_frame: DDP splits, the ranks' guard check (a stage)
+    "pydynamo.cudagraphs",      # backends: the "cudagraphs" backend, a stage
+    "pydynamo.mutation",        # backends: in-place writes of a graph's nodes, a stage
+    "pydynamo.executor",        # the package: the output code's run-time half is pydynamo/installed.py
+    "pydynamo.executor.installed",
 )
 
 # classes of the hit path with dataclass-generated methods, and why they stay: none now
@@ -36,9 +40,9 @@ GENERATED: set = set()
 
 # @record classes whose dataclass declaration a hit runs (records.py defers it to the first
 # dataclasses.fields/replace/is_dataclass; about 40 us a class, twenty on the hit path), and why:
-DECLARED = {
-    "codegen.options.Options",  # optimize() checks its options against the fields (backends.py)
-}
+# none now (codegen.options.Options was the last: optimize() checks its options against the
+# record's field names, backends.py)
+DECLARED: set = set()
 
 SCRIPT = r"""
 import json, sys, types

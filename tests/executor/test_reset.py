@@ -13,7 +13,7 @@ import torch
 
 import pydynamo
 from pydynamo import convert_frame
-from pydynamo.executor import installed
+from pydynamo import installed
 
 
 class Marker:

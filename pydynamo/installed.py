@@ -18,7 +18,8 @@ Invariants:
 The wrapper around each compiled graph's callable (`wrap_compiled`: the hook off while it runs,
 autocast regions closed if it raises) and the counters naming the `__pydynamo_*` globals live
 here too: the output code's run-time half, which a warm-start hit (pydynamo/warm_cache.py) needs
-without the executor's tracing half.
+without the executor's tracing half (a module of pydynamo's, not of the executor package, so a
+hit does not import that package either).
 """
 from __future__ import annotations
 
