@@ -108,3 +108,48 @@ def test_a_warm_hit_of_the_demo_imports_and_generates_nothing_it_does_not_need(t
     assert set(warm["generated"]) <= GENERATED, warm["generated"]
     assert warm["calls"] == [], warm["calls"]
     assert set(warm["declared"]) <= DECLARED, warm["declared"]
+
+
+class _Recorder:
+    """A meta path finder that records every module name the import system searches for."""
+
+    def __init__(self):
+        self.searched = []
+
+    def find_spec(self, name, path=None, target=None):
+        self.searched.append(name)
+        return None
+
+
+def test_resolving_an_extern_of_a_loaded_module_searches_for_no_submodule():
+    """codegen/standalone.resolve (a warm hit's wrapper externs): 'torch._addmm_activation'
+    is read from the loaded torch; it searched the folders for a submodule of that name first
+    (a failed import, before falling back to 'torch')."""
+    import torch
+    from codegen.standalone import resolve
+    rec = _Recorder()
+    sys.meta_path.insert(0, rec)
+    try:
+        got = [resolve(n) for n in ("torch._addmm_activation", "torch.ops.aten.mm.default",
+                                    "torch.nn.functional.linear")]
+    finally:
+        sys.meta_path.remove(rec)
+    assert got == [torch._addmm_activation, torch.ops.aten.mm.default, torch.nn.functional.linear]
+    assert rec.searched == []
+
+
+def test_resolve_still_imports_a_submodule_not_loaded_yet(tmp_path, monkeypatch):
+    """A loaded package whose attributes do not lead to the name (its submodule not imported
+    yet): the prefixes are imported as before."""
+    from codegen.standalone import resolve
+    pkg = tmp_path / "warm_resolve_pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub.py").write_text("VALUE = object()\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in ("warm_resolve_pkg", "warm_resolve_pkg.sub"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    import warm_resolve_pkg      # noqa: F401  (the package loaded, its submodule not)
+    assert "warm_resolve_pkg.sub" not in sys.modules
+    got = resolve("warm_resolve_pkg.sub.VALUE")
+    assert got is sys.modules["warm_resolve_pkg.sub"].VALUE
