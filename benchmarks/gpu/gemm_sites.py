@@ -125,7 +125,7 @@ def main():
         rows.append((n * plain, n, sig, plain, padded, padded_copy, contig))
     rows.sort(key=lambda r: -r[0])
     print(f"== {a.engine} {a.dtype}: {sum(log.calls.values())} GEMM calls, "
-          f"{sum(r[0] for r in rows) / 1000:.3f} ms alone (sum of count x median)")
+          f"{sum(r[0] for r in rows):.3f} ms alone (sum of count x median)")
     print("  step us  n  op       plain us  padded  pad+copy  contiguous  operands (shape stride dtype)")
     f = lambda v: f"{v * 1000:8.1f}" if v is not None else "       -"   # noqa: E731
     for total, n, sig, plain, padded, padded_copy, contig in rows:
