@@ -118,19 +118,6 @@ def _python_specs(rows):
     return consts["check"]
 
 
-def python_entry(tensors, specs, grad) -> int:
-    if grad and torch.is_grad_enabled() and \
-            (grad == 2 or any(getattr(t, "requires_grad", False) for t in tensors)):
-        return -2
-    for i, (t, (dtype, device, sizes, strides)) in enumerate(zip(tensors, specs)):
-        if not isinstance(t, torch.Tensor) or t.dtype is not dtype or t.device != device or \
-                t.dim() != len(sizes) or \
-                any(w is not None and g != w for g, w in zip(t.shape, sizes)) or \
-                any(w is not None and g != w for g, w in zip(t.stride(), strides)):
-            return i
-    return -1
-
-
 def fallbacks(gm):
     """The two eager escapes every generated wrapper calls from its entry check."""
     warned = []      # once per reason: "grad", None (inputs differ) or a size relation
