@@ -248,8 +248,8 @@ def direct_launch(kinds: str, xblock: int, compiled: Dict[tuple, tuple], slow: C
     holds the function object) with that entry's launcher and head, and the int arguments'
     values and the float arguments' types, as globals. A later call with aligned pointers and
     the same values has the same key, so it calls that launcher at once, without building the
-    key, hashing it and unpacking the entry (2.8 -> 1.4 us a launch of five arguments on the
-    2-core CPU); anything else takes the lookup."""
+    key, hashing it and unpacking the entry (1.05 -> 0.61 us of Python a launch of five
+    arguments, benchmarks/host_calls.py on the idle 2-core CPU); anything else takes the lookup."""
     params = [f"a{i}" for i in range(len(kinds))]
     ptrs = [f"{p}_" for p, k in zip(params, kinds) if k == "t"]
     passed = [f"{p}_" if k == "t" else p for p, k in zip(params, kinds)]
