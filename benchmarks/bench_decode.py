@@ -6,7 +6,9 @@ a time, the forward compiled with mode="reduce-overhead".
 
 Engines: eager (the model's own forward), torch.compile(model.forward, mode="reduce-overhead")
 (each forward preceded by torch.compiler.cudagraph_mark_step_begin(), as its docs ask of a
-loop that keeps outputs across steps) and pydynamo.optimize(model.forward, backend="codegen",
+loop that keeps outputs across steps), optionally torch_compile_default (torch.compile(model.forward)
+without CUDA graphs: the reference where its reduce-overhead crashes, as it has on the static
+cache's CPU `cumulative_length` since session 15) and pydynamo.optimize(model.forward, backend="codegen",
 mode="reduce-overhead"). Models from transformers configs with random weights (seeded): a
 Llama-architecture model (hidden 1024, 12 layers, vocab 32000, ~215M parameters) and GPT-2
 small; dtypes fp32 and bf16; batch 1 and 8; a 16-token random prompt; 128 new tokens
@@ -113,6 +115,8 @@ def engine_forward(engine, forward):
         return forward
     if engine == "pydynamo":
         return pydynamo.optimize(forward, backend="codegen", mode="reduce-overhead")
+    if engine == "torch_compile_default":     # no CUDA graphs: the reference where its
+        return torch.compile(forward)          # reduce-overhead crashes on this model
     compiled = torch.compile(forward, mode="reduce-overhead")
 
     def step(*args, **kwargs):
@@ -168,9 +172,9 @@ def run_engine(engine, model, ids, new, repeats, device, row):
                 captures_timed=codegen.counters["cudagraph_captures"] - captures1,
                 plain_launch_graphs=d["cudagraph_plain_launch"],
                 cache_inputs_written_in_place=d["reinplaced_inputs"])
-        elif engine == "torch_compile":
+        elif engine.startswith("torch_compile"):
             from torch._dynamo.utils import counters
-            row["torch_compile_counts"] = dict(
+            row[f"{engine}_counts"] = dict(
                 frames=counters["frames"]["ok"], graphs=counters["stats"]["unique_graphs"],
                 breaks=sum(counters["graph_break"].values()),
                 cudagraph_skips=counters["inductor"]["cudagraph_skips"])
@@ -183,7 +187,7 @@ def run_engine(engine, model, ids, new, repeats, device, row):
         if engine == "pydynamo":
             convert_frame.RECORDERS.remove(counts)
             pydynamo.reset()
-        elif engine == "torch_compile":
+        elif engine.startswith("torch_compile"):
             torch._dynamo.reset()
 
 
@@ -262,10 +266,12 @@ def main():
                     elif out is not None and ref is not None:
                         row[f"{engine}_first_divergence"] = first_divergence(out, ref,
                                                                             a.prompt_len)
-                tc = row.get("torch_compile_tok_s")
-                for engine in ("eager", "pydynamo"):
-                    if tc and row.get(f"{engine}_tok_s"):
-                        row[f"{engine}_vs_torch_compile"] = round(row[f"{engine}_tok_s"] / tc, 3)
+                for ref_engine in ("torch_compile", "torch_compile_default"):
+                    tc = row.get(f"{ref_engine}_tok_s")
+                    for engine in ("eager", "pydynamo"):
+                        if tc and row.get(f"{engine}_tok_s"):
+                            row[f"{engine}_vs_{ref_engine}"] = round(
+                                row[f"{engine}_tok_s"] / tc, 3)
                 c = row.get("pydynamo_counts")
                 if c:
                     print(f"  pydynamo graphs: {c['graphs_compiled']} compiled, "
