@@ -12,7 +12,7 @@ Never a wrong answer: a graph the lowering cannot represent exactly, or any inte
 eagerly with one warning (options.strict re-raises, for tests); calls whose inputs need
 autograd, or differ from the compile-time inputs, run the original graph eagerly (counted in
 `counters`). The callable carries `.kernel_count`, `.stats`, `.wrapper_path`, `.library_path`
-(the Triton one also `.kernel_path`, `.kernel_source`).
+(the Triton one also `.kernel_path`, `.kernel_source`, `.launch_spec`).
 """
 from __future__ import annotations
 
@@ -182,9 +182,9 @@ def build(gm, g, backend: Backend, stats: CompileStats, options: Options, exampl
         wp.boxed = options.boxed
         wsrc = backend.wrapper_source(wp, g, f"{type(gm).__name__} ({backend.name}: "
                                              f"{kpath or 'no kernels'})")
-        wsrc += standalone.footer(backend, options, backend.source_path(kpath), {
-            k.name: backend.binding_spec(k, infos[k.name], wp) for k in kernels}, wp, g,
-            example_inputs)
+        bindings = {k.name: backend.binding_spec(k, infos[k.name], wp) for k in kernels}
+        wsrc += standalone.footer(backend, options, backend.source_path(kpath), bindings, wp, g,
+                                  example_inputs)
     with phases.phase("loading"):
         path = codecache.write_wrapper(wsrc)
     phases.generated("wrapper", path)
@@ -208,6 +208,10 @@ def build(gm, g, backend: Backend, stats: CompileStats, options: Options, exampl
     call.library_path = kpath
     if backend.source_attributes:
         call.kernel_path, call.kernel_source = kpath, src
+        # how each kernel is bound, as literals (the footer's, which a wrapper whose extern
+        # arguments have no text lacks): the warm cache's record of a Triton wrapper
+        call.launch_spec = {"bindings": bindings, "vector_width": options.vector_width,
+                            "fast_launch": options.triton_fast_launch}
     call._lib = module      # keep the library alive as long as the callable
     counters["graphs_compiled"] += 1
     counters[f"{backend.name}_graphs_compiled"] += 1

@@ -298,8 +298,8 @@ def _portable_guard(g: Guard, frame_locals, frame_globals, files) -> tuple:
         return ("type", g.source, _named(g.expected, where, files), g.origin)
     if k is GuardKind.TENSOR_MATCH:
         s: TensorSpec = g.expected
-        if s.device.type != "cpu":
-            raise Uncacheable(f"{where}: a {s.device.type} tensor (only CPU entries are cached)")
+        if s.device.type not in ("cpu", "cuda"):   # (the spec pins the device, index included)
+            raise Uncacheable(f"{where}: a {s.device.type} tensor (cached: CPU and CUDA)")
         return ("tensor", g.source, _named(s.cls, where, files), s, g.origin)
     if k is GuardKind.GLOBAL_STATE:
         return ("plain", g.source, k, _plain(g.expected, where), g.origin)
@@ -320,12 +320,10 @@ def _portable_graph(cg):
     gm = pickle.dumps(cg.gm, protocol=pickle.HIGHEST_PROTOCOL)
     if getattr(fn, "__self__", None) is cg.gm or getattr(fn, "wrapper_path", "x") is None:
         return ("eager", gm)     # gm.forward, or codegen's eager fallback: runs the graph
-    if getattr(fn, "wrapper_path", None) is None or getattr(fn, "kernel_path", None) is not None \
-            or type(fn) is not types.FunctionType or hasattr(fn, "boxed_entry"):
-        raise Uncacheable(f"graph {cg.name}: a compiled {type(fn).__qualname__} (cached: the "
-                          "eager backend and codegen's C++ wrappers)")
+    if hasattr(fn, "boxed_entry"):
+        raise Uncacheable(f"graph {cg.name}: a boxed wrapper outside a joint")
     autocast = any(n.target is _autocast.enter_autocast for n in cg.gm.graph.nodes)
-    return ("cpp", gm) + _wrapper_record(cg.name, fn) + (autocast,)
+    return _wrapper_record(cg.name, fn, gm) + (autocast,)
 
 
 def _portable_joint(cg, compiled) -> tuple:
@@ -360,20 +358,29 @@ def _portable_joint(cg, compiled) -> tuple:
 
 def _portable_compiled(name: str, gm, fn) -> tuple:
     """One compiled half of a joint: ("eager", gm) where it runs its graph (the aot_eager
-    backend, codegen's eager fallback), else ("cpp", gm, <the wrapper's record>)."""
+    backend, codegen's eager fallback), else ("cpp" | "triton", gm, <the wrapper's record>)."""
     data = pickle.dumps(gm, protocol=pickle.HIGHEST_PROTOCOL)
     if getattr(fn, "__self__", None) is gm or getattr(fn, "wrapper_path", "x") is None:
         return ("eager", data)
-    if type(fn) is not types.FunctionType or getattr(fn, "wrapper_path", None) is None \
-            or getattr(fn, "kernel_path", None) is not None:
-        raise Uncacheable(f"graph {name}: a compiled {type(fn).__qualname__} in its joint")
-    return ("cpp", data) + _wrapper_record(name, fn)
+    return _wrapper_record(name, fn, data)
 
 
-def _wrapper_record(name: str, fn) -> tuple:
-    """What codegen/run_wrapper.namespace needs to rebuild a C++ wrapper's namespace, read from
-    the live one (`fn.__globals__`, pipeline.build's): its spec, kernels' source, extern
-    arguments and constants."""
+def _wrapper_record(name: str, fn, gm: bytes) -> tuple:
+    """(kind, gm, wrapper source, kernels' source, spec, extern arguments and constants, the
+    wrapper's code) of a codegen wrapper, kind "cpp" or "triton": what
+    codegen/run_wrapper.namespace needs to rebuild its namespace, read from the live one
+    (`fn.__globals__`, pipeline.build's). A wrapper behind CUDA-graph replay (mode
+    "reduce-overhead") is recorded as the wrapper, and the replay's settings go in the spec
+    (`cudagraphs`): a load wraps the rebuilt wrapper in a new runner, which captures again."""
+    replay, launch_spec = None, getattr(fn, "launch_spec", None)
+    if (type(fn).__module__, type(fn).__qualname__) == ("codegen.cudagraphs", "CudaGraphRunner"):
+        replay = {"mutated": list(fn.mutated), "copy_back": list(fn.copy_back),
+                  "outputs": fn.outputs, "matches": fn.matches is not None}
+        fn = fn.fn
+    if type(fn) is not types.FunctionType or getattr(fn, "wrapper_path", None) is None:
+        raise Uncacheable(f"graph {name}: a compiled {type(fn).__qualname__} (cached: the eager "
+                          "backend, codegen's C++ and Triton wrappers)")
+    triton = hasattr(fn, "kernel_source")      # (pipeline.build: the Triton backend's callable)
     ns = fn.__globals__
     with open(fn.wrapper_path) as f:
         wsrc = f.read()
@@ -383,9 +390,29 @@ def _wrapper_record(name: str, fn) -> tuple:
     if None in externs:
         raise Uncacheable(f"graph {name}: extern {ns['_externs'][externs.index(None)]!r} has no "
                           "importable name")
+    if triton:
+        ksrc, bindings, width, fast, device = _triton_parts(name, fn, launch_spec)
+    else:
+        ksrc, bindings, width = _cpp_parts(name, fn)
+        fast, device = Options().triton_fast_launch, "cpu"
+    constants = {k: v for k, v in ns.items() if isinstance(v, torch.Tensor)}
+    spec = {"backend": "triton" if triton else "cpp", "device": device,
+            "kernels_path": "<entry>" if ksrc else None, "vector_width": width,
+            "fast_launch": fast, "bindings": bindings, "externs": externs, "consts": [],
+            "constants": dict.fromkeys(constants), "cudagraphs": replay}
+    # the wrapper's code compiled now (marshal), so a load does not compile it again (about as
+    # long as the rest of a hit's rebuild); used where the wrapper file is at the same path then
+    code = marshal.dumps(compile(wsrc, fn.wrapper_path, "exec"))
+    return (spec["backend"], gm, wsrc, ksrc, spec, pickle.dumps(
+        (list(ns["_consts"]), constants), protocol=pickle.HIGHEST_PROTOCOL), code)
+
+
+def _cpp_parts(name: str, fn) -> tuple:
+    """(kernels' source, bindings, vector width) of a C++ wrapper: each kernel's ctypes
+    argument kinds, the library's source checked to be the one its name hashes."""
     kind_of = {v: k for k, v in runtime.CTYPES_BY_KIND.items()}
     bindings = {}
-    for k, v in ns.items():
+    for k, v in fn.__globals__.items():
         if isinstance(v, ctypes._CFuncPtr):
             kinds = {f"a{i}": kind_of[t] for i, t in enumerate(v.argtypes)}
             bindings[k] = {"args": list(kinds), "kinds": kinds}
@@ -399,16 +426,21 @@ def _wrapper_record(name: str, fn) -> tuple:
         if not widths:
             raise Uncacheable(f"graph {name}: its kernels' source is not its library's")
         width = widths[0]
-    constants = {k: v for k, v in ns.items() if isinstance(v, torch.Tensor)}
-    spec = {"backend": "cpp", "device": "cpu", "kernels_path": "<entry>" if ksrc else None,
-            "vector_width": width, "fast_launch": Options().triton_fast_launch,
-            "bindings": bindings, "externs": externs, "consts": [],
-            "constants": dict.fromkeys(constants)}
-    # the wrapper's code compiled now (marshal), so a load does not compile it again (about as
-    # long as the rest of a hit's rebuild); used where the wrapper file is at the same path then
-    code = marshal.dumps(compile(wsrc, fn.wrapper_path, "exec"))
-    return (wsrc, ksrc, spec, pickle.dumps((list(ns["_consts"]), constants),
-                                           protocol=pickle.HIGHEST_PROTOCOL), code)
+    return ksrc, bindings, width
+
+
+def _triton_parts(name: str, fn, launch_spec) -> tuple:
+    """(kernels' source, bindings, vector width, fast launch, device) of a Triton wrapper: how
+    each kernel is bound (block size, warps, launch argument kinds) is what pipeline.build kept
+    (`launch_spec`); the kernels' module is its own source (loaded from it again: on CUDA,
+    Triton's on-disk cache makes its compile a hit)."""
+    if not isinstance(launch_spec, dict):
+        raise Uncacheable(f"graph {name}: a Triton wrapper without its kernels' bindings")
+    ksrc = fn.kernel_source if fn.kernel_path else None
+    if (ksrc is None) != (not launch_spec["bindings"]):
+        raise Uncacheable(f"graph {name}: its kernels' source and bindings disagree")
+    return (ksrc, launch_spec["bindings"], launch_spec["vector_width"],
+            launch_spec["fast_launch"], str(fn.__globals__["_device"]))
 
 
 # ------------------------------------------------------------------ moving a warm cache

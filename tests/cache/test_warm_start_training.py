@@ -44,30 +44,10 @@ MODEL = textwrap.dedent("""
 # key argv[3]): three training steps (SGD) side by side with eager's (argv[4] "forward_only":
 # one forward); prints what it traced, loaded, compiled and imported, and whether every loss
 # and gradient matched.
-FRESH = fresh.PRELUDE + textwrap.dedent("""
-    import copy
+FRESH = fresh.PRELUDE + fresh.TRAIN_STEPS + textwrap.dedent("""
     model = mod.build()
-    ref = copy.deepcopy(model)
     compiled = pydynamo.optimize(model, backend="codegen")
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1)
-    ok = True
-    torch.manual_seed(1)
-    for step in range(3):
-        x = torch.randn(5, 6, requires_grad=step == 2)
-        xr = x.detach().clone().requires_grad_(x.requires_grad)
-        loss = compiled(x).pow(2).mean()
-        if sys.argv[4:] == ["forward_only"]:
-            break
-        loss.backward()
-        want = ref(xr).pow(2).mean()
-        want.backward()
-        ok = ok and bool(torch.allclose(loss, want, atol=1e-5))
-        for p, q in zip(model.parameters(), ref.parameters()):
-            ok = ok and bool(torch.allclose(p.grad, q.grad, atol=1e-5))
-        if x.requires_grad:
-            ok = ok and bool(torch.allclose(x.grad, xr.grad, atol=1e-5))
-        opt.step(); ref_opt.step(); opt.zero_grad(); ref_opt.zero_grad()
+    ok = train_steps(model, compiled, forward_only=sys.argv[4:] == ["forward_only"])
     aot = sys.modules.get("pydynamo.aot.runtime")
     counters = dict(aot.counters) if aot else {}
     print(json.dumps({"traced": traced, "hits": warm_cache.stats["hits"],
