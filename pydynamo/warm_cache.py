@@ -118,6 +118,7 @@ from pydynamo.stages import lazy
 
 aot_runtime = lazy("pydynamo.aot.runtime")  # the training stage: only a training entry loads it
 
+cudagraphs = lazy("codegen.cudagraphs")  # CUDA-graph replay: only its entries load it
 log = logging.getLogger("pydynamo.warm_cache")
 
 FORMAT = "4"
@@ -522,6 +523,9 @@ def _rebuild_compiled(rec: tuple, gm, boxed: bool = False):
 def _rebuild_joint(rec: tuple):
     _, gm_data, epilogue, fw_rec, bw_rec, bw_gm, grad_positions, num_saved, autocast = rec
     gm = _LazyGraph(gm_data)
+    if spec["device"] == "cpu" and spec["backend"] == "triton" and \
+            os.environ.get("TRITON_INTERPRET", "0") != "1":
+        raise Stale("Triton kernels on CPU tensors, and this process does not interpret them")
     fields = pickle.loads(epilogue)
     fields["computed"] = [None] * fields["computed"]     # (only their number is read)
     joint = aot_runtime.Joint(gm=None, **fields)
@@ -529,6 +533,12 @@ def _rebuild_joint(rec: tuple):
     if bw_rec is not None:
         bw = _rebuild_compiled(bw_rec, _LazyGraph(bw_rec[1]), boxed=True)
         bw_graph, bw_compiler = _backward_graph(*bw_gm), _eager_variant
+    replay = spec.get("cudagraphs")
+    if replay:          # mode "reduce-overhead": a new runner around the wrapper (captures anew)
+        call = cudagraphs.CudaGraphRunner(call, replay["mutated"],
+                                          ns.get("matches") if replay["matches"] else None,
+                                          copy_back=replay["copy_back"], outputs=replay["outputs"])
+        return (lambda args: call(*args)) if boxed else call
     fw = _rebuild_compiled(fw_rec, _LazyGraph(fw_rec[1]))
     c = aot_runtime.CompiledJoint.loaded(joint, fw, bw, bw_graph,
                                          grad_positions, num_saved, bw_compiler, "loaded")
