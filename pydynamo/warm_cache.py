@@ -119,6 +119,8 @@ from pydynamo.stages import lazy
 aot_runtime = lazy("pydynamo.aot.runtime")  # the training stage: only a training entry loads it
 
 cudagraphs = lazy("codegen.cudagraphs")  # CUDA-graph replay: only its entries load it
+aot_recorder = lazy("pydynamo.aot.recorder")  # (a joint with symbolic sizes)
+
 log = logging.getLogger("pydynamo.warm_cache")
 
 FORMAT = "4"
@@ -542,11 +544,31 @@ def _rebuild_joint(rec: tuple):
     fw = _rebuild_compiled(fw_rec, _LazyGraph(fw_rec[1]))
     c = aot_runtime.CompiledJoint.loaded(joint, fw, bw, bw_graph,
                                          grad_positions, num_saved, bw_compiler, "loaded")
-    return installed.wrap_compiled(gm, aot_runtime._dispatching(gm, c, None, dynamic=False),
-                                   autocast)
+    return installed.wrap_compiled(gm, aot_runtime._dispatching(
+        gm, c, _EagerJoint(gm).rebuild, dynamic=sizes is not None), autocast)
 
 
+class _EagerJoint:
+    """A loaded joint with symbolic sizes, at sizes its relations do not admit (the frame's
+    guards do): no recorder runs on a hit, so the graph runs with eager autograd (a cold
+    process records a joint for them; logged once per size signature)."""
+
+    def __init__(self, gm):
+        self.gm, self.joint = gm, types.SimpleNamespace(sizes=None, mutated=[])
+
+    def rebuild(self, args) -> "_EagerJoint":
+        log.info("pydynamo warm cache: a loaded training graph runs with eager autograd at sizes "
+                 "its recording does not admit")
+        return self
+
+    def __call__(self, *args):
+        return self.gm.forward(*args)
+
+
+    sizes = fields.pop("sizes", None)
 def _eager_variant(gm, example_args):
+    if sizes is not None:   # symbolic sizes: its relations and the aliases' geometry made again
+        aot_recorder.attach_sizes(joint, sizes)
     """A loaded joint's backward variant for absent tangents (rare: an output the loss does not
     reach, first seen after the load): its graph, run eagerly."""
     return gm.forward
@@ -554,13 +576,13 @@ def _eager_variant(gm, example_args):
 
 def _backward_graph(data: bytes, placeholders: list):
     """A loaded joint's backward graph, unpickled only for a variant (runtime.backward_graph):
-    pickle drops node.meta, so the placeholders' (shape, dtype, device) that
-    runtime._zero_tangents reads are put back."""
+    pickle drops node.meta, so the placeholders' records that runtime._zero_tangents reads
+    (TensorMeta; with symbolic sizes also the size symbols' own) are put back."""
     def load():
         gm = pickle.loads(data)
-        for p, spec in zip([n for n in gm.graph.nodes if n.op == "placeholder"], placeholders):
-            if spec is not None:
-                p.meta["val"] = types.SimpleNamespace(shape=spec[0], dtype=spec[1], device=spec[2])
+        for p, val in zip([n for n in gm.graph.nodes if n.op == "placeholder"], placeholders):
+            if val is not None:
+                p.meta["val"] = val
         return gm
     return load
 

@@ -524,6 +524,23 @@ def _bindings(sources) -> list:
     """Lines of generated Python reading each symbol from the call's arguments."""
     return [f"    {s.name} = " + {"size": f"args[{i}].shape[{d}]", "stride": f"args[{i}].stride({d})",
                                    "int": f"args[{i}]"}[kind]
+def attach_sizes(joint: Joint, spec: SizeSpec) -> None:
+    """`joint` serves the calls `spec` admits: the geometry of its aliased outputs and of its
+    views' bases as functions of a call's sizes. Also how the warm cache rebuilds a stored
+    joint (pydynamo/warm_cache.py: the spec stored without its generated functions, which
+    are made again here from its source and expressions)."""
+    if spec.admits is None:
+        spec.admits = _function(spec.source, "admits")
+    joint.sizes = spec
+    for kind, a in joint.user_outputs:
+        if kind == "alias" and a.kind != "input":
+            a.at = spec.function((a.size, a.stride, a.offset))
+    if joint.view_bases:
+        keys = list(joint.view_bases)
+        at = spec.function(tuple(joint.view_bases[k] for k in keys))
+        joint.view_bases_at = lambda args: dict(zip(keys, at(args)))
+
+
             for s, (i, kind, d) in sources.items()]
 
 
@@ -1064,14 +1081,7 @@ class Recorder:
         finally:
             torch.set_grad_enabled(grad_mode)
         if self.sizes is not None:
-            joint.sizes = spec = SizeSpec.build(values, self.sizes)
-            for kind, a in joint.user_outputs:
-                if kind == "alias" and a.kind != "input":
-                    a.at = spec.function((a.size, a.stride, a.offset))
-            if joint.view_bases:
-                keys = list(joint.view_bases)
-                at = spec.function(tuple(joint.view_bases[k] for k in keys))
-                joint.view_bases_at = lambda args: dict(zip(keys, at(args)))
+            attach_sizes(joint, SizeSpec.build(values, self.sizes))
             joint.gm.meta["size_hints"] = dict(self.sizes.hints)
             joint.gm.meta["size_nodes"] = {s: self.sizes.nodes[s] for s in self.sizes.sources}
         return joint
