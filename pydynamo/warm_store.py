@@ -15,6 +15,7 @@ line), never an error to the user; the guard function compiled here is the one a
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import hashlib
 import io
 import linecache
@@ -26,6 +27,7 @@ import types
 import zipfile
 from typing import Optional
 
+import sympy
 import torch
 
 from codegen import codecache, runtime, standalone
@@ -33,6 +35,7 @@ from codegen.options import VECTOR_WIDTHS, Options
 from pydynamo import _C
 from pydynamo import autocast as _autocast
 from pydynamo.code_origins import origin_of
+from pydynamo.meta import TensorMeta
 from pydynamo.guards import Guard, GuardKind, ShapeGuards, TensorSpec, compile_guards, guard_rank, text_key
 from pydynamo.stages import lazy
 from pydynamo.warm_cache import (FORMAT, Uncacheable, _code_hash, _entry_rel, _frames_dir, _guard,
@@ -333,20 +336,27 @@ def _portable_joint(cg, compiled) -> tuple:
     the backward graph (for a variant with absent tangents, run eagerly after a load) and what
     the runtime's epilogue reads of the joint."""
     joint = compiled.joint
-    if getattr(joint, "sizes", None) is not None or aot_runtime.is_dynamic(cg.gm):
-        raise Uncacheable(f"graph {cg.name}: a training graph with dynamic sizes")
-    if any(kind == "alias" and getattr(what, "at", None) is not None
-           for kind, what in joint.user_outputs):
-        raise Uncacheable(f"graph {cg.name}: an output view with symbolic geometry")
+    sizes = joint.sizes
+    if sizes is None and aot_runtime.is_dynamic(cg.gm):
+        # (its dispatcher records a joint per new signature: a load has no recorder to call)
+        raise Uncacheable(f"graph {cg.name}: a graph with symbolic sizes recorded at concrete "
+                          "ones")
+    # symbolic sizes: the spec and the aliases' geometry without their generated functions
+    # (recorder.attach_sizes makes them again at load from the spec's source and expressions)
+    user_outputs = [(kind, dataclasses.replace(what, at=None) if kind == "alias" else what)
+                    for kind, what in joint.user_outputs]
     epilogue = {"num_inputs": joint.num_inputs, "computed": len(joint.computed),
                 "differentiable": list(joint.differentiable), "mutated": list(joint.mutated),
-                "user_outputs": list(joint.user_outputs), "grad_inputs": list(joint.grad_inputs),
-                "num_tangents": joint.num_tangents, "view_bases": dict(joint.view_bases)}
+                "user_outputs": user_outputs, "grad_inputs": list(joint.grad_inputs),
+                "num_tangents": joint.num_tangents, "view_bases": dict(joint.view_bases),
+                "sizes": sizes and dataclasses.replace(sizes, admits=None)}
     fw = _portable_compiled(cg.name, compiled.fw_gm, compiled.fw)
     bw = bw_gm = None
     if compiled.function is not None:
         bw = _portable_compiled(cg.name, compiled.bw_gm, compiled.bw_compiled)
-        placeholders = [(tuple(v.shape), v.dtype, v.device) if hasattr(v, "dtype") else None
+        # what a variant's zeros read of the placeholders (runtime._zero_tangents): their
+        # records (symbolic sizes: sympy expressions, and the size symbols' own placeholders)
+        placeholders = [v if isinstance(v, (TensorMeta, sympy.Symbol)) else None
                         for v in (p.meta.get("val") for p in compiled.bw_gm.graph.nodes
                                   if p.op == "placeholder")]
         bw_gm = (pickle.dumps(compiled.bw_gm, protocol=pickle.HIGHEST_PROTOCOL), placeholders)
