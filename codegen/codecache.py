@@ -408,7 +408,8 @@ def _probe_vector_math() -> bool:
 def load_library(source: str, vector_width: str = "512") -> (ctypes.CDLL, str):
     """Compile (or find, verified) the shared library for this C++ source; returns (lib, path)."""
     flags = cxxflags(vector_width)
-    key = source_key(source, flags)
+    tools = toolchain(flags)
+    key = key_of(source, tools)         # (source_key's)
     with _lock:
         if key in _loaded:
             stats["memory_hits"] += 1
@@ -416,7 +417,7 @@ def load_library(source: str, vector_width: str = "512") -> (ctypes.CDLL, str):
         libs = ["-lmvec"] if "omp declare simd" in source else []
         lib, so = load_extension(os.path.join("cpp", key[:2], key + ".so"), key, source,
                                  lambda src, out: [CXX] + flags + [src, "-o", out] + libs,
-                                 ctypes.CDLL, "kernel library", toolchain(flags), counted=True)
+                                 ctypes.CDLL, "kernel library", tools, counted=True)
         _loaded[key] = lib, so
         return lib, so
 

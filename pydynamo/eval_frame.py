@@ -302,7 +302,21 @@ def optimize(
     kwargs = dict(backend=backend, fullgraph=fullgraph, dynamic=dynamic, mode=mode, options=options,
                   recompile_limit=recompile_limit)
     scope = _CallbackScope(make_kwargs=kwargs)
+    if config.warm_start:
+        _prepare_warm_start()
     return scope if fn is None else scope(fn)
+
+
+def _prepare_warm_start() -> None:
+    """With the warm cache on, a first call may load its frame from disk instead of tracing it:
+    what that load needs is imported and set up here, when optimize() wraps, as torch.compile
+    imports its stack when it wraps, not inside the first call (convert_frame and through it
+    the warm cache's reading half, guards, codegen's runtime; then warm_cache.prepare).
+    Without the warm cache the first call traces, and imports what tracing needs then."""
+    if unsupported_python() is not None:
+        return      # (the first call runs eagerly and says why)
+    from pydynamo import convert_frame     # (deferred: importing this module stays torch-free)
+    convert_frame.warm_cache.prepare()
 
 
 _version_warned = False

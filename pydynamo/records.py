@@ -49,6 +49,11 @@ __all__ = ["record"]
 def _init(self, *args, **kwargs):
     cls = type(self)
     names = cls._record_fields
+    if not kwargs and len(args) == len(names):     # every field given by position: the common
+        self.__dict__.update(zip(names, args))      # call (a warm hit builds a guard each)
+        if cls._record_post_init:
+            self.__post_init__()
+        return
     if len(args) > len(names):
         raise TypeError(f"{cls.__qualname__}() takes {len(names)} arguments, {len(args)} given")
     d = self.__dict__           # (past the frozen __setattr__, as a frozen dataclass's init)

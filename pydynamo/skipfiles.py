@@ -25,19 +25,28 @@ def _dirs() -> tuple:
     return tuple(os.path.realpath(p) + os.sep for p in paths)
 
 
-_SKIP_DIRS = None
-_NN_DIR = os.path.join(os.path.dirname(torch.__file__), "nn", "modules") + os.sep
+_SKIP_DIRS = _dirs()
+_NN_DIR = os.path.realpath(os.path.join(os.path.dirname(torch.__file__), "nn", "modules")) + os.sep
 # The embedded demo model lives inside the package but is user code: it must be traced.
 _USER_DIRS = (os.path.realpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "demo")) + os.sep,)
+
+# filename -> its real path when library code, else None: os.path.realpath stats every
+# component of the path (40-90 us a file, on the first call of every new process: the hook asks
+# about torch.nn's Module.__call__ frames too); a process's code files do not move under it
+_LIBRARY_PATHS: dict = {}
 
 
 def _library_path(filename: str) -> Optional[str]:
     """The real path of `filename` when it is library code, else None."""
-    global _SKIP_DIRS
-    if _SKIP_DIRS is None:
-        _SKIP_DIRS = _dirs()
+    try:
+        return _LIBRARY_PATHS[filename]
+    except KeyError:
+        pass
     real = os.path.realpath(filename) if os.path.isabs(filename) else filename
-    return real if real.startswith(_SKIP_DIRS) and not real.startswith(_USER_DIRS) else None
+    out = real if real.startswith(_SKIP_DIRS) and not real.startswith(_USER_DIRS) else None
+    if os.path.isabs(filename):
+        _LIBRARY_PATHS[filename] = out
+    return out
 
 
 def is_library_file(filename: str) -> bool:
@@ -59,7 +68,7 @@ def skip_reason(code: types.CodeType) -> Optional[str]:
         return "namedtuple __new__"
     real = _library_path(fname)
     if real is not None:
-        if code.co_name == "forward" and real.startswith(os.path.realpath(_NN_DIR)):
+        if code.co_name == "forward" and real.startswith(_NN_DIR):
             return None
         return "library code"
     return None

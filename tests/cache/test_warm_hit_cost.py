@@ -153,3 +153,58 @@ def test_resolve_still_imports_a_submodule_not_loaded_yet(tmp_path, monkeypatch)
     assert "warm_resolve_pkg.sub" not in sys.modules
     got = resolve("warm_resolve_pkg.sub.VALUE")
     assert got is sys.modules["warm_resolve_pkg.sub"].VALUE
+
+
+# a script's setup lines and first call, the warm cache on through the environment (as a user
+# turns it on): what optimize() imports, and what the first call still imports
+SETUP_SCRIPT = r"""
+import json, sys
+import torch
+from pydynamo.demo.model import build_model, example_inputs
+torch.manual_seed(0)
+m = build_model().eval()
+x = example_inputs()
+before = set(sys.modules)
+import pydynamo
+fn = pydynamo.optimize(m)
+at_wrap = set(sys.modules)
+prepared = None
+if "pydynamo.warm_cache" in sys.modules:
+    from pydynamo import tensor_check, warm_cache
+    prepared = {"guard_extension": "mod" in tensor_check._state, "versions": bool(warm_cache._versions)}
+    warm_cache._versions[:] = [sys.argv[1]]     # (pinned: the tree may be edited meanwhile)
+with torch.no_grad():
+    got = fn(x)
+    ok = bool(torch.allclose(got, m(x), atol=1e-5))
+ours = lambda names: sorted(n for n in names if n.split(".")[0] in ("pydynamo", "codegen"))
+stats = dict(sys.modules["pydynamo.warm_cache"].stats) if "pydynamo.warm_cache" in sys.modules else {}
+print(json.dumps({"ok": ok, "stats": stats, "prepared": prepared, "at_wrap": ours(at_wrap - before),
+                  "in_call": ours(set(sys.modules) - at_wrap)}))
+"""
+
+
+def _run_setup(cache, versions, warm_start: bool) -> dict:
+    env = dict(os.environ, PYDYNAMO_CACHE_DIR=str(cache), PYDYNAMO_WARM_START=str(int(warm_start)))
+    r = subprocess.run([sys.executable, "-c", SETUP_SCRIPT, versions], capture_output=True,
+                       text=True, timeout=600, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def test_optimize_with_the_warm_cache_on_imports_what_a_hit_needs(tmp_path):
+    """benchmarks/warm_start.py's setup row: with the warm cache on, optimize() imports the hit
+    path and loads the C++ guard extension and the version key (eval_frame._prepare_warm_start),
+    as torch.compile imports its stack when it wraps; the warm first call then imports nothing
+    of pydynamo's or codegen's. Without the warm cache optimize() imports none of it."""
+    cache = tmp_path / "cache"
+    cold = _run_setup(cache, "pinned-setup", True)
+    assert cold["ok"] and cold["stats"].get("stores") == 1, cold
+    warm = _run_setup(cache, "pinned-setup", True)
+    assert warm["prepared"] == {"guard_extension": True, "versions": True}, warm
+    assert warm["ok"] and warm["stats"].get("hits") == 1 and not warm["stats"].get("misses"), warm
+    assert {"pydynamo.convert_frame", "pydynamo.warm_cache", "pydynamo.guards",
+            "codegen.runtime", "codegen.run_wrapper"} <= set(warm["at_wrap"]), warm["at_wrap"]
+    assert warm["in_call"] == [], warm["in_call"]
+    off = _run_setup(tmp_path / "off", "pinned-setup", False)
+    assert off["ok"] and off["prepared"] is None
+    assert "pydynamo.convert_frame" not in off["at_wrap"] and "pydynamo.convert_frame" in off["in_call"]
