@@ -95,6 +95,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import hashlib
+import importlib
 import itertools
 import logging
 import marshal
@@ -112,7 +113,7 @@ from codegen import codecache, run_wrapper, runtime
 from pydynamo import _C
 from pydynamo.eval_frame import on_reset
 from pydynamo.code_origins import origin_of, set_origin
-from pydynamo import installed
+from pydynamo import installed, tensor_check
 from pydynamo.guards import Guard, GuardKind, ShapeGuards, compile_guards
 from pydynamo.stages import lazy
 
@@ -163,6 +164,19 @@ def versions() -> str:
                                      str(torch.version.git_version), sys.version,
                                      codecache.target_id()]))
     return _versions[0]
+
+def prepare() -> None:
+    """What every lookup of this process needs, done once, when optimize() wraps a function
+    with the warm cache on (eval_frame.optimize; importing this module is the other half of
+    that setup, as torch.compile imports its stack when it wraps): the C++ guard extension
+    loaded (a TENSOR_MATCH guard's check; 0.5 ms), the version key (pydynamo's files stat'ed),
+    and the kernel cache's toolchain (the compiler's version, the CPU's flags: part of every
+    kernel library's key). Nothing of a frame or an entry is read here: the first call still
+    finds, verifies, binds and rebuilds its entry."""
+    tensor_check.module()
+    versions()
+    codecache.toolchain()
+
 
 
 def _settings_key(callback) -> str:
@@ -412,9 +426,8 @@ def _resolve(ref, memo: Optional[dict] = None):
         return ref[1]
     if ref[0] == "marshal":
         return marshal.loads(ref[1])
-    if ref[0] == "module":
-        import importlib
-        return importlib.import_module(ref[1])
+    if ref[0] == "module":      # (a loaded module from sys.modules: import_module's locks not taken)
+        return sys.modules.get(ref[1]) or importlib.import_module(ref[1])
     return _resolve_named(ref[1], memo)
 
 
