@@ -11,6 +11,7 @@ import math
 import sympy
 import torch
 
+from codegen.attention_bias import aligned_bias
 from codegen.ir import NotLowered, TensorValue, current, realize
 from codegen.lowering import (LOWERINGS, amax, broadcast_sizes, cast, clamp, div, expand_to,
                               float_dtype_for, is_float, is_tensor, make_reduction, mean, norm_dim,
@@ -321,9 +322,11 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         key_ = (id(attn_mask), query.dtype)
         if key_ not in cache:
             dt = query.dtype
-            cache[key_] = (attn_mask, realize(pointwise(
-                lambda m: ops.where(m, _const(0.0, dt), _const(-math.inf, dt)),
-                [attn_mask], torch.bool, dt)))
+            mask = pointwise(lambda m: ops.where(m, _const(0.0, dt), _const(-math.inf, dt)),
+                             [attn_mask], torch.bool, dt)
+            # on the GPU in the rows the fused kernels read (torch would pad it in every call)
+            cache[key_] = (attn_mask, aligned_bias(mask) if g.backend.name == "triton"
+                           else realize(mask))
         attn_mask = cache[key_][1]
     kwargs = dict(attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale)
     if enable_gqa:

@@ -225,3 +225,38 @@ def test_cudagraph_runner_picks_its_capture_with_the_entry_checks():
     xd, yd = x.double(), y.double()            # fails the entry checks: runs eagerly
     assert_values_equal(c(xd, yd), gm(xd, yd))
     assert list(c.entries) == ["static"] and c.cg_stats["replays"] >= 1
+
+
+def test_decode_mask_of_odd_length_is_captured():
+    """A static-cache decode step (the cache written in place, a mask over 23 keys) in float32
+    under reduce-overhead: its graph is recorded at the dispatcher, where the memory-efficient
+    attention's bias must have rows aligned to 16 elements. Codegen wrote the mask dense (rows
+    of 23) and the CUDA-graph capture failed ("attn_bias is not correctly aligned"): every decode
+    step launched plainly (session 17, Llama fp32 batch 8). codegen/attention_bias.py."""
+    import pydynamo
+
+    def step(cache, pos, k, q, keep):
+        cache.index_copy_(2, pos, k)
+        mask = keep[:, None, None, :]
+        return F.scaled_dot_product_attention(q, cache, cache, attn_mask=mask)
+
+    def args(seed):
+        g = torch.Generator(device="cuda").manual_seed(seed)
+        keep = torch.rand(8, 23, device="cuda", generator=g) > 0.3
+        keep[:, 0] = True
+        return (torch.randn(8, 4, 23, 16, device="cuda", generator=g),
+                torch.tensor([seed % 23], device="cuda"),
+                torch.randn(8, 4, 1, 16, device="cuda", generator=g),
+                torch.randn(8, 4, 1, 16, device="cuda", generator=g), keep)
+    pydynamo.reset()
+    f = pydynamo.optimize(step, backend="codegen", mode="reduce-overhead")
+    captures = codegen.counters["cudagraph_captures"]
+    plain = codegen.counters["cudagraph_plain_launch"]
+    for seed in range(5):
+        a, b = args(seed), args(seed)
+        out = f(*a).clone()
+        assert_values_equal(out, step(*b), rtol=1e-4, atol=1e-4)
+        assert_values_equal(a[0], b[0])          # the cache written as eager writes it
+    assert codegen.counters["cudagraph_plain_launch"] == plain
+    assert codegen.counters["cudagraph_captures"] > captures
+    pydynamo.reset()

@@ -241,3 +241,22 @@ def test_attention_output_layout_is_the_devices_own():
         real = F.scaled_dot_product_attention(q, k.contiguous(), v.contiguous(), is_causal=True)
     compiled_stride = re.search(r"_ensure\(_r1, \([^)]*\), \(([^)]*)\)", wrapper(c)).group(1)
     assert tuple(int(s) for s in compiled_stride.split(",")) == real.stride()
+
+
+def test_attention_mask_of_odd_length_reaches_the_kernel_in_aligned_rows():
+    """A float mask handed to fused attention has rows aligned to 16 elements (codegen/
+    attention_bias.py): the mask of a key length of 23 (a static-cache decode step) is written
+    into 32-wide rows and passed as a view of them; values equal eager's."""
+    def f(q, k, v, keep):
+        mask = keep[:, None, None, :] & torch.ones(5, 23, dtype=torch.bool, device=DEV).tril(18)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    q = torch.randn(2, 4, 5, 8, device=DEV)
+    k, v = torch.randn(2, 4, 23, 8, device=DEV), torch.randn(2, 4, 23, 8, device=DEV)
+    keep = torch.rand(2, 23, device=DEV) > 0.3
+    keep[:, 0] = True
+    c, gm = compiled(f, q, k, v, keep)
+    assert_values_equal(c(q, k, v, keep), f(q, k, v, keep), rtol=1e-4, atol=1e-4)
+    (size, stride), = re.findall(r"attn_mask=torch\.as_strided\(\w+, \(([\d, ]+)\), \(([\d, ]+)\)",
+                                 wrapper(c))
+    assert size == "2, 1, 5, 23"
+    assert all(int(s) % 16 == 0 for s in stride.split(", ")[:-1]), stride
