@@ -28,6 +28,7 @@ from codegen.canonical import OPERATORS, VIEW_OPS, Canonical, _canon_name, canon
 from pydynamo import meta_direct as _direct
 from pydynamo.meta import device_results
 from pydynamo.mutation import node_mutation
+from codegen.attention_bias import align_bias_argument
 from codegen.fallback import _LOWERING_ERRORS, EagerFallback
 from codegen.graph_args import _flat, _has_tensor, _origins_of, _refs
 from codegen.graph_outputs import GraphOutputs, may_alias
@@ -585,6 +586,7 @@ class GraphLowering(GraphOutputs):
 
     def _eval_static(self, target, args, kwargs, node):
         if _has_tensor(args) or _has_tensor(kwargs):
+        args, kwargs = align_bias_argument(target, args, kwargs)
             if node.op == "call_method" and node.target in ("size", "dim", "numel") or \
                     node.op == "call_function" and node.target in (torch.numel,):
                 return _static_size_query(node.target, args, kwargs)
