@@ -5,7 +5,8 @@ statement per op into the innermost open scope, with common-subexpression elimin
 (a value defined inside a loop is never used outside it; the machinery shared with the Triton
 printer is codegen/kernel_printer.py, each primitive's C++ form its row in primitives.py). Loop
 structure follows the scheduler's FusedKernel: shared outer loops (OpenMP-parallel when there is
-enough work), then each node's inner loops (innermost `#pragma omp simd`). Reductions keep one
+enough work; several of them one flat loop, `open_outer`), then each node's inner loops
+(innermost `#pragma omp simd`, unless that loop's own body flags an error). Reductions keep one
 accumulator per outer iteration; when the outer loops are too small to parallelize, each
 reduction is split across threads with per-thread accumulators combined under a critical
 section. Every kernel returns an error flag (1: an indirect index out of bounds, 2: an integer
@@ -309,6 +310,12 @@ class CppKernelPrinter(KernelPrinter):
         return prim.cpp.format(*args)
 
     def cast_expr(self, x, cd):
+        # a bool as a number is a select: g++ 12 vectorizes no loop holding a
+        # static_cast<float>(bool) (a one-hot `(target == arange).float()` left the cross-entropy
+        # backward's loop scalar, 4.6 us a 1000-wide row against 0.3)
+        if getattr(x, "dtype", None) == torch.bool and cd != torch.bool:
+            ct = CTYPES[cd]
+            return f"({x} ? {ct}(1) : {ct}(0))"
         return f"static_cast<{CTYPES[cd]}>({x})"
 
     def round_half_expr(self, x, dtype):
@@ -318,7 +325,13 @@ class CppKernelPrinter(KernelPrinter):
         return f"static_cast<bool>({x})"
 
     # ------------------------------------------------------------ loops
-    def open_loop(self, var, size, pragma=None):
+    # a vector loop's pragma is chosen when it closes: a body that flags an error (an indirect
+    # index checked per element, an integer division) writes pd_err, which `omp simd` lanes
+    # must not, so that loop gets `unless_err` instead; a row's index checked before the loop
+    # (kernel_printer's hoist) leaves the loop free to vectorize
+    NO_SIMD = "// (not omp simd: the body flags errors)"
+
+    def open_loop(self, var, size, pragma=None, unless_err=None):
         if pragma:
             self.line(pragma)
         self.line(f"for (int64_t {var} = 0; {var} < {self.idx(size)}; ++{var}) {{")
@@ -330,9 +343,39 @@ class CppKernelPrinter(KernelPrinter):
             self.seal_next = int(pragma.split("collapse(")[1].split(")")[0]) - 1
             sealed = True
         self.scopes[-1].sealed = sealed
+        n = static_int(size)
+        self.scopes[-1].nonempty = n is not None and n > 0
+        self.scopes[-1].unless_err = unless_err if pragma else None
         self.var_level[str(var)] = len(self.scopes) - 1
 
+    def open_outer(self, xs, sizes, pragma=None) -> int:
+        """The loops of `xs` over `sizes`, the first with `pragma`; returns how many loops were
+        opened. Several loops under a parallel pragma are one flat loop `xf` over their product
+        whose body first derives each variable (`x0 = xf / n1`, `x1 = xf % n1`): the same
+        iterations in the same order and the same split over threads as `collapse(k)`, but the
+        body is an ordinary loop scope, so a row's values (loads, indirect indices, libm calls)
+        are hoisted into it (codegen/kernel_printer.py), where a collapsed nest must stay
+        perfectly nested (BERT's embedding + LayerNorm over (1, 128) rows re-derived three
+        gathered indices per element, unvectorized, 4x eager's time)."""
+        if pragma is None or len(xs) < 2:
+            for i, (x, r) in enumerate(zip(xs, sizes)):
+                self.open_loop(x, r, pragma if i == 0 else None)
+            return len(xs)
+        self.open_loop("xf", product(sizes), pragma)
+        level = len(self.scopes) - 1
+        for i, (x, st, r) in enumerate(zip(xs, contiguous_strides(sizes), sizes)):
+            q = "xf" if static_int(st) == 1 else f"(xf / {self.idx(st)})"
+            self.line(f"const int64_t {x} = {q if i == 0 else f'{q} % {self.idx(r)}'};")
+            self.ranges[index_symbol(x)] = r
+            self.var_level[x] = level
+        return 1
+
     def close_loop(self):
+        sc = self.scopes[-1]
+        if sc.unless_err is not None and any("pd_err" in ln for ln in sc.lines):
+            head = self.scopes[-2].lines
+            head[sc.header_at] = head[sc.header_at][:-len(head[sc.header_at].lstrip())] + \
+                sc.unless_err
         self.pop()
         self.line("}")
 
@@ -412,16 +455,14 @@ class CppKernelPrinter(KernelPrinter):
             else:
                 pragma = None
                 if parallel_outer and outer:
-                    coll = f" collapse({len(outer)})" if len(outer) > 1 else ""
-                    pragma = f"#pragma omp parallel for{coll}{self._if(work)}"
-                for i, (x, r) in enumerate(zip(xs, outer)):
-                    self.open_loop(x, r, pragma if i == 0 else None)
+                    pragma = f"#pragma omp parallel for{self._if(work)}"
+                opened = self.open_outer(xs, outer, pragma)
                 if not outer:
                     self.open_block()
                 for name, elems in k.local.items():   # private: declared inside the loop
                     self.line(f"alignas(64) {CTYPES[self.buffers[name].dtype]} {name}[{elems}];")
                 self._nodes([index_symbol(x) for x in xs], parallel_outer)
-                for _ in range(max(len(outer), 1)):
+                for _ in range(max(opened, 1)):
                     self.close_loop()
         body = self.scopes[0].lines
         sig = self._signature()
@@ -466,21 +507,21 @@ class CppKernelPrinter(KernelPrinter):
             return
         head = static_int(product(outer[:-1]))
         par_head = len(outer) > 1 and (head is None or head >= NUM_THREADS)
-        for i, (x, r) in enumerate(zip(xs, outer)):
-            last = i == len(outer) - 1
-            pragma = None
-            if par_head and i == 0:
-                coll = f" collapse({len(outer) - 1})" if len(outer) > 2 else ""
-                pragma = f"#pragma omp parallel for{coll}{self.omp_schedule}{self._if(work)}"
-            elif last and par_head:
-                pragma = "#pragma omp simd" if not self._may_err() else None
-            elif last:
-                simd = "" if self._may_err() else " simd"
-                pragma = f"#pragma omp parallel for{simd}{self.omp_schedule}{self._if(work)}"
-            self.open_loop(x, r, pragma)
+        opened = 0
+        if par_head:
+            opened = self.open_outer(xs[:-1], outer[:-1], f"#pragma omp parallel for"
+                                     f"{self.omp_schedule}{self._if(work)}")
+            pragma, scalar = "#pragma omp simd", self.NO_SIMD
+        else:
+            for x, r in zip(xs[:-1], outer[:-1]):
+                self.open_loop(x, r)
+            opened = len(outer) - 1
+            pragma, scalar = (f"#pragma omp parallel for{simd}{self.omp_schedule}{self._if(work)}"
+                              for simd in (" simd", ""))
+        self.open_loop(xs[-1], outer[-1], pragma, scalar)
         for node in self.kernel.nodes:
             self.store_node(node, [index_symbol(x) for x in xs])
-        for _ in outer:
+        for _ in range(opened + 1):
             self.close_loop()
 
     COLUMN_TYPES = ("sum", "prod", "max", "min", "any", "all")
@@ -598,9 +639,6 @@ class CppKernelPrinter(KernelPrinter):
         for _ in xs[:-1]:
             self.close_loop()
 
-    def _may_err(self):
-        return any(n.reads(len(self.kernel.outer)).may_raise for n in self.kernel.nodes)
-
     MERGEABLE = ("sum", "prod", "max", "min", "any", "all", "welford")
 
     def _nodes(self, xs, parallel_outer):
@@ -627,14 +665,14 @@ class CppKernelPrinter(KernelPrinter):
             ys = [f"y{j}_{i}" for i in range(len(inner))]
             for i, (y, r) in enumerate(zip(ys, inner)):
                 par = i == 0 and not parallel_outer
-                vec = i == len(inner) - 1 and not self._may_err()
-                pragma = None
+                vec = i == len(inner) - 1
+                pragma = scalar = None
                 if par:
-                    pragma = f"#pragma omp parallel for{' simd' if vec else ''}" \
-                             f"{self._if(product(inner))}"
+                    pragma, scalar = (f"#pragma omp parallel for{simd}{self._if(product(inner))}"
+                                      for simd in ((" simd" if vec else ""), ""))
                 elif vec:
-                    pragma = "#pragma omp simd"
-                self.open_loop(y, r, pragma)
+                    pragma, scalar = "#pragma omp simd", self.NO_SIMD
+                self.open_loop(y, r, pragma, scalar)
             self.store_node(node, xs + [index_symbol(y) for y in ys])
             for _ in ys:
                 self.close_loop()
@@ -716,7 +754,7 @@ def emit_reduction(p: CppKernelPrinter, j, node, xs, parallel_outer, prelude=Non
                 pragma = f"#pragma omp for{coll} nowait"
             elif i == len(rs) - 1 and clauses and not split:
                 pragma = f"#pragma omp simd {clauses}"
-            p.open_loop(r, n, pragma)
+            p.open_loop(r, n, pragma, p.NO_SIMD if pragma and "simd" in pragma else None)
         body([index_symbol(r) for r in rs])
         for _ in rs:
             p.close_loop()
@@ -735,7 +773,7 @@ def emit_reduction(p: CppKernelPrinter, j, node, xs, parallel_outer, prelude=Non
             if acc.nan_flag:
                 p.line(f"int {target}_nan = 0;")
         clauses = None
-        if acc.simd and not p._may_err():
+        if acc.simd:
             clauses = f"reduction({acc.simd}:{target})" + (
                 f" reduction(|:{target}_nan)" if acc.nan_flag else "")
         def body(r):

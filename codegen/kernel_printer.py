@@ -18,7 +18,10 @@ open scope. This base holds the machinery independent of the language:
     (the body of a collapsed loop, which must hold only the next loop). Moved values are
     pure: loads of buffers the kernel does not write (in bounds wherever the loops that
     remain run: their index uses only those loops' variables) and primitives that flag no
-    error; the printer decides which (`load_level`, `op` below);
+    error; the printer decides which (`load_level`, `op` below). An indirect index (its
+    wrap, bounds check and error flag) moves too, to the scope of the value it is built from,
+    but only out of loops that surely run (`Scope.nonempty`: a static trip count above 0), so
+    an error is flagged exactly when the original loops would have flagged it;
   * `idx(expr)`: an index simplified over the known loop ranges (codegen/sizevars.py) and
     printed in the language; the size symbols it reads become kernel arguments, and a runtime
     float in an index raises SpecializeFloats;
@@ -75,6 +78,8 @@ class Scope:
     forward: Dict[str, KValue] = field(default_factory=dict)   # "buf[index]" -> value stored
     header_at: int = -1     # a loop's: where its header starts in the enclosing scope's lines
     sealed: bool = False    # a collapsed loop's body: holds nothing but the next loop
+    nonempty: bool = False  # a loop's body that runs at least once whenever the loop is reached
+    unless_err: Optional[str] = None   # the loop's pragma line if its body flags an error
 
 
 def canonical_text(src: str, name: str, names: List[str]) -> str:
@@ -110,10 +115,21 @@ class KernelPrinter(HandlerBase):
         self.var_level: Dict[str, int] = {}     # loop variable -> the scope it indexes
         self.value_level: Dict[str, int] = {}   # temporary -> the scope that declares it
         self.index_level = 0                    # of the last index printed by `idx`
+        self.emit_at: Optional[int] = None      # `line` writes into this enclosing scope
 
     # ------------------------------------------------------------ emission
     def line(self, s):
-        self.scopes[-1].lines.append("    " * self.indent + s)
+        if self.emit_at is not None:
+            self._insert(self.emit_at, s)
+        else:
+            self.scopes[-1].lines.append("    " * self.indent + s)
+
+    def _insert(self, at: int, s: str):
+        """`s` declared in enclosing scope `at`, before the header of its open child loop."""
+        child = self.scopes[at + 1]
+        text = "    " * (self.indent - (len(self.scopes) - 1 - at)) + s
+        self.scopes[at].lines.insert(child.header_at, text)
+        child.header_at += 1
 
     def tmp(self, expr: str, dtype, level: Optional[int] = None) -> KValue:
         for sc in reversed(self.scopes):
@@ -127,21 +143,21 @@ class KernelPrinter(HandlerBase):
         if at == inner:
             self.line(self.declare(v, expr))
         else:       # before the header of the loop the value does not depend on
-            child = self.scopes[at + 1]
-            text = "    " * (self.indent - (inner - at)) + self.declare(v, expr)
-            self.scopes[at].lines.insert(child.header_at, text)
-            child.header_at += 1
+            self._insert(at, self.declare(v, expr))
         self.scopes[at].cse[expr] = v
         self.value_level[v.name] = at
         return v
 
-    def _hoist_target(self, level: Optional[int]) -> int:
+    def _hoist_target(self, level: Optional[int], nonempty=False) -> int:
         """The outermost scope at or above `level` that a value can be declared in without
-        leaving a non-loop scope or entering a sealed one (the innermost without `hoist`)."""
+        leaving a non-loop scope or entering a sealed one (the innermost without `hoist`);
+        `nonempty`: nor leaving a loop that may run no iterations (a statement that flags an
+        error must not run where the loops around it would not have run it)."""
         t = best = len(self.scopes) - 1
         if not self.hoist or level is None:
             return best
-        while t > level and self.scopes[t].header_at >= 0:
+        while t > level and self.scopes[t].header_at >= 0 and (
+                self.scopes[t].nonempty or not nonempty):
             t -= 1
             if not self.scopes[t].sealed:
                 best = t
@@ -247,7 +263,18 @@ class KernelPrinter(HandlerBase):
         an out-of-range value flags the op's error code and reads element 0)."""
         name = f"ind{self.n_ind}"
         self.n_ind += 1
-        self.print_indirect(name, value, self.idx(size), index_error_code(check))
+        # with `hoist`, a row's index (its value computed outside the inner loops) is wrapped
+        # and checked once per row, before the inner loops, which then vectorize: only past
+        # loops that surely run, so the error is flagged exactly where eager would raise it
+        at = self._hoist_target(self.level_of(value) if isinstance(value, KValue) else None,
+                                nonempty=True)
+        sz = self.idx(size)
+        self.emit_at = at if at < len(self.scopes) - 1 else None
+        try:
+            self.print_indirect(name, value, sz, index_error_code(check))
+        finally:
+            self.emit_at = None
+        self.var_level[name] = at
         s = index_symbol(name)
         self.ranges[s] = size
         return s
