@@ -520,10 +520,6 @@ class SizeSpec:
         return _function(source, "at")
 
 
-def _bindings(sources) -> list:
-    """Lines of generated Python reading each symbol from the call's arguments."""
-    return [f"    {s.name} = " + {"size": f"args[{i}].shape[{d}]", "stride": f"args[{i}].stride({d})",
-                                   "int": f"args[{i}]"}[kind]
 def attach_sizes(joint: Joint, spec: SizeSpec) -> None:
     """`joint` serves the calls `spec` admits: the geometry of its aliased outputs and of its
     views' bases as functions of a call's sizes. Also how the warm cache rebuilds a stored
@@ -541,6 +537,10 @@ def attach_sizes(joint: Joint, spec: SizeSpec) -> None:
         joint.view_bases_at = lambda args: dict(zip(keys, at(args)))
 
 
+def _bindings(sources) -> list:
+    """Lines of generated Python reading each symbol from the call's arguments."""
+    return [f"    {s.name} = " + {"size": f"args[{i}].shape[{d}]", "stride": f"args[{i}].stride({d})",
+                                   "int": f"args[{i}]"}[kind]
             for s, (i, kind, d) in sources.items()]
 
 
