@@ -582,11 +582,11 @@ class GraphLowering(GraphOutputs):
             a0 = args[0]
             args = (realize(TensorValue(list(a0.size), a0.dtype, a0.loader, None, a0.cost)),
                     *args[1:])
+        args, kwargs = align_bias_argument(target, args, kwargs)
         return self.call_extern(target, args, kwargs, meta)
 
     def _eval_static(self, target, args, kwargs, node):
         if _has_tensor(args) or _has_tensor(kwargs):
-        args, kwargs = align_bias_argument(target, args, kwargs)
             if node.op == "call_method" and node.target in ("size", "dim", "numel") or \
                     node.op == "call_function" and node.target in (torch.numel,):
                 return _static_size_query(node.target, args, kwargs)
