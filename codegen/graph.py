@@ -35,9 +35,9 @@ from codegen.graph_outputs import GraphOutputs, may_alias
 from codegen.ir import (ArgRef, ComputedBuffer, ExternBuffer, ExternCall, InputBuffer, Layout,
                         NotLowered, TensorValue, current, realize, strided_view_of)
 from codegen.lowering import LOWERINGS
-from codegen.node_meta import (_all_tensor_meta, _as_meta, _is_tensor_meta, _meta_symbols,
-                               _node_meta, _symbolic_record, _tensors_beside_scalars, _view_flag,
-                               propagate_meta)
+from codegen.node_meta import (_all_tensor_meta, _as_meta, _fresh_at_every_size, _is_tensor_meta,
+                               _meta_symbols, _node_meta, _symbolic_record,
+                               _tensors_beside_scalars, _view_flag, propagate_meta)
 from codegen.ops import collect_deps
 from codegen.scalars import RuntimeScalars, SpecializeFloats, has_scalar, scalar_symbols
 from codegen.sizevars import product
@@ -576,9 +576,13 @@ class GraphLowering(GraphOutputs):
             return self._eval_static(target, args, kwargs, node)
         if _target_name(node) in _STORAGE_OFFSET_OPS and args and isinstance(args[0], TensorValue) \
                 and isinstance(node.args[0], torch.fx.Node) and node.args[0].op != "placeholder" \
-                and _view_flag(self._meta(node.args[0])) is False:
+                and (_view_flag(self._meta(node.args[0])) is False or
+                     _fresh_at_every_size(node.args[0])):
             # as_strided's offsets count in its argument's storage: where eager's argument is a
-            # new tensor (a clone this lowering folded into its input), hand the op a new one
+            # new tensor (a clone this lowering folded into its input), hand the op a new one.
+            # With symbolic sizes the record's view flag is unknown (None); a clone is still new
+            # (the recorder's flat value of a written input that starts at an offset: its
+            # scatter at offset 0 wrote before the input's start; test_dynamic_view_writes.py)
             a0 = args[0]
             args = (realize(TensorValue(list(a0.size), a0.dtype, a0.loader, None, a0.cost)),
                     *args[1:])

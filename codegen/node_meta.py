@@ -153,6 +153,16 @@ def _view_flag(m) -> Optional[bool]:
     return flag if isinstance(flag, bool) and not _meta_symbols(m) else None
 
 
+def _fresh_at_every_size(node) -> bool:
+    """Eager's value of `node` is a new tensor (its own storage, offset 0) whatever the sizes:
+    aten's clone. The record's view flag cannot say so where sizes are symbolic (it holds at the
+    example sizes only: a reshape is a view at some sizes, a copy at others), and an op's schema
+    is no proof either (`_unsafe_view` returns an alias unannotated). The recorder's flat value
+    of a written storage is such a clone (pydynamo/aot/recorder.py)."""
+    return node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload) and \
+        node.target.overloadpacket is torch.ops.aten.clone
+
+
 def _symbolic_record(m) -> bool:
     """A node's record (a TensorMeta or a structure of them) has a symbolic size or stride."""
     if isinstance(m, (list, tuple)):

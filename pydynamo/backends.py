@@ -186,9 +186,9 @@ def codegen_backend(gm, example_inputs, **options):
     if _writes_in_place(gm) or _autocast_regions(gm):
         # in-place writes are functionalized once, by the recorder, for every backend path, and
         # autocast's casts become ops of the recorded graph; a graph it refuses compiles as is
-        # (codegen then runs what it cannot prove eagerly). A graph with symbolic sizes is
-        # recorded per size: codegen's own write-backs over symbolic views returned a view of a
-        # written input computed before the write (fuzz seed 20089)
+        # (codegen then runs what it cannot prove eagerly). A graph with symbolic sizes goes
+        # this way too, recorded once over its symbols: codegen's own write-backs over symbolic
+        # views returned a view of a written input computed before the write (fuzz seed 20089)
         compiled = aot.functional_compile(gm, example_inputs, compile_one)
         if compiled is not None:
             return compiled

@@ -137,13 +137,23 @@ _INPLACE_OPS = [operator.iadd, operator.isub, operator.imul, operator.itruediv, 
                 operator.imod, operator.ipow, operator.iand, operator.ior, operator.ixor]
 
 
+def _same_shape(ctx, a, b) -> bool:
+    """Shapes equal dim by dim, as values (guarded): a broadcast that decided `s1 - 1` is 1
+    gives 1 where the written tensor says `s1 - 1`."""
+    return len(a) == len(b) and all(_eq(ctx, x, y) for x, y in zip(a, b))
+
+
 @register(*[m for m in _INPLACE_METHODS if m not in ("t_", "transpose_")], *_INPLACE_OPS)
 def _rule_inplace(ctx, self, *args, **kwargs):
-    """The result is `self`; other tensors must broadcast to it (guarded)."""
+    """The result is `self`; other tensors must broadcast to it (guarded). Without other tensors
+    (`x[1:].add_(1)`) nothing is decided: a dim `s0 - 1` is not asked whether it is 1, as
+    torch.compile does not (a call with 2 rows then reuses the graph)."""
     others = [v for v in list(args) + list(kwargs.values()) if isinstance(v, TensorMeta)]
     if not isinstance(self, TensorMeta):
         raise NoRule()
-    if tuple(broadcast_shapes(ctx, self.shape, *(o.shape for o in others))) != tuple(self.shape):
+    if not others:
+        return Out(self.shape, self.stride, self.storage_offset)
+    if not _same_shape(ctx, broadcast_shapes(ctx, self.shape, *(o.shape for o in others)), self.shape):
         raise NoRule()
     return Out(self.shape, self.stride, self.storage_offset)
 
@@ -644,6 +654,19 @@ def _rule_getitem(ctx, x, index):
             offset = offset + _normalize_index(ctx, i, x.shape[d]) * x.stride[d]
             d += 1
     return Out(tuple(shape), tuple(stride), _dim(offset))
+
+
+@register(operator.setitem, "__setitem__")
+def _rule_setitem(ctx, x, index, value):
+    """`x[index] = value` (and `x[index] += y`'s write back): no result; the value broadcasts to
+    x[index]'s shape (guarded). A scalar value decides nothing."""
+    part = _rule_getitem(ctx, x, index)
+    if isinstance(value, TensorMeta):
+        if not _same_shape(ctx, broadcast_shapes(ctx, part.shape, value.shape), part.shape):
+            raise NoRule()
+    elif not isinstance(value, (bool, int, float)):
+        raise NoRule()
+    return None
 
 
 def _advanced_index(ctx, x, idx):

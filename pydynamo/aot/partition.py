@@ -113,14 +113,24 @@ def _free(node: torch.fx.Node) -> bool:
         all(_free(a) for a in node.all_input_nodes)
 
 
+def _views_written(node: torch.fx.Node, written: Set[torch.fx.Node]) -> bool:
+    """A written input or a view of one: its value when the backward runs is the written one,
+    not the forward's (the runtime copies the input's final value in after the forward)."""
+    if node in written:
+        return True
+    t = node.target
+    return node.op == "call_function" and isinstance(t, torch._ops.OpOverload) and t.is_view and \
+        any(_views_written(a, written) for a in node.all_input_nodes)
+
+
 def partition(joint_gm: torch.fx.GraphModule, num_computed: int, num_tangents: int,
               num_inputs: int, written_inputs=frozenset(), split_statistics: bool = False):
     """(forward GraphModule, backward GraphModule, saved names, grad positions).
 
     forward: primals -> computed outputs + saved; backward: saved + tangents -> the non-None
     gradients, in input order (`grad positions` lists the inputs they belong to). A graph input
-    the runtime writes back after the forward (`written_inputs`, by position) is saved as a
-    copy: the backward needs its value before the write. `split_statistics`: for a compiler
+    the runtime writes back after the forward (`written_inputs`, by position), or a view of
+    one, is saved as a copy: the backward needs its value before the write. `split_statistics`: for a compiler
     that fuses pointwise work into its kernels (codegen), a log-softmax the backward reads is
     split first (`_split_log_softmax`); aot_eager keeps eager's ops, and its gradients bit for
     bit."""
@@ -170,10 +180,22 @@ def partition(joint_gm: torch.fx.GraphModule, num_computed: int, num_tangents: i
             env[n] = fw.node_copy(n)
         elif n in fw_needed and n.op in ("call_function", "call_method", "get_attr"):
             env[n] = fw.node_copy(n, lambda a: env[a])
+    written = {p for k, p in enumerate(primals) if k in written_inputs}
+    saved_meta = {s: dict(s.meta) for s in saved_list}
+
     def saved_value(s):
-        if s in primals and primals.index(s) in written_inputs:
+        if s in written:
             copy = fw.call_function(aten.clone.default, (env[s],))
             copy.meta = dict(s.meta)
+            return copy
+        if _views_written(s, written):
+            # a view of a written input (`x[1:, 1:].mul_(w)` saves the slice's old value): a
+            # dense copy, taken before the runtime writes the input back
+            copy = fw.call_function(aten.clone.default, (env[s],),
+                                    {"memory_format": torch.contiguous_format})
+            v = s.meta["val"]
+            copy.meta = saved_meta[s] = dict(s.meta, val=v.replace(
+                stride=contiguous_strides(v.shape), storage_offset=0, is_view=False))
             return copy
         return env[s]
     fw.output(tuple(env[c] for c in computed) + tuple(saved_value(s) for s in saved_list))
@@ -186,7 +208,7 @@ def partition(joint_gm: torch.fx.GraphModule, num_computed: int, num_tangents: i
     benv: Dict[torch.fx.Node, torch.fx.Node] = {}
     for i, s in enumerate(saved_list):
         p = bw.placeholder(f"saved_{i}_{s.name}")
-        p.meta = dict(s.meta)
+        p.meta = dict(saved_meta[s])
         benv[s] = p
     for t in tangents:
         benv[t] = bw.node_copy(t)
@@ -275,7 +297,8 @@ def _choose_saved(needed: Set[torch.fx.Node], backward: Set[torch.fx.Node], grad
     `needed` (forward values the backward reads) is saved or recomputable from saved ones.
 
     A minimum cut: every forward node v is two vertices, v.in -> v.out with capacity "bytes to
-    save v" (0 for an input or a view of one: kept alive anyway; a written input costs its copy;
+    save v" (0 for an input or a view of one: kept alive anyway; a written input or a view of one
+    costs its copy;
     a tuple-valued node cannot be saved). The source feeds v.in for every node the backward may
     not recompute (not `recomputable`, or a gradient computed in the forward); an edge u.out ->
     v.in (infinite) for each use; v.out feeds the sink for every needed v. A node whose v.in is
@@ -289,7 +312,7 @@ def _choose_saved(needed: Set[torch.fx.Node], backward: Set[torch.fx.Node], grad
     for n in relevant:
         if _is_multi_output(n) or _size_arithmetic(n):
             cost = INF
-        elif n in written or not _free(n):
+        elif _views_written(n, written) or not _free(n):
             cost = nbytes(n)
         else:
             cost = 0

@@ -35,19 +35,23 @@ them for a multi-output op) and `meta["stack_trace"]`: the user's line of the to
 being run, and in the backward the line of the forward op whose derivative is running (found by
 the autograd node's sequence number).
 
-Sizes: a training graph whose placeholders have symbolic sizes (dynamic=True, mark_dynamic,
-automatic dynamic) is recorded once over the graph's own symbols (pydynamo/symbols.py): the
-stand-ins' meta tensors have torch.SymInt sizes backed by `_SymNode` (a sympy expression and its
-hint at the example), torch's Python meta kernels and decompositions run (the C++ ones of some
+Sizes: a graph whose placeholders have symbolic sizes (dynamic=True, mark_dynamic, automatic
+dynamic), a training joint or a functionalized inference graph, is recorded once over the
+graph's own symbols (pydynamo/symbols.py): the stand-ins' meta tensors have torch.SymInt sizes
+backed by `_SymNode` (a sympy expression and its hint at the example), torch's Python meta kernels and decompositions run (the C++ ones of some
 ops take concrete sizes only), each size an op takes becomes graph nodes (the symbol read from
 its input: an int placeholder or `primal.size(d)`; arithmetic with operator.add/mul/floordiv/mod),
 and node records hold sympy sizes, so codegen compiles the forward and backward with sizes as
 kernel arguments. Every decision a kernel or derivative formula takes on a size is answered on
 the hints and recorded: `Joint.sizes.admits(args)` checks a call's sizes against them and against
 each input's recorded layout (runtime.py records again for sizes that break one: specialized,
-never wrong). Where the symbolic recording fails (an op whose kernel needs concrete sizes, a
-symbolic float argument, a write through a view: see `_flat`), the graph is recorded at the example's sizes, per size, as any graph
-without symbolic sizes is (logged on the "aot" channel; runtime counts "joint_concrete").
+never wrong). A write through a view is recorded over the symbols too: the flat value's
+scatter and the reads from it take symbolic sizes, strides and storage offsets (codegen hands
+the scatter a new tensor for the flat value's clone at every size, codegen/graph.py;
+tests/aot/test_dynamic_view_writes.py). Where the symbolic recording fails (an op whose kernel
+needs concrete sizes, a symbolic float argument), the graph is recorded at the example's sizes,
+per size, as any graph without symbolic sizes is (logged on the "aot" channel; runtime counts
+"joint_concrete"); a write through a view of a non-dense input is refused at any size.
 """
 from __future__ import annotations
 
@@ -785,10 +789,6 @@ class Recorder:
     def _flat(self, st: _Storage) -> torch.fx.Node:
         if st.flat is not None:
             return st.flat
-        if self.sizes is not None:
-            # codegen's as_strided_scatter over symbolic strides wrote a diagonal wrong (the
-            # test_runtime offset-view case); such graphs record per size until it is fixed
-            raise Unsupported("a write through a view, with symbolic sizes")
         root = st.root
         order = sorted(range(root.dim()), key=lambda d: -root.stride(d))
         dense = root.elem.permute(order).is_contiguous()
@@ -1265,12 +1265,11 @@ def _twin(func):
 
 def record(gm: torch.fx.GraphModule, example_inputs: list, with_grad: bool = True) -> Joint:
     """The joint graph of `gm` at `example_inputs` (raises Unsupported). `with_grad=False`: the
-    forward alone, functionalized, for inference (no tangents, no gradients). A training graph
-    whose placeholders have symbolic sizes is recorded over its symbols (`Joint.sizes` says
-    which calls it serves); where that recording fails, at the example's sizes (logged). An
-    inference graph is recorded at the example's sizes (codegen compiles the torch-level graph
-    of one without writes symbolically; symbolic functionalized graphs are not yet fuzzed)."""
-    if with_grad and has_symbolic_inputs(gm):
+    forward alone, functionalized, for inference (no tangents, no gradients). A graph whose
+    placeholders have symbolic sizes, training or inference, is recorded over its symbols
+    (`Joint.sizes` says which calls it serves); where that recording fails, at the example's
+    sizes (logged)."""
+    if has_symbolic_inputs(gm):
         try:
             return Recorder(gm, example_inputs, with_grad, symbolic=True).record()
         except Exception as e:
