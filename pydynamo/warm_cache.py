@@ -6,10 +6,14 @@ a translation it calls `store`. An entry is everything the hook needs to run the
 replacement code object (marshal), its guards (re-bound in this process, below), the names the
 code reads from the frame's globals (`__pydynamo_*`: compiled graphs and constants) and, for each
 compiled graph, what rebuilds it without lowering: the FX graph (pickled: the eager backend runs
-it, and codegen's eager escapes), and for codegen's C++ wrapper its source, its kernels' source
-(the kernel library itself is codegen's own verified disk cache, so loading it compiles nothing),
-its footer's spec (codegen/standalone.py) and its constants' values; codegen/run_wrapper.py
-rebuilds the namespace from those, the one way a wrapper is rebuilt outside the pipeline.
+it, and codegen's eager escapes), and for codegen's C++ or Triton wrapper its source, its kernels'
+source (the C++ library is codegen's own verified disk cache, so loading it compiles nothing; a
+Triton module is made again from its source, which on CUDA Triton's own disk cache compiles as a
+hit), its footer's spec (codegen/standalone.py; a Triton wrapper's bindings from its
+`launch_spec`) and its constants' values; codegen/run_wrapper.py rebuilds the namespace from
+those, the one way a wrapper is rebuilt outside the pipeline. Behind CUDA-graph replay the spec
+also holds the runner's settings (`cudagraphs`): a load wraps a new runner, which captures
+again. A vmap node's target is stored by value (`VmapTarget`, below).
 
 Key, under <cache dir>/frames/<k2>/<key>/<entry>.pkl: the code object's content (marshal: bytecode,
 constants, names, filename, qualname, first line), the optimize() settings (backend by its
@@ -35,9 +39,10 @@ Re-binding guards (the unsafe part of a warm start; nothing of the old process i
     torch, pydynamo and the standard library (those are covered by the versions) are hashed at
     store time and checked at load, so an edited model file makes its entries stale.
   * EQUALS_MATCH values must be plain data (numbers, strings, bytes, None, dtypes, devices,
-    tuples/lists/frozensets of these); TENSOR_MATCH only CPU tensors; a backend other than
-    "eager", "codegen"/"inductor" (the C++ wrapper, or its eager fallback), or a custom callable:
-    not cached.
+    tuples/lists/frozensets of these); TENSOR_MATCH only CPU and CUDA tensors (the spec keeps
+    the device index: devices compare exactly); a backend other than "eager",
+    "codegen"/"inductor" (C++ or Triton wrappers, or their eager fallback), or a custom
+    callable: not cached.
   * SHAPE_ENV (dynamic shapes) is stored as its check function's source (plain Python reading
     sizes through sources, shapes.ShapeEnv.make_check_fn) and its texts; loaded without a
     ShapeEnv, so a recompile explanation names its relations as text (recompiles.py).
@@ -66,8 +71,11 @@ for a variant with absent tangents, which a loaded joint runs eagerly) and what 
 epilogue reads of the joint (writes, aliases, views); `CompiledJoint.loaded` rebuilds it without
 recording, partitioning or compiling. The backward is compiled at the first `.backward()`, so
 such a frame's entry is written then (a hook of the joint), once every joint of the frame has
-its backward; a process that never runs it stores nothing. Not stored: a joint with symbolic
-sizes, or whose only backward is a variant. A training hit imports pydynamo.aot (its recorder
+its backward; a process that never runs it stores nothing. A joint recorded with symbolic sizes
+is stored with its size spec and its views' expressions (recorder.attach_sizes makes their
+functions again); sizes its relations refuse run with eager autograd (`_EagerJoint`). Not
+stored: a graph with symbolic sizes whose joint was recorded at concrete ones, or a joint whose
+only backward is a variant. A training hit imports pydynamo.aot (its recorder
 imports sympy), not the executor or codegen's lowering.
 
 The hit path (what a new process imports to run a loaded frame) is guards, this module,
@@ -111,14 +119,13 @@ import torch
 
 from codegen import codecache, run_wrapper, runtime
 from pydynamo import _C
-from pydynamo.eval_frame import on_reset
+from pydynamo.eval_frame import disable, on_reset
 from pydynamo.code_origins import origin_of, set_origin
 from pydynamo import installed, tensor_check
 from pydynamo.guards import Guard, GuardKind, ShapeGuards, compile_guards
 from pydynamo.stages import lazy
 
 aot_runtime = lazy("pydynamo.aot.runtime")  # the training stage: only a training entry loads it
-
 cudagraphs = lazy("codegen.cudagraphs")  # CUDA-graph replay: only its entries load it
 aot_recorder = lazy("pydynamo.aot.recorder")  # (a joint with symbolic sizes)
 
@@ -165,6 +172,7 @@ def versions() -> str:
                                      codecache.target_id()]))
     return _versions[0]
 
+
 def prepare() -> None:
     """What every lookup of this process needs, done once, when optimize() wraps a function
     with the warm cache on (eval_frame.optimize; importing this module is the other half of
@@ -176,7 +184,6 @@ def prepare() -> None:
     tensor_check.module()
     versions()
     codecache.toolchain()
-
 
 
 def _settings_key(callback) -> str:
@@ -528,8 +535,13 @@ def _rebuild_compiled(rec: tuple, gm, boxed: bool = False):
     if spec["device"] == "cpu" and spec["backend"] == "triton" and \
             os.environ.get("TRITON_INTERPRET", "0") != "1":
         raise Stale("Triton kernels on CPU tensors, and this process does not interpret them")
+    if spec.get("gpu") and spec["gpu"] != (torch.cuda.get_device_name(spec["device"]),
+                                           torch.cuda.get_device_capability(spec["device"])):
+        raise Stale(f"compiled for a {spec['gpu'][0]}, and {spec['device']} is another GPU")
     consts, constants = pickle.loads(values)
     ns = run_wrapper.namespace(spec, runtime.fallbacks(gm), constants, ksrc, consts)
+    for i, target in spec.get("vmaps", {}).items():     # externs stored by value (VmapTarget)
+        ns["_externs"][i] = target
     path = codecache.write_wrapper(wsrc)
     code = marshal.loads(code)
     exec(code if code.co_filename == path else compile(wsrc, path, "exec"), ns)
@@ -598,6 +610,27 @@ def _backward_graph(data: bytes, placeholders: list):
                 p.meta["val"] = val
         return gm
     return load
+
+
+class VmapTarget(torch.nn.Module):
+    """torch.vmap over a sub-graph: the stored form of a graph's vmap node target (the
+    tracer's per-trace object, which no other process can name; warm_store._portable_gm makes
+    it a submodule the node calls, and a wrapper's extern), pickled by value with its
+    sub-graph. A module, so the graph's own unpickling (which traces its code again, modules
+    kept as calls) does not run it. Runs as the tracer's does: the frame hook off inside
+    (torch's vmap frames and the sub-graph's are not user code)."""
+
+    def __init__(self, gm, in_dims: tuple, out_dims: tuple, randomness: str):
+        super().__init__()
+        self.gm, self.in_dims, self.out_dims, self.randomness = gm, in_dims, out_dims, randomness
+
+    def forward(self, *args):
+        with disable():
+            return torch.vmap(self.gm, in_dims=self.in_dims, out_dims=self.out_dims,
+                              randomness=self.randomness)(*args)
+
+
+_C.set_code_state(VmapTarget.forward.__code__, "skip")
 
 
 class _LazyGraph:

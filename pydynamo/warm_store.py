@@ -38,7 +38,7 @@ from pydynamo.code_origins import origin_of
 from pydynamo.meta import TensorMeta
 from pydynamo.guards import Guard, GuardKind, ShapeGuards, TensorSpec, compile_guards, guard_rank, text_key
 from pydynamo.stages import lazy
-from pydynamo.warm_cache import (FORMAT, Uncacheable, _code_hash, _entry_rel, _frames_dir, _guard,
+from pydynamo.warm_cache import (FORMAT, Uncacheable, VmapTarget, _code_hash, _entry_rel, _frames_dir, _guard,
                                  _module_globals, _plain, _seen, frame_key, log, stats, versions)
 
 aot_runtime = lazy("pydynamo.aot.runtime")  # the training stage: a training entry's record
@@ -320,7 +320,7 @@ def _portable_graph(cg):
         if compiled.function is not None and compiled.bw is None:
             return _PendingJoint(cg, compiled)
         return _portable_joint(cg, compiled)
-    gm = pickle.dumps(cg.gm, protocol=pickle.HIGHEST_PROTOCOL)
+    gm = pickle.dumps(_portable_gm(cg.gm), protocol=pickle.HIGHEST_PROTOCOL)
     if getattr(fn, "__self__", None) is cg.gm or getattr(fn, "wrapper_path", "x") is None:
         return ("eager", gm)     # gm.forward, or codegen's eager fallback: runs the graph
     if hasattr(fn, "boxed_entry"):
@@ -359,9 +359,10 @@ def _portable_joint(cg, compiled) -> tuple:
         placeholders = [v if isinstance(v, (TensorMeta, sympy.Symbol)) else None
                         for v in (p.meta.get("val") for p in compiled.bw_gm.graph.nodes
                                   if p.op == "placeholder")]
-        bw_gm = (pickle.dumps(compiled.bw_gm, protocol=pickle.HIGHEST_PROTOCOL), placeholders)
+        bw_gm = (pickle.dumps(_portable_gm(compiled.bw_gm), protocol=pickle.HIGHEST_PROTOCOL),
+                 placeholders)
     autocast = any(n.target is _autocast.enter_autocast for n in cg.gm.graph.nodes)
-    return ("joint", pickle.dumps(cg.gm, protocol=pickle.HIGHEST_PROTOCOL),
+    return ("joint", pickle.dumps(_portable_gm(cg.gm), protocol=pickle.HIGHEST_PROTOCOL),
             pickle.dumps(epilogue, protocol=pickle.HIGHEST_PROTOCOL), fw, bw, bw_gm,
             list(compiled.grad_positions), compiled.num_saved, autocast)
 
@@ -369,7 +370,7 @@ def _portable_joint(cg, compiled) -> tuple:
 def _portable_compiled(name: str, gm, fn) -> tuple:
     """One compiled half of a joint: ("eager", gm) where it runs its graph (the aot_eager
     backend, codegen's eager fallback), else ("cpp" | "triton", gm, <the wrapper's record>)."""
-    data = pickle.dumps(gm, protocol=pickle.HIGHEST_PROTOCOL)
+    data = pickle.dumps(_portable_gm(gm), protocol=pickle.HIGHEST_PROTOCOL)
     if getattr(fn, "__self__", None) is gm or getattr(fn, "wrapper_path", "x") is None:
         return ("eager", data)
     return _wrapper_record(name, fn, data)
@@ -396,7 +397,10 @@ def _wrapper_record(name: str, fn, gm: bytes) -> tuple:
         wsrc = f.read()
     if ns.get("_scalar_fns"):
         raise Uncacheable(f"graph {name}: a runtime float's Python function")
-    externs = [standalone.qualified_name(t) for t in ns["_externs"]]
+    # a vmap target is stored by value (resolved as a placeholder name, then replaced at load)
+    vmaps = {i: _portable_vmap(t) for i, t in enumerate(ns["_externs"]) if _is_vmap(t)}
+    externs = ["builtins.object" if i in vmaps else standalone.qualified_name(t)
+               for i, t in enumerate(ns["_externs"])]
     if None in externs:
         raise Uncacheable(f"graph {name}: extern {ns['_externs'][externs.index(None)]!r} has no "
                           "importable name")
@@ -406,15 +410,55 @@ def _wrapper_record(name: str, fn, gm: bytes) -> tuple:
         ksrc, bindings, width = _cpp_parts(name, fn)
         fast, device = Options().triton_fast_launch, "cpu"
     constants = {k: v for k, v in ns.items() if isinstance(v, torch.Tensor)}
-    spec = {"backend": "triton" if triton else "cpp", "device": device,
+    spec = {"backend": "triton" if triton else "cpp", "device": device, "gpu": _gpu_model(device),
             "kernels_path": "<entry>" if ksrc else None, "vector_width": width,
             "fast_launch": fast, "bindings": bindings, "externs": externs, "consts": [],
-            "constants": dict.fromkeys(constants), "cudagraphs": replay}
+            "constants": dict.fromkeys(constants), "cudagraphs": replay, "vmaps": vmaps}
     # the wrapper's code compiled now (marshal), so a load does not compile it again (about as
     # long as the rest of a hit's rebuild); used where the wrapper file is at the same path then
     code = marshal.dumps(compile(wsrc, fn.wrapper_path, "exec"))
     return (spec["backend"], gm, wsrc, ksrc, spec, pickle.dumps(
         (list(ns["_consts"]), constants), protocol=pickle.HIGHEST_PROTOCOL), code)
+
+
+def _gpu_model(device: str):
+    """The GPU a CUDA wrapper was compiled for (name, compute capability): the lowering chose
+    layouts, padding and launch configurations for it, so another model makes the entry stale
+    (warm_cache._rebuild_compiled); None on CPU."""
+    if not device.startswith("cuda"):
+        return None
+    return torch.cuda.get_device_name(device), torch.cuda.get_device_capability(device)
+
+
+def _is_vmap(target) -> bool:
+    """The tracer's vmap target (pydynamo/executor/higher_order.py's VmapCall: named by type,
+    so storing an entry does not import the tracing stage for it)."""
+    return (type(target).__module__, type(target).__qualname__) == \
+        ("pydynamo.executor.higher_order", "VmapCall")
+
+
+def _portable_vmap(target) -> VmapTarget:
+    return VmapTarget(_portable_gm(target.gm), target.in_dims, target.out_dims,
+                      target.randomness)
+
+
+def _portable_gm(gm):
+    """`gm` as pickle can write it: itself, or, where a node calls torch.vmap over a traced
+    sub-graph (a target no other process can name: pickle writes a graph's targets by name), a
+    copy whose such node calls a VmapTarget submodule instead (nested sub-graphs alike)."""
+    if not any(n.op == "call_function" and _is_vmap(n.target) for n in gm.graph.nodes):
+        return gm
+    graph = torch.fx.Graph()
+    graph.output(graph.graph_copy(gm.graph, {}))
+    out = torch.fx.GraphModule(gm, graph)
+    out.meta.update(gm.meta)
+    for k, n in enumerate([n for n in graph.nodes if n.op == "call_function" and
+                           _is_vmap(n.target)]):
+        name = f"_pydynamo_vmap_{k}"
+        out.add_submodule(name, _portable_vmap(n.target))
+        n.op, n.target = "call_module", name
+    out.recompile()
+    return out
 
 
 def _cpp_parts(name: str, fn) -> tuple:

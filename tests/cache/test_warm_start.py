@@ -394,3 +394,20 @@ def test_dynamic_shapes_entry_serves_other_sizes_in_a_fresh_interpreter(tmp_path
     warm = _fresh(path, cache, backend, mode=["dynamic"])
     assert warm["ok"] and warm["traced"] == [] and warm["hits"] == 1 and warm["heavy"] == [], warm
     assert "SHAPE_ENV" in warm["refused"] and "2 <= L['x'].size()[0]" in warm["refused"], warm
+
+
+@pytest.mark.parametrize("backend", ["codegen", "eager"])
+def test_vmap_graphs_load_in_a_fresh_interpreter(tmp_path, backend):
+    """torch.vmap over traced functions, nested: the graph calls the tracer's vmap target, a
+    per-trace object pickle cannot name (the entry was not stored: ObjNotFoundError). It is
+    stored by value (warm_cache.VmapTarget with its sub-graph, an attribute of the pickled graph
+    and, for a C++ wrapper, its extern); the warm process traces nothing, imports no tracing
+    stage, and equals eager."""
+    path, cache = tmp_path / "user_vmap.py", tmp_path / "cache"
+    path.write_text("import torch\n\n\ndef fn(x):\n    y = x.view(2, 4, 5)\n"
+                    "    inner = lambda m: torch.vmap(lambda r: (r.sin() * 2).sum())(m)\n"
+                    "    return torch.vmap(lambda m: inner(m) + m.cos().mean())(y) + 1\n")
+    cold = _fresh(path, cache, backend)
+    assert cold["ok"] and cold["traced"] == ["fn"] and cold["hits"] == 0, cold
+    warm = _fresh(path, cache, backend)
+    assert warm == {"traced": [], "hits": 1, "ok": True, "heavy": [], "origins": []}, warm

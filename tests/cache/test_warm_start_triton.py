@@ -94,17 +94,20 @@ def model(tmp_path):
 
 
 CPU_ONLY = pytest.mark.skipif(torch.cuda.is_available(), reason="the interpreter's scenario")
+# the fresh-interpreter scenarios: CPU tensors through the interpreter, and a GPU where there is one
+DEVICES = ["cpu", pytest.param("cuda:0", marks=pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="needs a CUDA device"))]
 
 
-@CPU_ONLY
-def test_triton_wrappers_load_in_a_new_process_without_compiling(model, tmp_path):
+@pytest.mark.parametrize("device", DEVICES)
+def test_triton_wrappers_load_in_a_new_process_without_compiling(model, tmp_path, device):
     """The three graphs (a kernel module; externs only, whose wrapper needs the Triton
     namespace, not the C++ one; an indirect read) are stored, then loaded: nothing traced or
     compiled in the warm process, outputs equal eager's on random inputs."""
-    cache = tmp_path / "cache"
-    cold = _fresh(model, cache, "infer")
+    cache, interpret = tmp_path / "cache", device == "cpu"
+    cold = _fresh(model, cache, "infer", device, interpret)
     assert cold["ok"] and cold["stores"] == 3 and cold["triton_graphs"] == 3, cold
-    warm = _fresh(model, cache, "infer")
+    warm = _fresh(model, cache, "infer", device, interpret)
     assert warm["ok"] and warm["traced"] == [] and warm["hits"] == 3, warm
     assert warm["graphs_compiled"] == 0 and warm["stores"] == 0, warm
 
@@ -121,15 +124,15 @@ def test_an_interpreted_entry_is_not_loaded_where_triton_does_not_interpret(mode
     assert any("does not interpret" in m for m in plain["logs"]), plain["logs"]
 
 
-@CPU_ONLY
-def test_training_steps_load_triton_forward_and_backward(model, tmp_path):
+@pytest.mark.parametrize("device", DEVICES)
+def test_training_steps_load_triton_forward_and_backward(model, tmp_path, device):
     """The joints' compiled forward and backward are Triton wrappers; steps 1-2 and step 3 (the
     input requires grad too) are two entries."""
-    cache = tmp_path / "cache"
-    cold = _fresh(model, cache, "train")
+    cache, interpret = tmp_path / "cache", device == "cpu"
+    cold = _fresh(model, cache, "train", device, interpret)
     assert cold["ok"] and cold["stores"] == 2 and cold["backward_compiled"] == 2, cold
     assert cold["triton_graphs"] == 4, cold
-    warm = _fresh(model, cache, "train")
+    warm = _fresh(model, cache, "train", device, interpret)
     assert warm["ok"] and warm["traced"] == [] and warm["hits"] == 2, warm
     assert warm["graphs_compiled"] == 0 and warm["backward_compiled"] == 0, warm
 
@@ -202,3 +205,32 @@ def test_a_tensor_guard_record_keeps_the_device_index():
     with tensor_check.disabled():
         fn = guards.compile_guards([g], {})
     assert "device ==" in fn.source_text and "is_cpu" not in fn.source_text, fn.source_text
+
+
+@CPU_ONLY
+def test_a_cuda_entry_of_another_gpu_model_is_stale(monkeypatch):
+    """The lowering chose layouts, padding and launch configurations for the GPU it compiled
+    on: a record made for an H100 does not load on another model (Stale: the frame is traced
+    and compiled again), and loads on the same one. (CUDA simulated: the record's device
+    renamed, torch.cuda's answers patched.)"""
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    import codegen
+    from pydynamo import warm_cache, warm_store
+
+    def f(x):
+        return x.exp() - 1
+    gm = torch.fx.symbolic_trace(f)
+    call = codegen.compile_fx(gm, [torch.randn(3, 4)], backend_kernels="triton")
+    rec = warm_store._wrapper_record("g", call, pickle.dumps(gm))
+    assert rec[4]["gpu"] is None                    # (a CPU entry: no model)
+    rec[4].update(device="cuda:0", gpu=("NVIDIA H100 80GB HBM3", (9, 0)))
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda d: "NVIDIA A100-SXM4-80GB")
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda d: (8, 0))
+    with pytest.raises(warm_cache.Stale, match="another GPU"):
+        warm_cache._rebuild_compiled(rec, warm_cache._LazyGraph(rec[1]))
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda d: "NVIDIA H100 80GB HBM3")
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda d: (9, 0))
+    monkeypatch.setattr(warm_cache.run_wrapper, "namespace", lambda *a: {"_externs": []})
+    with pytest.raises(Exception) as e:     # past the model check: the (patched) namespace
+        warm_cache._rebuild_compiled(rec, warm_cache._LazyGraph(rec[1]))
+    assert not isinstance(e.value, warm_cache.Stale), e.value
