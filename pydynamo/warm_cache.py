@@ -85,7 +85,10 @@ tracing, training, recompile explanations and codegen's lowering are stages boun
 tests/cache/test_warm_start.py checks it in a fresh interpreter. This module is the reading
 half (keys, the folder, lookup and the rebuild); writing an entry (`store`) and moving a cache
 (`save_artifacts` / `load_artifacts`) are pydynamo/warm_store.py, a stage of convert_frame: a
-process that only loads entries never imports it (tests/cache/test_warm_hit_cost.py).
+process that only loads entries never imports it (tests/cache/test_warm_hit_cost.py). With
+the warm cache on, optimize() imports the hit path when it wraps and calls `prepare()` (the
+guard extension, the version key, the toolchain: eval_frame._prepare_warm_start), so a
+script's first call finds them done, as torch.compile imports its stack when it wraps.
 
 Safety: entries are sealed like codecache's binaries (trailer: key, sha256, size) and verified
 before they are unpickled; a damaged or foreign entry is ignored with one CacheWarning and
