@@ -204,14 +204,17 @@ def build(gm, g, backend: Backend, stats: CompileStats, options: Options, exampl
         call.boxed_entry = ns["call_boxed"]
     call.kernel_count = stats.kernels
     call.stats = stats
-    call.wrapper_path = path
-    call.library_path = kpath
-    if backend.source_attributes:
-        call.kernel_path, call.kernel_source = kpath, src
-        # how each kernel is bound, as literals (the footer's, which a wrapper whose extern
-        # arguments have no text lacks): the warm cache's record of a Triton wrapper
-        call.launch_spec = {"bindings": bindings, "vector_width": options.vector_width,
-                            "fast_launch": options.triton_fast_launch}
+    # where it came from, on the callable and on the wrapper function a CUDA-graph runner holds
+    # (the warm cache records that function and reads them there)
+    for c in {id(call): call, id(ns["call"]): ns["call"]}.values():
+        c.wrapper_path = path
+        c.library_path = kpath
+        if backend.source_attributes:
+            c.kernel_path, c.kernel_source = kpath, src
+            # how each kernel is bound, as literals (the footer's, which a wrapper whose extern
+            # arguments have no text lacks): the warm cache's record of a Triton wrapper
+            c.launch_spec = {"bindings": bindings, "vector_width": options.vector_width,
+                             "fast_launch": options.triton_fast_launch}
     call._lib = module      # keep the library alive as long as the callable
     counters["graphs_compiled"] += 1
     counters[f"{backend.name}_graphs_compiled"] += 1

@@ -190,6 +190,28 @@ def test_a_cuda_graph_runner_is_stored_as_its_wrapper_and_wrapped_again(monkeypa
     assert codegen.counters["graphs_compiled"] == built
 
 
+@CPU_ONLY
+def test_a_runner_the_pipeline_wraps_is_recorded(monkeypatch):
+    """On a GPU the pipeline's callable is the CUDA-graph runner TritonBackend.finish wraps
+    around the wrapper function; the warm cache records that function, which must carry the
+    wrapper's paths and launch spec itself (it did not: every reduce-overhead frame on an H100
+    was 'not cached: a compiled function', session 17). finish wraps here as it does there."""
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    import codegen
+    from codegen import gpu_wrapper
+    from codegen.cudagraphs import CudaGraphRunner
+    from pydynamo import warm_store
+    monkeypatch.setattr(gpu_wrapper.TritonBackend, "finish",
+                        lambda self, call, gm, g, options, stats, ns:
+                        CudaGraphRunner(call, [], ns.get("matches"), outputs="static"))
+    gm = torch.fx.symbolic_trace(lambda x: (x * 3).cos() - 1)
+    runner = codegen.compile_fx(gm, [torch.randn(5, 3)], backend_kernels="triton")
+    assert isinstance(runner, CudaGraphRunner)
+    rec = warm_store._wrapper_record("g", runner, pickle.dumps(gm))
+    assert rec[0] == "triton" and rec[4]["cudagraphs"]["outputs"] == "static"
+    assert rec[3] == runner.kernel_source
+
+
 def test_a_tensor_guard_record_keeps_the_device_index():
     """The stored TENSOR_MATCH spec is the traced tensor's, device index included, and the bound
     guard compares devices exactly (cuda:0 is not cuda:1; the C++ check compares c10 devices)."""
