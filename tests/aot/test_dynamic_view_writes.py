@@ -423,3 +423,32 @@ def test_write_through_a_view_of_a_transposed_training_output():
             torch.testing.assert_close(a, b, **TOL)
     finally:
         pydynamo.reset()
+
+
+def test_a_unit_dim_stride_planned_at_the_hints_does_not_raise_in_the_backward():
+    """Chain seed 243 of a sweep of writes through random view chains: x of shape (s0, s1, 1)
+    with strides (1, s0, s0*s1), `(x * w).permute(1, 2, 0).zero_()` in training. codegen's
+    backward planned its `new_empty_strided` / `as_strided` externs' stride of the size-1 dim at
+    the hints (24 for s0*s1) and checked it exactly: the next size raised "an extern op returned
+    a shape the compiled graph did not plan for" (a backward cannot replay eagerly). The stride
+    of a size-1 dim is read by no index: codegen's check ignores it."""
+    def f(x, w):
+        z = x * w
+        z.permute(1, 2, 0).zero_()
+        return z.sin()
+    pydynamo.reset()
+    g = pydynamo.optimize(f, backend="codegen", dynamic=True)
+    try:
+        for shape in ((6, 4, 1), (6, 6, 1), (5, 7, 1)):
+            outs = []
+            for fn in (g, f):
+                torch.manual_seed(sum(shape))
+                x = torch.randn(*shape[::-1]).permute(2, 1, 0).clone()
+                w = torch.randn(shape, requires_grad=True)
+                out = fn(x, w)
+                out.sum().backward()
+                outs.append((out.detach(), w.grad))
+            for a, b in zip(*outs):
+                torch.testing.assert_close(a, b, **TOL)
+    finally:
+        pydynamo.reset()
