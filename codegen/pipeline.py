@@ -29,7 +29,7 @@ from codegen.fallback import EagerFallback
 from codegen.graph import GraphLowering
 from codegen.ir import ExternCall
 from codegen.options import Options
-from codegen.reinplace import copied_back, reinplace
+from codegen.reinplace import accumulate_embedding_grads, copied_back, reinplace
 from codegen.runtime import CppRuntime, base_namespace, counters, fallbacks as _fallbacks
 from codegen.scalars import SpecializeFloats
 from codegen.scheduler import FusedKernel, mark_row_local, schedule
@@ -126,7 +126,9 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: List[Any], backend: 
     refused = backend.refuse(gm)
     if refused:
         return _eager(gm, refused, stats)
-    if options.written_back:    # before lowering; an eager fallback runs the rewritten graph
+    # before lowering; an eager fallback runs the rewritten graph
+    counters["embedding_grads_accumulated"] += accumulate_embedding_grads(gm)
+    if options.written_back:
         written = gm.meta["written_inputs"] = reinplace(gm, options.written_back)
         counters["reinplaced_inputs"] += len(written)
         gm.meta["copied_back"] = copied_back(gm, options.written_back, written)

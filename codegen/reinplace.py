@@ -20,6 +20,18 @@ Invariants (never a wrong answer):
     for an in-place op to write back (the write is the plan, and the graph's result is the input).
 The CUDA-graph runner is told the written positions (`gm.meta["written_inputs"]`), so an input
 it copies into a static buffer is copied back after a replay (codegen/cudagraphs.py).
+
+`accumulate_embedding_grads` does the same for a backward's tied weight: GPT-2's token embedding
+is also its LM head, so its gradient is `add(lm_head_grad, embedding_dense_backward(...))`: the
+embedding's gradient written out as a whole vocabulary-sized tensor (zeros but for the rows
+seen) and a third vocabulary-sized pass to add them. Where the other operand is a product this
+graph made and nothing else reads (a GEMM's result, through views), the rows are added into it
+in place (`embedding_grad_into`: index_add_), which reads and writes only the rows seen.
+Invariants: only padding_idx -1 and scale_grad_by_freq False (the rows added are exactly the
+ones eager's kernel sums); the written product and every view between it and the add have one
+user; not under torch.use_deterministic_algorithms (CUDA's index_add_ accumulates with atomics:
+its sum order, like torch.compile's scatter-add, is not eager's fixed one; the values agree to
+rounding, as any reordered float sum does).
 """
 from __future__ import annotations
 
@@ -39,6 +51,13 @@ def index_copy_into(self, dim, index, source):
 def index_put_into(self, indices, values, accumulate=False):
     """`aten.index_put` (no accumulation) written into `self`, which it returns."""
     return self.index_put_(indices, values, accumulate)
+
+
+def embedding_grad_into(grad, grad_output, indices):
+    """`grad + embedding_dense_backward(grad_output, indices, grad.shape[0], -1, False)`,
+    written into `grad` (a product nothing else reads), which it returns."""
+    rows = indices.reshape(-1)
+    return grad.index_add_(0, rows, grad_output.reshape(rows.numel(), grad.shape[1]))
 
 
 def _into(node: torch.fx.Node):
@@ -118,3 +137,48 @@ def copied_back(gm: torch.fx.GraphModule, written_back: Sequence[Tuple[int, int]
             continue
         pairs.append((k, i))
     return pairs
+
+
+# views that never copy, between a product and the add that takes it
+_PURE_VIEWS = (aten.t.default, aten.view.default, aten._unsafe_view.default, aten.permute.default)
+_PRODUCTS = (aten.mm.default, aten.addmm.default)
+
+
+def _owned_product(node) -> bool:
+    """node is a GEMM's result (through views) that nothing but this chain reads."""
+    while isinstance(node, torch.fx.Node) and len(node.users) == 1:
+        if node.op == "call_function" and node.target in _PRODUCTS:
+            return True
+        if node.op != "call_function" or node.target not in _PURE_VIEWS:
+            return False
+        node = node.args[0]
+    return False
+
+
+def accumulate_embedding_grads(gm: torch.fx.GraphModule) -> int:
+    """Rewrite `add(product, embedding_dense_backward(g, idx, N, -1, False))` into
+    `embedding_grad_into(product, g, idx)` (see the module docstring); returns how many."""
+    if torch.are_deterministic_algorithms_enabled():
+        return 0
+    done = 0
+    for n in list(gm.graph.nodes):
+        if n.op != "call_function" or n.target is not aten.add.Tensor or len(n.args) != 2 or \
+                n.kwargs.get("alpha", 1) != 1:
+            continue
+        for mine, other in ((0, 1), (1, 0)):
+            e, t = n.args[other], n.args[mine]
+            if not (isinstance(e, torch.fx.Node) and e.op == "call_function" and
+                    e.target is aten.embedding_dense_backward.default and len(e.users) == 1):
+                continue
+            g, idx, num, pad, scale = (list(e.args) + [None] * 5)[:5]
+            lay_t, lay_n = _layout(t) if isinstance(t, torch.fx.Node) else None, _layout(n)
+            if pad != -1 or scale is not False or lay_t is None or lay_t != lay_n or \
+                    len(lay_n[0]) != 2 or not _owned_product(t):
+                continue
+            n.target, n.args, n.kwargs = embedding_grad_into, (t, g, idx), {}
+            gm.graph.erase_node(e)
+            done += 1
+            break
+    if done:
+        gm.recompile()
+    return done
