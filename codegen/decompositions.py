@@ -11,8 +11,7 @@ import math
 import sympy
 import torch
 
-from codegen.attention_bias import aligned_bias
-from codegen.ir import NotLowered, TensorValue, current, realize
+from codegen.ir import NotLowered, TensorValue, current, realize, strided_view_of
 from codegen.lowering import (LOWERINGS, amax, broadcast_sizes, cast, clamp, div, expand_to,
                               float_dtype_for, is_float, is_tensor, make_reduction, mean, norm_dim,
                               norm_dims, pointwise, register, result_dtype, sum_, var_mean_impl,
@@ -20,6 +19,7 @@ from codegen.lowering import (LOWERINGS, amax, broadcast_sizes, cast, clamp, div
 from codegen.view_lowerings import _check_factory, reshape, slice_
 from codegen.ops import ops
 from codegen.scalars import has_scalar
+from codegen.sizevars import static_int
 
 L = LOWERINGS
 
@@ -306,6 +306,80 @@ def tensor(data, *, dtype=None, **kw):
     if isinstance(data, (list, tuple)) and len(data) == 0:
         return L["full"]([0], 0, dtype=dtype or torch.get_default_dtype(), **kw)
     raise NotLowered("tensor data other than [] or a number")
+
+
+# --- attention biases in the layout fused attention kernels require -----------------------------
+# CUDA's memory-efficient attention (and cuDNN's) reads its additive bias (`attn_bias`, the float
+# mask) with vector loads: every stride but the last must be a multiple of 16 bytes, or the call
+# fails ("attn_bias is not correctly aligned"). torch's own `scaled_dot_product_attention` pads the
+# mask's last dimension and slices it back (a copy per call); a graph recorded at the dispatcher
+# (training joints, functionalized inference graphs) holds that pad and slice as ops, and codegen
+# folding them into one kernel wrote a dense `[..., N]` bias whose rows start unaligned: a
+# static-cache decode step over 23 keys failed its CUDA-graph capture and launched plainly
+# (session 17; tests/codegen_triton/test_gpu.py `test_decode_mask_of_odd_length_is_captured`).
+# `aligned_bias(v)` is v when it is already a view of a buffer with aligned strides, else v
+# written once into a buffer whose rows are padded to a multiple of ALIGN elements, as a view of
+# its first N columns (the padding is never read); a bias computed per batch row and broadcast
+# over the heads (`TensorValue.view_of`) is padded before the broadcast. Values are unchanged, so
+# every attention kernel (and eager's composite, which then skips its own pad) computes the same
+# result. A symbolic last size is passed as before. `BIAS_ARGUMENT`: the bias argument of each
+# fused attention op codegen calls extern (graph.py's `_extern_node` aligns it).
+# (16 elements covers 16-byte vectors down to 8-bit types, as torch's own pad of the mask does)
+ALIGN = 16
+
+BIAS_ARGUMENT = {
+    getattr(torch.ops.aten, op).default: name for op, name in (
+        ("_scaled_dot_product_efficient_attention", "attn_bias"),
+        ("_scaled_dot_product_efficient_attention_backward", "attn_bias"),
+        ("_efficient_attention_forward", "bias"),
+        ("_efficient_attention_backward", "bias"),
+        ("_scaled_dot_product_cudnn_attention", "attn_bias"),
+        ("_scaled_dot_product_cudnn_attention_backward", "attn_bias"),
+    ) if getattr(torch.ops.aten, op, None) is not None     # (one this torch lacks: skipped)
+}
+
+
+def _aligned(v: TensorValue) -> bool:
+    ref = strided_view_of(v)
+    if ref is None:
+        return False
+    strides = [static_int(s) for s in ref.stride]
+    offset = static_int(ref.offset)
+    if offset is None or None in strides or strides[-1] != 1 and static_int(v.size[-1]) != 1:
+        return False
+    return offset % ALIGN == 0 and all(s % ALIGN == 0 for s in strides[:-1])
+
+
+def aligned_bias(v):
+    """v (an attention bias) as a view the fused kernels accept (see the comment above)."""
+    if not isinstance(v, TensorValue) or v.ndim < 2 or _aligned(v):
+        return v
+    n = static_int(v.size[-1])
+    if n is None:
+        return v                        # a symbolic key length: as before
+    if v.view_of is not None:           # a bias broadcast over heads stays a stride-0 view
+        source, view = v.view_of
+        out = view(aligned_bias(source))
+        if _aligned(out):
+            return out
+    padded = -(-n // ALIGN) * ALIGN
+    if padded == n:     # a fresh dense buffer of it is aligned (a view of another may not be)
+        return realize(TensorValue(list(v.size), v.dtype, v.loader, None, v.cost))
+    return L["narrow"](realize(L["constant_pad_nd"](v, [0, padded - n], 0.0)), -1, 0, n)
+
+
+def align_bias_argument(target, args, kwargs):
+    """(args, kwargs) of an extern call of `target` with its attention bias aligned."""
+    name = BIAS_ARGUMENT.get(target)
+    if name is None:
+        return args, kwargs
+    if name in kwargs:
+        return args, {**kwargs, name: aligned_bias(kwargs[name])}
+    names = [a.name for a in target._schema.arguments]
+    i = names.index(name)
+    if i < len(args):
+        args = (*args[:i], aligned_bias(args[i]), *args[i + 1:])
+    return args, kwargs
 
 
 @register("scaled_dot_product_attention")

@@ -28,12 +28,12 @@ from codegen.canonical import OPERATORS, VIEW_OPS, Canonical, _canon_name, canon
 from pydynamo import meta_direct as _direct
 from pydynamo.meta import device_results
 from pydynamo.mutation import node_mutation
-from codegen.attention_bias import align_bias_argument
 from codegen.fallback import _LOWERING_ERRORS, EagerFallback
 from codegen.graph_args import _flat, _has_tensor, _origins_of, _refs
 from codegen.graph_outputs import GraphOutputs, may_alias
 from codegen.ir import (ArgRef, ComputedBuffer, ExternBuffer, ExternCall, InputBuffer, Layout,
                         NotLowered, TensorValue, current, realize, strided_view_of)
+from codegen.decompositions import align_bias_argument
 from codegen.lowering import LOWERINGS
 from codegen.node_meta import (_all_tensor_meta, _as_meta, _fresh_at_every_size, _is_tensor_meta,
                                _meta_symbols, _node_meta, _symbolic_record,

@@ -232,7 +232,7 @@ def test_decode_mask_of_odd_length_is_captured():
     under reduce-overhead: its graph is recorded at the dispatcher, where the memory-efficient
     attention's bias must have rows aligned to 16 elements. Codegen wrote the mask dense (rows
     of 23) and the CUDA-graph capture failed ("attn_bias is not correctly aligned"): every decode
-    step launched plainly (session 17, Llama fp32 batch 8). codegen/attention_bias.py."""
+    step launched plainly (session 17, Llama fp32 batch 8). codegen/decompositions.py aligned_bias."""
     import pydynamo
 
     def step(cache, pos, k, q, keep):

@@ -245,7 +245,7 @@ def test_attention_output_layout_is_the_devices_own():
 
 def test_attention_mask_of_odd_length_reaches_the_kernel_in_aligned_rows():
     """A float mask handed to fused attention has rows aligned to 16 elements (codegen/
-    attention_bias.py): the mask of a key length of 23 (a static-cache decode step) is written
+    decompositions.py aligned_bias): the mask of a key length of 23 (a static-cache decode step) is written
     into 32-wide rows and passed as a view of them; values equal eager's."""
     def f(q, k, v, keep):
         mask = keep[:, None, None, :] & torch.ones(5, 23, dtype=torch.bool, device=DEV).tril(18)
