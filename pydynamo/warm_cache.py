@@ -529,6 +529,15 @@ def _rebuild_graph(rec: tuple):
     return installed.wrap_compiled(gm, _rebuild_compiled(rec[:-1], gm), rec[-1])
 
 
+def _gpu_model(device: str):
+    """The GPU a CUDA wrapper was compiled for (name, compute capability): the lowering chose
+    layouts, padding and launch configurations for it, so an entry stored for another model is
+    stale (warm_store records it, `_rebuild_compiled` compares it); None on CPU."""
+    if not device.startswith("cuda"):
+        return None
+    return torch.cuda.get_device_name(device), torch.cuda.get_device_capability(device)
+
+
 def _rebuild_compiled(rec: tuple, gm, boxed: bool = False):
     """The callable a ("eager", gm) / ("cpp", gm, <wrapper record>) record stands for, for graph
     `gm` (a _LazyGraph: the wrapper's eager escapes run it); `boxed`: taking one list."""
@@ -538,8 +547,7 @@ def _rebuild_compiled(rec: tuple, gm, boxed: bool = False):
     if spec["device"] == "cpu" and spec["backend"] == "triton" and \
             os.environ.get("TRITON_INTERPRET", "0") != "1":
         raise Stale("Triton kernels on CPU tensors, and this process does not interpret them")
-    if spec.get("gpu") and spec["gpu"] != (torch.cuda.get_device_name(spec["device"]),
-                                           torch.cuda.get_device_capability(spec["device"])):
+    if spec.get("gpu") and spec["gpu"] != _gpu_model(spec["device"]):
         raise Stale(f"compiled for a {spec['gpu'][0]}, and {spec['device']} is another GPU")
     consts, constants = pickle.loads(values)
     ns = run_wrapper.namespace(spec, runtime.fallbacks(gm), constants, ksrc, consts)

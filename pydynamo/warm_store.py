@@ -38,8 +38,9 @@ from pydynamo.code_origins import origin_of
 from pydynamo.meta import TensorMeta
 from pydynamo.guards import Guard, GuardKind, ShapeGuards, TensorSpec, compile_guards, guard_rank, text_key
 from pydynamo.stages import lazy
-from pydynamo.warm_cache import (FORMAT, Uncacheable, VmapTarget, _code_hash, _entry_rel, _frames_dir, _guard,
-                                 _module_globals, _plain, _seen, frame_key, log, stats, versions)
+from pydynamo.warm_cache import (FORMAT, Uncacheable, VmapTarget, _code_hash, _entry_rel, _frames_dir,
+                                 _gpu_model, _guard, _module_globals, _plain, _seen, frame_key,
+                                 log, stats, versions)
 
 aot_runtime = lazy("pydynamo.aot.runtime")  # the training stage: a training entry's record
 
@@ -383,7 +384,7 @@ def _wrapper_record(name: str, fn, gm: bytes) -> tuple:
     (`fn.__globals__`, pipeline.build's). A wrapper behind CUDA-graph replay (mode
     "reduce-overhead") is recorded as the wrapper, and the replay's settings go in the spec
     (`cudagraphs`): a load wraps the rebuilt wrapper in a new runner, which captures again."""
-    replay, launch_spec = None, getattr(fn, "launch_spec", None)
+    replay = None
     if (type(fn).__module__, type(fn).__qualname__) == ("codegen.cudagraphs", "CudaGraphRunner"):
         replay = {"mutated": list(fn.mutated), "copy_back": list(fn.copy_back),
                   "outputs": fn.outputs, "matches": fn.matches is not None}
@@ -405,7 +406,7 @@ def _wrapper_record(name: str, fn, gm: bytes) -> tuple:
         raise Uncacheable(f"graph {name}: extern {ns['_externs'][externs.index(None)]!r} has no "
                           "importable name")
     if triton:
-        ksrc, bindings, width, fast, device = _triton_parts(name, fn, launch_spec)
+        ksrc, bindings, width, fast, device = _triton_parts(name, fn)
     else:
         ksrc, bindings, width = _cpp_parts(name, fn)
         fast, device = Options().triton_fast_launch, "cpu"
@@ -419,15 +420,6 @@ def _wrapper_record(name: str, fn, gm: bytes) -> tuple:
     code = marshal.dumps(compile(wsrc, fn.wrapper_path, "exec"))
     return (spec["backend"], gm, wsrc, ksrc, spec, pickle.dumps(
         (list(ns["_consts"]), constants), protocol=pickle.HIGHEST_PROTOCOL), code)
-
-
-def _gpu_model(device: str):
-    """The GPU a CUDA wrapper was compiled for (name, compute capability): the lowering chose
-    layouts, padding and launch configurations for it, so another model makes the entry stale
-    (warm_cache._rebuild_compiled); None on CPU."""
-    if not device.startswith("cuda"):
-        return None
-    return torch.cuda.get_device_name(device), torch.cuda.get_device_capability(device)
 
 
 def _is_vmap(target) -> bool:
@@ -483,11 +475,12 @@ def _cpp_parts(name: str, fn) -> tuple:
     return ksrc, bindings, width
 
 
-def _triton_parts(name: str, fn, launch_spec) -> tuple:
+def _triton_parts(name: str, fn) -> tuple:
     """(kernels' source, bindings, vector width, fast launch, device) of a Triton wrapper: how
     each kernel is bound (block size, warps, launch argument kinds) is what pipeline.build kept
     (`launch_spec`); the kernels' module is its own source (loaded from it again: on CUDA,
     Triton's on-disk cache makes its compile a hit)."""
+    launch_spec = getattr(fn, "launch_spec", None)
     if not isinstance(launch_spec, dict):
         raise Uncacheable(f"graph {name}: a Triton wrapper without its kernels' bindings")
     ksrc = fn.kernel_source if fn.kernel_path else None
