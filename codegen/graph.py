@@ -35,6 +35,7 @@ from codegen.ir import (ArgRef, ComputedBuffer, ExternBuffer, ExternCall, InputB
                         NotLowered, TensorValue, current, realize, strided_view_of)
 from codegen.decompositions import align_bias_argument
 from codegen.lowering import LOWERINGS
+from codegen.region_calls import RegionCall
 from codegen.node_meta import (_all_tensor_meta, _as_meta, _fresh_at_every_size, _is_tensor_meta,
                                _meta_symbols, _node_meta, _symbolic_record,
                                _tensors_beside_scalars, _view_flag, propagate_meta)
@@ -209,11 +210,13 @@ class GraphLowering(GraphOutputs):
             return canonical_size(v)      # computed by the wrapper from the size symbols
         return v
 
-    def call_extern(self, target, args, kwargs, meta=None):
-        """Run `target` eagerly from the wrapper; returns TensorValue(s) over its outputs."""
+    def call_extern(self, target, args, kwargs, meta=None, out_meta=None):
+        """Run `target` eagerly from the wrapper; returns TensorValue(s) over its outputs
+        (`out_meta`: their metadata where the caller knows it, else probed or run on meta)."""
         args, kwargs = self.to_arg(tuple(args)), self.to_arg(dict(kwargs))
         call = ExternCall(target, args, kwargs, self.current_node)
-        out_meta = self._extern_meta(target, args, kwargs, meta)
+        if out_meta is None:
+            out_meta = self._extern_meta(target, args, kwargs, meta)
         symbolic = self._symbolic_extern(target, args, kwargs, out_meta, meta)
 
         def build(m, path):
@@ -448,6 +451,8 @@ class GraphLowering(GraphOutputs):
 
     def call(self, node):
         args, kwargs = self._eval_args(node.args), self._eval_args(node.kwargs)
+        if node.op == "call_function" and isinstance(node.target, RegionCall):
+            return self._region_call(node, args)
         if not _all_tensor_meta(self._meta(node)) and not _has_tensor((args, kwargs)) and \
                 any(has_scalar(x) for x in _flat((args, kwargs))):
             # Python arithmetic on runtime floats: the wrapper computes it, as Python does
@@ -494,6 +499,21 @@ class GraphLowering(GraphOutputs):
         self.stats.extern_reasons[node.name] = f"{_target_name(node)}: {reason}"
         result = self._extern_node(node, args, kwargs)
         return result
+
+    def _region_call(self, node, args):
+        """An outlined region (codegen/region_calls.py): an extern call of its sub-graph,
+        compiled once per template through the same pipeline (RegionCall.compiled); its results
+        are new tensors of the template's result metadata (the node's). Arguments in another
+        layout than the sub-graph was traced for: the sub-graph runs eagerly instead."""
+        refs = [self.to_arg(a) for a in args]
+        if not all(isinstance(r, ArgRef) for r in refs):
+            raise NotLowered("region argument is not a tensor")
+        layouts = [(tuple(self.hint(s) for s in r.size), tuple(self.hint(s) for s in r.stride),
+                    r.buffer.dtype) for r in refs]
+        device = self.backend.device or torch.device(self.devices[0])
+        target = node.target.compiled(layouts, device) or node.target
+        self.stats.extern += 1
+        return self.call_extern(target, refs, {}, out_meta=tuple(node.meta["val"]))
 
     def _is_size_arithmetic(self, node, args, kwargs) -> bool:
         """A call over size symbols and ints: the executor's (meta["val"] is a sympy

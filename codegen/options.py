@@ -56,6 +56,11 @@ class Options:
     # the call (pydynamo/aot's write-backs of a functionalized graph); a scatter of such an
     # input into such an output is written into the input instead (codegen/reinplace.py)
     written_back: tuple = ()
+    # regional compilation (issue 20, level C; codegen/region_calls.py): each repeated region the
+    # tracer's templates made (a transformer layer) compiled once and called per instance,
+    # instead of lowered inline per instance; off by default, as fusion across a region's
+    # boundary is lost (its results are written to memory by the region's call)
+    compile_regions: bool = False
 
     def __post_init__(self):
         if self.backend_kernels not in (None, "cpp", "triton"):

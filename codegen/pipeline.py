@@ -16,6 +16,7 @@ autograd, or differ from the compile-time inputs, run the original graph eagerly
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import warnings
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ from codegen.fallback import EagerFallback
 from codegen.graph import GraphLowering
 from codegen.ir import ExternCall
 from codegen.options import Options
+from codegen.region_calls import outline
 from codegen.reinplace import accumulate_embedding_grads, copied_back, reinplace
 from codegen.runtime import CppRuntime, base_namespace, counters, fallbacks as _fallbacks
 from codegen.scalars import SpecializeFloats
@@ -132,6 +134,10 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: List[Any], backend: 
         written = gm.meta["written_inputs"] = reinplace(gm, options.written_back)
         counters["reinplaced_inputs"] += len(written)
         gm.meta["copied_back"] = copied_back(gm, options.written_back, written)
+    if options.compile_regions:
+        regional = _compile_regions(gm, example_inputs, backend, stats, options)
+        if regional is not None:
+            return regional
     for specialize_floats in (False, True):
         step = "lowering"
         try:
@@ -155,6 +161,32 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: List[Any], backend: 
                 raise
             log.debug("%s failed", step, exc_info=True)
             return _eager(gm, f"internal {step} error: {type(e).__name__}: {e}", stats)
+
+
+def _compile_regions(gm, example_inputs, backend: Backend, stats: CompileStats, options: Options):
+    """The graph with each repeated region one call of its sub-graph, compiled once through this
+    pipeline (codegen/region_calls.py), or None: nothing to outline, or anything this cannot
+    handle (an eager fallback, a float made constant, an internal error), which compiles the
+    flat graph instead. The wrapper's eager escapes run the flat graph `gm`."""
+    # a region's sub-graph: a plain compile (positional arguments, no CUDA-graph runner of its
+    # own inside the outer graph's, no write-backs, no regions inside)
+    sub_options = dataclasses.replace(options, compile_regions=False, boxed=False, cudagraphs=False,
+                                      written_back=())
+    try:
+        with phases.phase("graph passes"):
+            outlined = outline(gm, lambda sub, examples: compile_graph(sub, examples, backend,
+                                                                       sub_options))
+            if outlined is None:
+                return None
+            g = backend.lowering(outlined, example_inputs, options.dynamic, False, backend).run()
+        return build(gm, g, backend, stats, options, example_inputs)
+    except Exception as e:
+        if options.strict and not isinstance(e, (EagerFallback, SpecializeFloats)):
+            raise
+        counters["region_graphs_flat"] += 1
+        log.info("codegen: regions not compiled separately (%s: %s); compiling the flat graph",
+                 type(e).__name__, e)
+        return None
 
 
 def build(gm, g, backend: Backend, stats: CompileStats, options: Options, example_inputs=()):

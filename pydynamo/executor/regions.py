@@ -77,6 +77,12 @@ _DROPOUTS = {"dropout": 2, "dropout_": 2, "alpha_dropout": 2, "alpha_dropout_": 
              "dropout2d": 2, "dropout3d": 2}
 
 
+# node.meta key of a node a template made: (template uid, instance, position in the template).
+# codegen's regional compilation (codegen/regions.py, option compile_regions) groups the nodes
+# of each instance by it; nothing else reads it, so the graph is the same with or without it.
+REGION_META = "pd_region"
+_uids = itertools.count()
+
 # Process-wide counts: "recorded" (templates made), "declined" (a first call not reusable),
 # "replayed" (calls answered by a template), "missed" (a template that did not apply).
 STATS: collections.Counter = collections.Counter()
@@ -114,6 +120,8 @@ def inline_forward(tx, module_var, forward, args, kwargs):
     finally:
         regions.active.discard(key)
     tpl = regions.templates[key] = rec.finish(out)
+    if tpl is not None:
+        tpl.annotate(tpl.nodes)
     STATS["recorded" if tpl is not None else "declined"] += 1   # (with its reason, below)
     return out
 
@@ -458,6 +466,16 @@ class Template:
     writes: int                     # side-effect writes when recorded (replay needs the same)
     state_read: set                 # global-state checks the call relied on
     check: Any = None               # the guards over _REGION, compiled (`_check`)
+    uid: int = dataclasses.field(default_factory=lambda: next(_uids))
+    instances: Any = dataclasses.field(default_factory=itertools.count)   # REGION_META's instance
+
+    def annotate(self, nodes):
+        """Mark `nodes` (one instance's, in template order) as this template's next instance. An
+        enclosing template's annotation, made when it finishes or replays, replaces an inner
+        one's: codegen outlines the outermost repeated region."""
+        inst = next(self.instances)
+        for j, n in enumerate(nodes):
+            n.meta[REGION_META] = (self.uid, inst, j)
 
     def replay(self, tx, module_var, args, kwargs):
         """The call's result on `module_var`, or None where the template does not apply."""
@@ -502,6 +520,7 @@ class Template:
         graph = root.output_graph.graph
         for n in self.nodes:
             env[n] = graph.node_copy(n, lambda x: env[x])
+        self.annotate([env[n] for n in self.nodes])
         return self._rebuild(root, self.result, env, flat, {})
 
     def _check(self, root):
