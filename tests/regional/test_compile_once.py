@@ -1,0 +1,252 @@
+"""Regional compilation, level C (issue 20; codegen/region_calls.py, option compile_regions).
+
+Each repeated block a region template made becomes one call of a sub-graph compiled once through
+the codegen pipeline. Every test compares against eager on random inputs (outputs, strides), and
+reads codegen's counters to check what happened: the sub-graph compiled once for N instances
+(`region_graphs_compiled`), every instance outlined and called (`region_instances_outlined`,
+`region_calls`), or, for what level C cannot handle, the flat graph compiled instead. The
+graphs and breaks pydynamo makes are the same with the switch on and off (level C lives inside
+codegen: backends and the tracer see the same flat graph).
+"""
+import os
+
+import pytest
+import torch
+import torch.nn as nn
+
+import pydynamo
+from codegen.runtime import counters
+from pydynamo import convert_frame
+
+transformers = pytest.importorskip("transformers")
+
+TRITON = pytest.param("triton", marks=pytest.mark.skipif(
+    os.environ.get("TRITON_INTERPRET") != "1",
+    reason="Triton kernels on CPU tensors run under TRITON_INTERPRET=1 only"))
+
+
+def gpt2(layers=4):
+    cfg = transformers.GPT2Config(n_layer=layers, n_embd=32, n_head=2, vocab_size=100,
+                                  n_positions=64, use_cache=False, resid_pdrop=0.0,
+                                  embd_pdrop=0.0, attn_pdrop=0.0)
+    cfg._attn_implementation = "eager"
+    return transformers.GPT2Model(cfg)
+
+
+def bert(layers=4):
+    cfg = transformers.BertConfig(num_hidden_layers=layers, hidden_size=32, num_attention_heads=2,
+                                  intermediate_size=64, vocab_size=100, max_position_embeddings=64,
+                                  hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    cfg._attn_implementation = "eager"
+    return transformers.BertModel(cfg)
+
+
+def region_counts():
+    return {k: v for k, v in counters.items() if k.startswith("region_")}
+
+
+def compiled_run(model, args, options, calls=1, grad=False):
+    """(outputs of each call, {graphs, breaks}, region counters) of `model` compiled fresh."""
+    pydynamo.reset()
+    counters.clear()
+    recs = []
+    convert_frame.RECORDERS.append(recs.append)
+    try:
+        f = pydynamo.optimize(model, options=options)
+        outs = []
+        for i in range(calls):
+            with torch.set_grad_enabled(grad):
+                outs.append(f(*args[i]) if isinstance(args, list) else f(*args))
+    finally:
+        convert_frame.RECORDERS.remove(recs.append)
+    frames = [r for r in recs if isinstance(r, convert_frame.FrameResult)]
+    shape = {"graphs": sum(len(r.graphs) for r in frames),
+             "breaks": sum(r.graph_break is not None for r in frames) + len(recs) - len(frames)}
+    return outs, shape, region_counts()
+
+
+def assert_same(out, ref):
+    torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
+    assert out.stride() == ref.stride()
+
+
+def transformer_inputs(kind):
+    torch.manual_seed(1)
+    ids = torch.randint(0, 100, (2, 8))
+    if kind == "gpt2":
+        return (ids,)
+    mask = torch.ones(2, 8, dtype=torch.long)
+    mask[1, 5:] = 0          # a padded row: the extended mask is an argument of every layer
+    return (ids, mask)
+
+
+@pytest.mark.parametrize("kernels", ["cpp", TRITON])
+@pytest.mark.parametrize("kind", ["gpt2", "bert"])
+def test_transformer_block_compiled_once(kind, kernels):
+    torch.manual_seed(0)
+    layers = 4
+    m = (gpt2 if kind == "gpt2" else bert)(layers).eval()
+    args = transformer_inputs(kind)
+    with torch.no_grad():
+        ref = m(*args)[0]
+    with torch.no_grad():
+        (off,), shape_off, _ = compiled_run(m, args, {"backend_kernels": kernels})
+        (on,), shape_on, regions = compiled_run(m, args, {"backend_kernels": kernels,
+                                                          "compile_regions": True})
+    assert_same(off[0], ref)
+    assert_same(on[0], ref)
+    assert shape_on == shape_off
+    assert regions.get("region_graphs_compiled") == 1, regions     # one block, `layers` of them
+    assert regions.get("region_instances_outlined") == layers, regions
+    assert regions.get("region_calls") == layers, regions
+    assert not regions.get("region_graphs_flat"), regions
+
+
+def test_second_call_hits_the_cache():
+    """A second call (new random ids, same shape) runs the compiled code: nothing compiled again,
+    and its outputs equal eager's."""
+    torch.manual_seed(0)
+    m = gpt2().eval()
+    args = [(torch.randint(0, 100, (2, 8)),), (torch.randint(0, 100, (2, 8)),)]
+    with torch.no_grad():
+        outs, shape, _ = compiled_run(m, args, {"compile_regions": True}, calls=2)
+        refs = [m(*a)[0] for a in args]
+    assert counters["region_graphs_compiled"] == 1 and counters["graphs_compiled"] == 2
+    for out, ref in zip(outs, refs):
+        assert_same(out[0], ref)
+    assert shape["graphs"] == 1
+
+
+def test_training_with_the_switch_on():
+    """With grad enabled the graph takes the training path (aot recorder -> forward/backward
+    graphs without region marks): level C is inference-only, and training stays correct."""
+    torch.manual_seed(0)
+    m = gpt2(3).train()
+    ref_m = gpt2(3).train()
+    ref_m.load_state_dict(m.state_dict())
+    ids = torch.randint(0, 100, (2, 8))
+    (out,), _, regions = compiled_run(m, (ids,), {"compile_regions": True}, grad=True)
+    out[0].square().mean().backward()
+    ref = ref_m(ids)[0]
+    ref.square().mean().backward()
+    assert_same(out[0], ref)
+    for (name, p), q in zip(m.named_parameters(), ref_m.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5, msg=name)
+    assert not regions.get("region_instances_outlined")
+
+
+# --- plain module stacks: what is outlined and what stays flat ----------------------------------
+
+class Block(nn.Module):
+    def __init__(self, d=16, inplace=False, view_result=False):
+        super().__init__()
+        self.lin = nn.Linear(d, d)
+        self.norm = nn.LayerNorm(d)
+        self.inplace, self.view_result = inplace, view_result
+
+    def forward(self, x, y):
+        h = self.lin(self.norm(x))
+        h = h.relu_() if self.inplace else torch.relu(h)
+        out = x + h * y
+        return out.view(-1) if self.view_result else out
+
+
+class Stack(nn.Module):
+    def __init__(self, n=4, **kw):
+        super().__init__()
+        self.blocks = nn.ModuleList(Block(**kw) for _ in range(n))
+
+    def forward(self, x, y):
+        # (a frame input has a source, an intermediate none, and a view is keyed apart from a
+        # new tensor: a template's key differs, so the first block would be a template of its own)
+        x = x.tanh()
+        for b in self.blocks:
+            x = b(x, y)
+            if self.blocks[0].view_result:
+                x = x.view(4, 16)
+        return x * 2
+
+
+def stack_run(options, **kw):
+    torch.manual_seed(0)
+    m = Stack(**kw).eval()
+    args = (torch.randn(4, 16), torch.randn(4, 16))
+    with torch.no_grad():
+        ref = m(*args)
+        (out,), shape, regions = compiled_run(m, args, options)
+    assert_same(out, ref)
+    return shape, regions
+
+
+def test_a_later_instance_reads_an_earlier_instances_result():
+    """Regression: outlining instance k replaced its result nodes, and instance k+1's argument
+    was still the erased node (the outlined graph failed to lint: the flat graph ran)."""
+    _, regions = stack_run({"compile_regions": True, "strict": True})
+    assert regions.get("region_instances_outlined") == 4 and regions["region_graphs_compiled"] == 1
+    assert not regions.get("region_graphs_flat")
+
+
+class AuxBlock(Block):
+    def forward(self, x, y):
+        h = torch.relu(self.lin(self.norm(x)))
+        return x + h * y, h.sum(-1)
+
+
+class AuxStack(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList(AuxBlock() for _ in range(4))
+
+    def forward(self, x, y):
+        x, total = x.tanh(), 0
+        for i, b in enumerate(self.blocks):
+            x, aux = b(x, y)
+            if i != 2:
+                total = total + aux
+        return x, total
+
+
+def test_an_instance_unlike_the_first_stays_flat():
+    """Block 2's second result is unused, so the graph's dead code elimination dropped its sum:
+    its nodes are not the first instance's shape and it is lowered inline; the other three
+    share one call."""
+    torch.manual_seed(0)
+    m = AuxStack().eval()
+    x, y = torch.randn(4, 16), torch.randn(4, 16)
+    with torch.no_grad():
+        ref = m(x, y)
+        (out,), _, regions = compiled_run(m, (x, y), {"compile_regions": True})
+    for o, r in zip(out, ref):
+        assert_same(o, r)
+    assert regions.get("region_instances_outlined") == 3, regions
+    assert regions.get("region_instances_flat") == 1, regions
+    assert regions.get("region_graphs_compiled") == 1, regions
+
+
+def test_a_block_writing_in_place_stays_flat():
+    """relu_ inside the block: an extern must be pure as the scheduler sees it, so no outlining."""
+    _, regions = stack_run({"compile_regions": True}, inplace=True)
+    assert not regions.get("region_instances_outlined"), regions
+
+
+def test_a_block_returning_a_view_stays_flat():
+    """The block returns a view of its own result: the extern's outputs are new tensors only."""
+    _, regions = stack_run({"compile_regions": True}, view_result=True)
+    assert not regions.get("region_instances_outlined"), regions
+
+
+def test_custom_backend_sees_the_flat_graph():
+    """Level C is codegen's: a user backend gets the graph a trace makes, without region calls."""
+    torch.manual_seed(0)
+    m = Stack().eval()
+    seen = []
+
+    def backend(gm, example_inputs):
+        seen.append([n.target for n in gm.graph.nodes if n.op == "call_function"])
+        return gm.forward
+    x, y = torch.randn(4, 16), torch.randn(4, 16)
+    pydynamo.reset()
+    with torch.no_grad():
+        out = pydynamo.optimize(m, backend=backend)(x, y)
+        assert_same(out, m(x, y))
+    assert seen and not any(type(t).__name__ == "RegionCall" for g in seen for t in g)
