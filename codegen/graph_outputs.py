@@ -33,7 +33,7 @@ from codegen.canonical import VIEW_OPS, _canon_name, canonicalize
 from codegen.fallback import _LOWERING_ERRORS, EagerFallback
 from codegen.graph_args import _flat, _refs
 from codegen.ir import (ArgRef, ComputedBuffer, ExternBuffer, InputBuffer, NewViewRef, NotLowered,
-                        TensorValue, realize, strided_view_of)
+                        OwnTensorRef, TensorValue, realize, strided_view_of)
 from codegen.lowering import LOWERINGS
 from codegen.node_meta import _is_tensor_meta, _stand_in, _view_flag
 from codegen.ops import as_single_load
@@ -83,6 +83,19 @@ def _dense_order(size, stride) -> Optional[List[int]]:
     for d in range(len(size)):
         out.append(d if size[d] == 1 else next(it))
     return out
+
+
+def _own_tensor(ref):
+    """A new output (eager's result is no view) over its buffer in another geometry: handed out
+    as a tensor of its own (ir.OwnTensorRef), never as a view of the buffer."""
+    if not isinstance(ref, ArgRef) or isinstance(ref, NewViewRef) or \
+            not isinstance(ref.buffer, (ComputedBuffer, ExternBuffer)):
+        return ref
+    lay = ref.buffer.layout
+    if list(ref.size) == list(lay.size) and list(ref.stride) == list(lay.stride) and \
+            ref.offset == lay.offset:
+        return ref
+    return OwnTensorRef(ref.buffer, ref.size, ref.stride, ref.offset)
 
 
 class GraphOutputs:
@@ -136,9 +149,10 @@ class GraphOutputs:
                 v, aliasing = TensorValue(list(v.size), v.dtype, v.loader, None, v.cost), False
             if not aliasing:
                 ref = self._output_in_eager_order(v, self._meta(n), seen, n)
-                if ref is not None:
-                    return ref
-            return self._fresh_output(v, aliasing, seen, self._view_base(n, v) if aliasing else n)
+                if ref is None:
+                    ref = self._fresh_output(v, aliasing, seen, n)
+                return _own_tensor(ref)
+            return self._fresh_output(v, aliasing, seen, self._view_base(n, v))
         self.outputs = torch.fx.node.map_arg(node.args[0], finalize)
         for m in self.mutations.values():
             m.value = self.to_arg(m.value)

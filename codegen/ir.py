@@ -135,6 +135,16 @@ class NewViewRef(ArgRef):
     detached: bool = False
 
 
+@dataclass(frozen=True)
+class OwnTensorRef(ArgRef):
+    """A graph output eager returns as a new tensor (no `_base`) that this lowering laid out in a
+    buffer of another geometry: a value computed contiguously in eager's permuted order, a GEMM's
+    rows folded back to (..., M, N). The wrapper hands it out as a tensor of its own over the
+    buffer's storage (`Tensor.set_`), not as a view of the buffer: autograd forbids in-place
+    writes through views of what a custom Function returns (training), and the caller would see a
+    `_base` eager's result has not."""
+
+
 # --------------------------------------------------------------------------------------------
 # TensorValue: the lowering currency
 

@@ -26,7 +26,7 @@ import torch
 
 from codegen.canonical import _canon_name
 from codegen.graph_outputs import may_alias
-from codegen.ir import ArgRef, ComputedBuffer, ExternCall, InputBuffer, NewViewRef
+from codegen.ir import ArgRef, ComputedBuffer, ExternCall, InputBuffer, NewViewRef, OwnTensorRef
 from codegen.runtime import KernelSite, _source_lines
 from codegen.scalars import is_scalar_symbol
 from codegen.scheduler import FusedKernel, _argrefs, lifetimes
@@ -334,7 +334,26 @@ class WrapperPrinter:
         self.emit("")
         for m in g.mutations.values():
             self.emit(f"arg{m.position}.copy_({self.ref(m.value)})")
+        self._own_tensors(g.outputs)
         self.emit(f"return {self._out(g.outputs)}")
+
+    def _own_tensors(self, outs):
+        """Bind each buffer handed out as a tensor of its own (ir.OwnTensorRef) to one such
+        tensor, made before the return; every other output on that buffer (a training forward's
+        saved value, the same node returned twice) is then that tensor or a view of it, so they
+        share its version counter as eager's output and what autograd saves of it do (an
+        in-place write to the output is then seen by autograd's check of the saved one)."""
+        self.owned = {}
+        for r in _argrefs(outs):
+            if isinstance(r, OwnTensorRef) and r.buffer.name not in self.owned:
+                name = self.alias.get(r.buffer.name, r.buffer.name)
+                offset = _py(r.offset)
+                if not isinstance(r.buffer, ComputedBuffer):
+                    offset = f"{name}.storage_offset()" + ("" if r.offset == 0 else f" + {offset}")
+                own = f"_own{len(self.owned)}"
+                self.emit(f"{own} = {name}.new_empty(0).set_({name}.untyped_storage(), {offset}, "
+                          f"{_tuple(r.size)}, {_tuple(r.stride)})   # eager's new tensor, no _base")
+                self.owned[r.buffer.name] = (own, r)
 
     def _release(self, dead, i, free):
         """Drop the variables of buffers whose last use was step i (unless kept for reuse or
@@ -433,6 +452,14 @@ class WrapperPrinter:
             offset = f"{name}.storage_offset()" + ("" if outs.offset == 0 else f" + {_py(outs.offset)}")
             view = f"torch.as_strided({name}, {_tuple(outs.size)}, {_tuple(outs.stride)}, {offset})"
             return view + ".detach()" if outs.detached else view
+        if isinstance(outs, ArgRef) and outs.buffer.name in self.owned:
+            own, r = self.owned[outs.buffer.name]
+            if (outs.size, outs.stride, outs.offset) == (r.size, r.stride, r.offset):
+                return own
+            # another tensor on the owned buffer: a view of the owned tensor (its counter)
+            offset = f"{own}.storage_offset()" + ("" if outs.offset == r.offset else
+                                                  f" + {_py(outs.offset - r.offset)}")
+            return f"torch.as_strided({own}, {_tuple(outs.size)}, {_tuple(outs.stride)}, {offset})"
         if isinstance(outs, ArgRef):
             return self.ref(outs)
         if is_scalar_symbol(outs):

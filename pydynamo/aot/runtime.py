@@ -93,8 +93,10 @@ class CompiledJoint:
         self.bw_compiler = bw_compiler
         self.bw = None
         self.bw_variants: Dict[tuple, Callable] = {}
-        self.bw_compiled = None     # what bw_compiler returned for bw_gm (the warm cache stores it)
-        self.on_backward: List[Callable] = []   # called with self once the backward is compiled
+        # absent tangents -> (graph, what bw_compiler returned for it): the warm cache stores them
+        self.bw_compiled: Dict[tuple, tuple] = {}
+        # called with self once a backward (the full one or a variant) is compiled
+        self.on_backward: List[Callable] = []
         if logs.enabled("aot"):
             logs.log("aot", "%s joint graph:\n%s", name, joint.gm.code)
             logs.log("aot", "%s forward graph:\n%s", name, fw_gm.code)
@@ -121,7 +123,7 @@ class CompiledJoint:
             def forward(ctx, *args):
                 with autocast_off():
                     outs = compiled.fw(*args)
-                computed, saved = outs[:n_computed], outs[n_computed:]
+                computed, saved = _own_roots(outs[:n_computed], outs[n_computed:])
                 tensors = [s for s in saved if isinstance(s, torch.Tensor)]
                 ctx.save_for_backward(*tensors)
                 ctx.saved_layout = [isinstance(s, torch.Tensor) for s in saved]
@@ -185,7 +187,9 @@ class CompiledJoint:
         if fn is None:
             counters["backward_zero_tangents"] += 1
             fn = self.bw_variants[absent] = self._compile_backward(
-                _zero_tangents(self.backward_graph(), self.num_saved, absent), example_args)
+                _zero_tangents(self.backward_graph(), self.num_saved, absent), example_args, absent)
+            for hook in self.on_backward:
+                hook(self)
         return fn
 
     def backward_graph(self) -> torch.fx.GraphModule:
@@ -194,12 +198,11 @@ class CompiledJoint:
             self.bw_gm = self.bw_gm()
         return self.bw_gm
 
-    def _compile_backward(self, gm, example_args: list) -> Callable:
+    def _compile_backward(self, gm, example_args: list, absent: tuple = ()) -> Callable:
         if self.joint.sizes is not None:
             fit_unit_strides(gm, example_args)
         fn = self.bw_compiler(gm, list(example_args))
-        if gm is self.bw_gm:
-            self.bw_compiled = fn
+        self.bw_compiled[absent] = (gm, fn)
         counters["backward_compiled"] += 1
         boxed = getattr(fn, "boxed_entry", None)
         return boxed if boxed is not None else lambda args: fn(*args)
@@ -217,7 +220,7 @@ class CompiledJoint:
         self.fw_gm, self.bw_gm, self.fw, self.bw = None, bw_gm, fw, bw
         self.num_saved, self.saved_bytes, self.recomputed = num_saved, 0, 0
         self.grad_positions = grad_positions
-        self.bw_compiler, self.bw_compiled = bw_compiler, None
+        self.bw_compiler, self.bw_compiled = bw_compiler, {}
         self.bw_variants, self.on_backward = {}, []
         self.function = self._make_function() if bw_compiler is not None else None
         return self
@@ -228,7 +231,7 @@ class CompiledJoint:
             computed = self.function.apply(*args)
         else:
             with autocast_off():
-                computed = self.fw(*args)
+                computed, _ = _own_roots(self.fw(*args), ())
         for i, k, bumps in joint.mutated:
             # `.data` shares the storage, not the version counter: batch norm's running
             # statistics change in eager without a version bump
@@ -251,6 +254,28 @@ class CompiledJoint:
             else:
                 outs.append(_alias(what, args, computed))
         return tuple(outs)
+
+
+def _own_roots(computed, saved):
+    """Each computed value is a storage root in eager (no `_base`: recorder.py's `user_outputs`),
+    but a backend may hand one out as a view of memory of its own (codegen's `as_strided` of a
+    functionalized write's flat base). Such a value becomes a tensor of its own over that storage
+    (autograd forbids in-place writes through views a Function returns; the caller would see a
+    `_base`), and every saved tensor on the same storage a view of it, so an in-place write to
+    the output still bumps the version counter autograd checks the saved one against."""
+    if not any(isinstance(c, torch.Tensor) and c._base is not None for c in computed):
+        return computed, saved
+    computed, saved = list(computed), list(saved)
+    for k, c in enumerate(computed):
+        if not isinstance(c, torch.Tensor) or c._base is None:
+            continue
+        storage = c.untyped_storage()
+        own = c.new_empty(0).set_(storage, c.storage_offset(), c.shape, c.stride())
+        computed[k] = own
+        for j, t in enumerate(saved):
+            if isinstance(t, torch.Tensor) and t.untyped_storage()._cdata == storage._cdata:
+                saved[j] = own.as_strided(t.shape, t.stride(), t.storage_offset())
+    return computed, saved
 
 
 def _zero_tangents(bw_gm: torch.fx.GraphModule, num_saved: int, absent: tuple):

@@ -397,14 +397,13 @@ def test_a_saved_view_of_a_written_input_keeps_its_old_value():
             pydynamo.reset()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "codegen's training forward returns an output of a transposed layout as a view of the "
-    "buffer it wrote (z._is_view()); autograd then forbids in-place writes to views of a custom "
-    "Function's view output, which eager allows. Found by a sweep of writes through random view "
-    "chains (chain seed 108); present before this file's changes. A fix re-wrapping such outputs "
-    "(Tensor.set_ over the same storage) works on the CPU but changes what the CUDA-graph runner "
-    "sees as held; not landed without a GPU run"))
 def test_write_through_a_view_of_a_transposed_training_output():
+    """Chain seed 108 of a sweep of writes through random view chains: codegen computes an output
+    whose eager strides are dense in another order (TensorIterator keeps x's transposed layout)
+    contiguously in that order and handed it out as an `as_strided` view of its buffer; autograd
+    forbids in-place writes through views a custom Function returns, so `z[1:].mul_(1.5)`
+    raised where eager allows it. Such an output is now a tensor of its own over the buffer's
+    storage (ir.OwnTensorRef)."""
     def f(x, w):
         return x * w
     pydynamo.reset()
@@ -450,5 +449,29 @@ def test_a_unit_dim_stride_planned_at_the_hints_does_not_raise_in_the_backward()
                 outs.append((out.detach(), w.grad))
             for a, b in zip(*outs):
                 torch.testing.assert_close(a, b, **TOL)
+    finally:
+        pydynamo.reset()
+
+
+def test_an_own_tensor_output_shares_its_version_counter_with_its_views():
+    """An output handed out as a tensor of its own over a buffer (ir.OwnTensorRef) and another
+    output on the same buffer: the second is a view of the first (eager: `b._base is a`), so an
+    in-place write to one bumps the version counter the other reads, as autograd's checks of
+    saved tensors need. Before, both were views of the internal buffer."""
+    def f(x):
+        z = x * 2
+        return z, z[1:], z
+    pydynamo.reset()
+    g = pydynamo.optimize(f, backend="codegen")
+    try:
+        x = torch.randn(4, 5).t().clone()
+        a, b, c = g(x)
+        ea, eb, _ = f(x)
+        assert c is a and b._base is a and a._base is None
+        v = b._version
+        a.mul_(3)
+        assert b._version > v
+        ea.mul_(3)
+        torch.testing.assert_close(b, eb, **TOL)
     finally:
         pydynamo.reset()

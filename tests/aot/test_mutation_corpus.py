@@ -50,9 +50,7 @@ FALLBACK = re.compile(r"running (this graph|the graph|it|graphs) eagerly")
 
 # (case, backend, mode) -> reason; mode None: both modes; backend None: every backend but "eager".
 # Each entry is written down in /work/notes/aot_failures.md with a repro.
-XFAIL: dict[tuple, str] = {
-    ("intermediate_view_zero", "codegen", None): "a fresh output mutated through a view comes back with a _base",
-}
+XFAIL: dict[tuple, str] = {}
 
 
 def _spec(backend):
