@@ -260,3 +260,38 @@ def test_decode_mask_of_odd_length_is_captured():
     assert codegen.counters["cudagraph_plain_launch"] == plain
     assert codegen.counters["cudagraph_captures"] > captures
     pydynamo.reset()
+
+
+@pytest.mark.parametrize("mode", [None, "reduce-overhead"])
+def test_transposed_output_is_a_tensor_of_its_own_on_cuda(mode):
+    """An output whose eager strides are dense in another order is computed contiguously in that
+    order and handed out as a tensor of its own over the buffer's storage (ir.OwnTensorRef), not
+    as a view: in training an in-place write through a view of it works as in eager (autograd
+    refused it on a view a custom Function returned), in inference `_base` is None; under
+    reduce-overhead the CUDA-graph runner hands out such outputs from its pool and every replay's
+    values are eager's."""
+    import pydynamo
+
+    def f(x, w):
+        return x * w
+    pydynamo.reset()
+    g = pydynamo.optimize(f, backend="codegen", mode=mode)
+    try:
+        for seed in range(4):
+            outs = []
+            for fn in (g, f):
+                torch.manual_seed(seed)
+                x = torch.randn(40, 50, device="cuda").t().clone()    # strides (1, 50)
+                w = torch.randn(50, 40, device="cuda", requires_grad=True)
+                z = fn(x, w)
+                assert z._base is None and z.stride() == (1, 50)
+                z[1:].mul_(1.5)
+                z.sin().sum().backward()
+                with torch.no_grad():
+                    y = fn(x, w.detach())
+                assert y._base is None and y.stride() == (1, 50)
+                outs.append((z.detach().clone(), w.grad, y.clone()))
+            for a, b in zip(*outs):
+                assert_values_equal(a, b, rtol=1e-5, atol=1e-5)
+    finally:
+        pydynamo.reset()
