@@ -1,14 +1,18 @@
 """Regional compilation (issue 20): the first call of GPT-2 small (12 layers) and a 24-layer BERT
-(BERT-large's shape) compiled whole, with pydynamo's region templates off and on, against
-torch.compile of the whole model and torch's regional recipe (`block.compile()` per layer).
+(BERT-large's shape) compiled whole, with pydynamo's region templates off and on (level B: traced
+once), and with templates on and codegen's `compile_regions` (level C: each block's sub-graph
+compiled once and called per layer), against torch.compile of the whole model and torch's
+regional recipe (`block.compile()` per layer).
 
     python benchmarks/regional_compile.py [--repeat N] [--models gpt2,bert] [--no-torch]
 
 CPU, inference under no_grad, ids 1 x 32, random weights, eager attention, use_cache off.
 pydynamo: backend codegen, one graph per model; each run is a fresh process with a fresh
 PYDYNAMO_CACHE_DIR (cold: g++ builds every library). Its columns: the first call's wall time,
-the perf clock's tracing phase, and all compile phases together (tracing + graph passes +
-codegen + C++ compile + loading). torch.compile: a fresh inductor cache dir with the FX graph
+the perf clock's tracing phase, graph passes (lowering, scheduling), codegen (printing kernels
+and wrappers) and C++ compile, and all compile phases together (tracing + graph passes +
+codegen + C++ compile + loading); every mode also the median of 5 later calls (steady state:
+level C gives up fusion across a block's boundary). torch.compile: a fresh inductor cache dir with the FX graph
 and autograd caches off; its regional recipe with recompile_limit raised to 64 so every block
 is compiled (at the default 8 the blocks past the 8th ran eagerly on this torch). Every
 first call's output is checked against eager. Ranges over --repeat runs (the machine is shared).
@@ -22,8 +26,9 @@ import tempfile
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MODES = ["pd_off", "pd_on", "torch_whole", "torch_regional"]
+MODES = ["pd_off", "pd_on", "pd_c", "torch_whole", "torch_regional"]
 LABELS = {"pd_off": "pydynamo (templates off)", "pd_on": "pydynamo (templates on)",
+          "pd_c": "pydynamo (templates on, compile_regions)",
           "torch_whole": "torch.compile whole", "torch_regional": "torch.compile regional"}
 
 
@@ -58,19 +63,23 @@ def one(kind, mode):
         import pydynamo
         from pydynamo import config, convert_frame
         from pydynamo.executor import regions
-        config.region_templates = mode == "pd_on"
+        from codegen.runtime import counters
+        config.region_templates = mode != "pd_off"
         records = []
         convert_frame.RECORDERS.append(records.append)
+        f = pydynamo.optimize(m, options={"compile_regions": mode == "pd_c"})
         t = time.perf_counter()
         with torch.no_grad():
-            out = pydynamo.optimize(m)(ids)[0]
+            out = f(ids)[0]
         row["first"] = time.perf_counter() - t
         phases = {}
         for r in records:
             for k, v in getattr(getattr(r, "times", None), "seconds", {}).items():
                 phases[k] = phases.get(k, 0) + v
-        row["tracing"] = phases.get("tracing", 0.0)
-        row["compile"] = sum(phases.values())
+        for k in ("tracing", "graph passes", "codegen", "compile"):
+            row[k] = phases.get(k, 0.0)
+        row["compile phases"] = sum(phases.values())
+        row["region compiles"] = counters["region_graphs_compiled"]
         row["graphs"] = sum(len(r.graphs) for r in records if hasattr(r, "graphs"))
         row["replayed"] = regions.STATS["replayed"]
     else:
@@ -86,6 +95,14 @@ def one(kind, mode):
         with torch.no_grad():
             out = f(ids)[0]
         row["first"] = time.perf_counter() - t
+    torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-4)
+    steady = []
+    with torch.no_grad():
+        for _ in range(5):
+            t = time.perf_counter()
+            out = f(ids)[0]
+            steady.append(time.perf_counter() - t)
+    row["steady_ms"] = sorted(steady)[2] * 1e3
     torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-4)
     print(json.dumps(row))
 
@@ -125,15 +142,17 @@ def main():
                 print("  ", line[-1], file=sys.stderr)
     for kind in a.models.split(","):
         got = {mode: [r for r in rows if r["model"] == kind and r["mode"] == mode] for mode in MODES}
-        print(f"\n{kind}: first call (s) / tracing (s) / all compile phases (s), range over runs")
+        print(f"\n{kind}: first call and phases (s), steady call (ms), range over runs")
         print("| | " + " | ".join(LABELS[m] for m in MODES) + " |")
         print("|---|" + "---|" * len(MODES))
         print("| first call | " + " | ".join(rng([r["first"] for r in got[m]]) for m in MODES) + " |")
-        print("| tracing | " + " | ".join(rng([r.get("tracing") for r in got[m]], "{:.2f}") for m in MODES) + " |")
-        print("| compile phases | " + " | ".join(rng([r.get("compile") for r in got[m]]) for m in MODES) + " |")
-        print("| graphs / replayed calls | " + " | ".join(
-            (f"{got[m][0]['graphs']} / {got[m][0]['replayed']}" if got[m] and "graphs" in got[m][0] else "-")
-            for m in MODES) + " |")
+        for k in ("tracing", "graph passes", "codegen", "compile"):
+            print(f"| {k} | " + " | ".join(rng([r.get(k) for r in got[m]], "{:.2f}") for m in MODES) + " |")
+        print("| compile phases | " + " | ".join(rng([r.get("compile phases") for r in got[m]]) for m in MODES) + " |")
+        print("| steady call (ms) | " + " | ".join(rng([r.get("steady_ms") for r in got[m]]) for m in MODES) + " |")
+        print("| graphs / replayed calls / region compiles | " + " | ".join(
+            (f"{got[m][0]['graphs']} / {got[m][0]['replayed']} / {got[m][0]['region compiles']}"
+             if got[m] and "graphs" in got[m][0] else "-") for m in MODES) + " |")
 
         def med(m, k):
             v = sorted(r[k] for r in got[m] if r.get(k) is not None)
@@ -144,9 +163,16 @@ def main():
             pairs = [a[k] / b[k] for a, b in zip(got["pd_off"], got["pd_on"]) if b.get(k)]
             if pairs:
                 ratios.append(f"{'first call' if k == 'first' else k} off/on {rng(pairs, '{:.2f}')}x")
+        for k in ("first", "compile phases"):
+            pairs = [a[k] / b[k] for a, b in zip(got["pd_on"], got["pd_c"]) if b.get(k)]
+            if pairs:
+                ratios.append(f"{'first call' if k == 'first' else k} templates on / compile_regions "
+                              f"{rng(pairs, '{:.2f}')}x")
         for m in ("torch_whole", "torch_regional"):
-            if med(m, "first") and med("pd_on", "first"):
-                ratios.append(f"{LABELS[m]} / pydynamo on (medians) {med(m, 'first') / med('pd_on', 'first'):.1f}x")
+            for p in ("pd_on", "pd_c"):
+                if med(m, "first") and med(p, "first"):
+                    ratios.append(f"{LABELS[m]} / {LABELS[p]} (medians) "
+                                  f"{med(m, 'first') / med(p, 'first'):.1f}x")
         print("ratios: " + "; ".join(ratios))
 
 
