@@ -65,17 +65,20 @@ it in this process may break). A resume frame whose origin this process does not
 caller was neither loaded nor traced here) is not loaded.
 
 Training graphs (pydynamo/aot: `_dispatching` over a CompiledJoint; also an inference graph the
-recorder functionalized): the record holds the compiled forward and backward (each an eager
-graph or a C++ wrapper record as above; the backward boxed), the backward graph (unpickled only
-for a variant with absent tangents, which a loaded joint runs eagerly) and what the runtime's
-epilogue reads of the joint (writes, aliases, views); `CompiledJoint.loaded` rebuilds it without
-recording, partitioning or compiling. The backward is compiled at the first `.backward()`, so
-such a frame's entry is written then (a hook of the joint), once every joint of the frame has
-its backward; a process that never runs it stores nothing. A joint recorded with symbolic sizes
+recorder functionalized): the record holds the compiled forward and every backward the storing
+process compiled (each an eager graph or a C++ wrapper record as above, boxed): the full one and
+the variants for absent tangents (an input written in place whose new value the loss does not
+reach: its tangent is None), the backward graph (unpickled only for a backward the entry lacks,
+which a loaded joint runs eagerly: the full one where only variants were compiled, or another
+variant) and what the runtime's epilogue reads of the joint (writes, aliases, views);
+`CompiledJoint.loaded` rebuilds it without recording, partitioning or compiling. The backward is
+compiled at the first `.backward()`, so such a frame's entry is written then (a hook of the
+joint), once every joint of the frame has a backward compiled, and again when one compiles
+another; a process that never runs it stores nothing. A joint recorded with symbolic sizes
 is stored with its size spec and its views' expressions (recorder.attach_sizes makes their
 functions again); sizes its relations refuse run with eager autograd (`_EagerJoint`). Not
-stored: a graph with symbolic sizes whose joint was recorded at concrete ones, or a joint whose
-only backward is a variant. A training hit imports pydynamo.aot (its recorder
+stored: a graph with symbolic sizes whose joint was recorded at concrete ones (its dispatcher
+records one per size signature, and a load has no recorder). A training hit imports pydynamo.aot (its recorder
 imports sympy), not the executor or codegen's lowering.
 
 The hit path (what a new process imports to run a loaded frame) is guards, this module,
@@ -134,7 +137,7 @@ aot_recorder = lazy("pydynamo.aot.recorder")  # (a joint with symbolic sizes)
 
 log = logging.getLogger("pydynamo.warm_cache")
 
-FORMAT = "4"
+FORMAT = "5"
 
 # hits: frames loaded instead of traced; stores: entries written; uncacheable: translations
 # not stored (logged with why); stale: verified entries that no longer bind; damaged: entries
@@ -568,7 +571,8 @@ def _rebuild_compiled(rec: tuple, gm, boxed: bool = False):
 
 
 def _rebuild_joint(rec: tuple):
-    _, gm_data, epilogue, fw_rec, bw_rec, bw_gm, grad_positions, num_saved, autocast = rec
+    _, gm_data, epilogue, fw_rec, bw_rec, bw_gm, grad_positions, num_saved, autocast, \
+        variants = rec
     gm = _LazyGraph(gm_data)
     fields = pickle.loads(epilogue)
     fields["computed"] = [None] * fields["computed"]     # (only their number is read)
@@ -577,12 +581,17 @@ def _rebuild_joint(rec: tuple):
     if sizes is not None:   # symbolic sizes: its relations and the aliases' geometry made again
         aot_recorder.attach_sizes(joint, sizes)
     bw = bw_graph = bw_compiler = None
-    if bw_rec is not None:
-        bw = _rebuild_compiled(bw_rec, _LazyGraph(bw_rec[1]), boxed=True)
+    if bw_gm is not None:
         bw_graph, bw_compiler = _backward_graph(*bw_gm), _eager_variant
+        # the full backward where the storing process compiled it, else its graph run eagerly
+        # (that process's losses left a tangent absent: an input written in place)
+        bw = _rebuild_compiled(bw_rec, _LazyGraph(bw_rec[1]), boxed=True) if bw_rec is not None \
+            else (lambda args: c.backward_graph()(*args))
     fw = _rebuild_compiled(fw_rec, _LazyGraph(fw_rec[1]))
     c = aot_runtime.CompiledJoint.loaded(joint, fw, bw, bw_graph,
                                          grad_positions, num_saved, bw_compiler, "loaded")
+    for absent, v in variants.items():
+        c.bw_variants[absent] = _rebuild_compiled(v, _LazyGraph(v[1]), boxed=True)
     return installed.wrap_compiled(gm, aot_runtime._dispatching(
         gm, c, _EagerJoint(gm).rebuild, dynamic=sizes is not None), autocast)
 

@@ -62,8 +62,8 @@ def store(code, result, frame_locals: dict, frame_globals: dict, callback) -> bo
         key = frame_key(code, callback)
         payload = _serialize(code, result, frame_locals, frame_globals)
         payload["guard_code"] = _guard_code(payload, callback, frame_locals, frame_globals)
-        pending = [what for tag, what in payload["names"].values()
-                   if tag == "graph" and isinstance(what, _PendingJoint)]
+        pending = {name: what for name, (tag, what) in payload["names"].items()
+                   if tag == "graph" and isinstance(what, _PendingJoint)}
         if pending:
             _store_when_backward_compiled(code, key, payload, pending)
             return False
@@ -100,23 +100,26 @@ def _publish(key: str, payload: dict, blob: bytes) -> bool:
 
 
 class _PendingJoint:
-    """A training graph whose backward is not compiled yet (at the first `.backward()`): its
-    frame's entry is written then (`_store_when_backward_compiled`), whole."""
+    """A training graph with no backward compiled yet (at the first `.backward()`: the full
+    backward, or a variant for absent tangents, e.g. an input written in place whose new value
+    the loss does not reach): its frame's entry is written then (`_store_when_backward_compiled`),
+    whole."""
 
     def __init__(self, cg, compiled):
         self.cg, self.compiled = cg, compiled
 
 
-def _store_when_backward_compiled(code, key: str, payload: dict, pending: list) -> None:
-    """Publish `payload` once every pending joint's backward is compiled (a hook the joint calls
-    inside the first backward; a failure there is logged, never raised into autograd)."""
+def _store_when_backward_compiled(code, key: str, payload: dict, pending: dict) -> None:
+    """Publish `payload` once every pending joint has a backward compiled (a hook the joint
+    calls inside the backward; a failure there is logged, never raised into autograd); again
+    when one compiles another (the full backward, a variant), so the entry holds what this
+    process compiled."""
     def hook(_compiled):
-        if any(p.compiled.bw is None for p in pending):
+        if any(not p.compiled.bw_compiled for p in pending.values()):
             return
         try:
-            for name, (tag, what) in list(payload["names"].items()):
-                if tag == "graph" and isinstance(what, _PendingJoint):
-                    payload["names"][name] = ("graph", _portable_joint(what.cg, what.compiled))
+            for name, p in pending.items():
+                payload["names"][name] = ("graph", _portable_joint(p.cg, p.compiled))
             blob = pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
         except Exception as e:
             stats["uncacheable"] += 1
@@ -124,7 +127,7 @@ def _store_when_backward_compiled(code, key: str, payload: dict, pending: list) 
                      code.co_qualname, type(e).__name__, e)
             return
         _publish(key, payload, blob)
-    for p in pending:
+    for p in pending.values():
         p.compiled.on_backward.append(hook)
 
 
@@ -318,7 +321,7 @@ def _portable_graph(cg):
     fn = cg.backend_fn
     compiled = getattr(fn, "compiled", None)
     if compiled is not None and type(compiled).__name__ == "CompiledJoint":
-        if compiled.function is not None and compiled.bw is None:
+        if compiled.function is not None and not compiled.bw_compiled:
             return _PendingJoint(cg, compiled)
         return _portable_joint(cg, compiled)
     gm = pickle.dumps(_portable_gm(cg.gm), protocol=pickle.HIGHEST_PROTOCOL)
@@ -353,8 +356,13 @@ def _portable_joint(cg, compiled) -> tuple:
                 "sizes": sizes and dataclasses.replace(sizes, admits=None)}
     fw = _portable_compiled(cg.name, compiled.fw_gm, compiled.fw)
     bw = bw_gm = None
+    variants = {}
     if compiled.function is not None:
-        bw = _portable_compiled(cg.name, compiled.bw_gm, compiled.bw_compiled)
+        # the backward compiled for each set of absent tangents this process met (the full one:
+        # `()`); one not among them runs its graph eagerly after a load
+        variants = {absent: _portable_compiled(cg.name, gm, fn)
+                    for absent, (gm, fn) in compiled.bw_compiled.items()}
+        bw = variants.pop((), None)
         # what a variant's zeros read of the placeholders (runtime._zero_tangents): their
         # records (symbolic sizes: sympy expressions, and the size symbols' own placeholders)
         placeholders = [v if isinstance(v, (TensorMeta, sympy.Symbol)) else None
@@ -365,7 +373,7 @@ def _portable_joint(cg, compiled) -> tuple:
     autocast = any(n.target is _autocast.enter_autocast for n in cg.gm.graph.nodes)
     return ("joint", pickle.dumps(_portable_gm(cg.gm), protocol=pickle.HIGHEST_PROTOCOL),
             pickle.dumps(epilogue, protocol=pickle.HIGHEST_PROTOCOL), fw, bw, bw_gm,
-            list(compiled.grad_positions), compiled.num_saved, autocast)
+            list(compiled.grad_positions), compiled.num_saved, autocast, variants)
 
 
 def _portable_compiled(name: str, gm, fn) -> tuple:
