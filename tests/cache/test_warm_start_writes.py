@@ -51,6 +51,12 @@ MODEL = textwrap.dedent("""
         return x.sum(1) + y[:, 0]
 
 
+    def scaled(x, y):
+        # a float of a size: the recorder records it at concrete sizes, once per size
+        x.mul_(x.shape[0] / 3.0)
+        return x + y.sum()
+
+
     class Counter(torch.nn.Module):
         def __init__(self):
             super().__init__()
@@ -71,7 +77,7 @@ CASES = ["slice_add", "view_zero", "diagonal_add", "chained", "two_writes", "Cou
 
 # A fresh interpreter (fresh.PRELUDE: the model file argv[1], the cache dir argv[2], the version
 # key argv[3]); argv[4] "train" or "infer"; argv[5] the row counts (comma-separated) of x, which
-# is (n, 7) and y (n, 6) (6 != 7 != n: no two sizes share a symbol). Every case is called at
+# is (n, 7) and y (n, 6) (n never 6 or 7: no two sizes share a symbol). Every case is called at
 # every size beside eager on copies of the same random inputs; in training x is a non-leaf (a
 # view of a leaf that requires grad cannot be written in eager) and y a leaf, and the loss
 # reaches the output. Prints what was traced, loaded, recorded and compiled, the cases whose
@@ -153,7 +159,7 @@ def test_writes_under_dynamic_sizes_load_in_a_new_process(tmp_path, mode):
     assert cold["stores"] == len(CASES) and len(cold["traced"]) == len(CASES), cold
     assert cold["joint_concrete"] == 0 and cold["joint_recompiles"] == 0, cold
     assert cold["functional_graphs" if mode == "infer" else "joint_graphs"] == len(CASES), cold
-    warm = _fresh(path, cache, mode, "6,11,3")
+    warm = _fresh(path, cache, mode, "8,11,3")
     assert warm["wrong"] == [] and warm["traced"] == [] and warm["hits"] == len(CASES), warm
     for counter in ("joint_graphs", "functional_graphs", "joint_recompiles", "graphs_compiled",
                     "eager_fallback", "stores"):
@@ -173,6 +179,21 @@ def test_a_backward_the_storing_process_did_not_compile_runs_its_graph(tmp_path,
     path.write_text(MODEL)
     cold = _fresh(path, cache, cold_mode, "4,5", cases)
     assert cold["wrong"] == [] and cold["stores"] == len(cases), cold
-    warm = _fresh(path, cache, warm_mode, "6,3", cases)
+    warm = _fresh(path, cache, warm_mode, "8,3", cases)
     assert warm["wrong"] == [] and warm["traced"] == [] and warm["hits"] == len(cases), warm
     assert warm["joint_graphs"] == 0 and warm["graphs_compiled"] == 0, warm
+
+
+@pytest.mark.parametrize("mode", ["infer", "train"])
+def test_a_graph_recorded_at_concrete_sizes_says_why_and_stays_right(tmp_path, mode):
+    """A float computed from a size: the symbolic recording fails, the joint is recorded per size
+    (a load has no recorder to record the next one): not cached, one log line saying why, and a
+    new process traces and compiles it again, equal to eager."""
+    path, cache = tmp_path / "writes_model.py", tmp_path / "cache"
+    path.write_text(MODEL)
+    for sizes in ("4,5", "8,3"):
+        run = _fresh(path, cache, mode, sizes, ["scaled"])
+        assert run["wrong"] == [] and run["traced"] == ["scaled"], run
+        assert run["stores"] == 0 and run["uncacheable"] == 1 and run["joint_concrete"] == 1, run
+        why = [m for m in run["logs"] if "not cached" in m]
+        assert len(why) == 1 and "symbolic sizes recorded at concrete ones" in why[0], run["logs"]
