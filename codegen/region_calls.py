@@ -1,10 +1,11 @@
 """Regional compilation, level C (issue 20): a repeated region compiled once, called per instance.
 
 The tracer's region templates (pydynamo/executor/regions.py) mark every node a template made
-with `node.meta["pd_region"] = (template uid, instance, position in the template)`; the graph
-handed to backends is the flat graph either way. With the codegen option `compile_regions`, the
+with `node.meta["pd_region"]`, its marks (template uid, instance, position in the template),
+outermost template first; the graph handed to backends is the flat graph either way. With the codegen option `compile_regions`, the
 pipeline (codegen/pipeline.py) first `outline`s a copy of the graph: each instance of a template
-with two or more instances becomes one call_function node whose target is the template's
+with two or more instances (the outermost such template: a model's layers, not their
+attention modules, and not a one-instance module around the layers) becomes one call_function node whose target is the template's
 `RegionCall` (one sub-GraphModule, built from the first instance's nodes, whose placeholders are
 the instance's arguments and parameters), plus one getitem per result. GraphLowering lowers that
 node (codegen/graph.py `_region_call`) as an extern call of the sub-graph compiled through the
@@ -42,6 +43,9 @@ from pydynamo.mutation import node_mutation
 # the tracer's node.meta key (pydynamo/executor/regions.py REGION_META; not imported: codegen
 # does not load the tracing stage)
 REGION_META = "pd_region"
+# the fewest nodes an instance outlines: a one-op module (nn.Linear, nn.LayerNorm) as a region
+# is one more call and one more compile for nothing
+MIN_NODES = 2
 
 
 class RegionCall:
@@ -84,20 +88,26 @@ def _layout(m):
 def outline(gm: torch.fx.GraphModule, compile_fn: Callable) -> Optional[torch.fx.GraphModule]:
     """A copy of `gm` with each outlinable instance replaced by one RegionCall node (None: no
     template has two outlinable instances). `compile_fn(sub, examples)` compiles a sub-graph."""
-    groups: Dict[int, Dict[int, List[torch.fx.Node]]] = collections.defaultdict(dict)
+    # uid -> instance -> [(node, position)]; a uid's depth: where its marks sit in the stacks
+    groups: Dict[int, Dict[Any, list]] = collections.defaultdict(dict)
+    depth: Dict[int, int] = {}
     for n in gm.graph.nodes:
-        r = n.meta.get(REGION_META)
-        if r is not None:
-            groups[r[0]].setdefault(r[1], []).append(n)
+        for d, (uid, inst, j) in enumerate(n.meta.get(REGION_META, ())):
+            groups[uid].setdefault(inst, []).append((n, j))
+            depth[uid] = min(depth.get(uid, d), d)
     chosen = []         # (uid, [(instance nodes, externals, outputs)])
-    for uid, instances in groups.items():
-        if len(instances) < 2:
+    claimed: set = set()    # nodes of an instance chosen already (an enclosing region's)
+    for uid in sorted(groups, key=lambda u: depth[u]):     # outermost regions first
+        instances = [m for m in groups[uid].values() if not any(n in claimed for n, _ in m)]
+        if len(instances) < 2 or all(len(m) < MIN_NODES for m in instances):
             continue
-        shaped = [(nodes, _shape(nodes)) for nodes in instances.values()]
+        shaped = [([n for n, _ in m], _shape(m)) for m in instances]
         first = next((s for _, s in shaped if s is not None), None)
         same = [(nodes, s[1], s[2]) for nodes, s in shaped if s is not None and s[0] == first[0]]
         if len(same) >= 2:
             chosen.append((uid, same))
+            for nodes, _, _ in same:
+                claimed.update(nodes)
         counters["region_instances_flat"] += len(shaped) - len(same) if len(same) >= 2 else len(shaped)
     if not chosen:
         return None
@@ -121,12 +131,13 @@ def outline(gm: torch.fx.GraphModule, compile_fn: Callable) -> Optional[torch.fx
     return outlined
 
 
-def _shape(nodes):
-    """(signature, externals, outputs) of one instance's nodes (graph order), or None where it
-    cannot be one call (not contiguous, a write in place, a non-tensor external or result, a
-    result that is a view)."""
+def _shape(marked):
+    """(signature, externals, outputs) of one instance's nodes ((node, position in the
+    template), graph order), or None where it cannot be one call (not contiguous, a write in
+    place, a non-tensor external or result, a result that is a view)."""
+    nodes = [n for n, _ in marked]
+    positions = [j for _, j in marked]
     inside = {n: i for i, n in enumerate(nodes)}
-    positions = [n.meta[REGION_META][2] for n in nodes]
     if positions != sorted(set(positions)) or any(a.next is not b for a, b in zip(nodes, nodes[1:])):
         return None
     externals: Dict[torch.fx.Node, int] = {}

@@ -77,9 +77,10 @@ _DROPOUTS = {"dropout": 2, "dropout_": 2, "alpha_dropout": 2, "alpha_dropout_": 
              "dropout2d": 2, "dropout3d": 2}
 
 
-# node.meta key of a node a template made: (template uid, instance, position in the template).
-# codegen's regional compilation (codegen/regions.py, option compile_regions) groups the nodes
-# of each instance by it; nothing else reads it, so the graph is the same with or without it.
+# node.meta key of a node a template made: its marks (template uid, instance, position in the
+# template), outermost template first (`Template.annotate`). codegen's regional compilation
+# (codegen/region_calls.py, option compile_regions) groups the nodes of each instance by them;
+# nothing else reads them, so the graph is the same with or without them.
 REGION_META = "pd_region"
 _uids = itertools.count()
 
@@ -469,13 +470,20 @@ class Template:
     uid: int = dataclasses.field(default_factory=lambda: next(_uids))
     instances: Any = dataclasses.field(default_factory=itertools.count)   # REGION_META's instance
 
-    def annotate(self, nodes):
-        """Mark `nodes` (one instance's, in template order) as this template's next instance. An
-        enclosing template's annotation, made when it finishes or replays, replaces an inner
-        one's: codegen outlines the outermost repeated region."""
+    def annotate(self, nodes, copied: bool = False):
+        """Mark `nodes` (one instance's, in template order) as this template's next instance:
+        REGION_META is a tuple of marks (uid, instance, position), outermost first, as the
+        templates enclosing a node finish. `copied`: nodes a replay copied, whose marks are the
+        recorded nodes'; the marks inside this template's own become this copy's (instance ids
+        made unique), those around it are the recorded call's context, not this one's."""
         inst = next(self.instances)
         for j, n in enumerate(nodes):
-            n.meta[REGION_META] = (self.uid, inst, j)
+            marks = n.meta.get(REGION_META, ())
+            if copied:
+                own = next((i for i, m in enumerate(marks) if m[0] == self.uid), None)
+                marks = () if own is None else \
+                    tuple((u, (self.uid, inst, i), k) for u, i, k in marks[own + 1:])
+            n.meta[REGION_META] = ((self.uid, inst, j),) + marks
 
     def replay(self, tx, module_var, args, kwargs):
         """The call's result on `module_var`, or None where the template does not apply."""
@@ -520,7 +528,7 @@ class Template:
         graph = root.output_graph.graph
         for n in self.nodes:
             env[n] = graph.node_copy(n, lambda x: env[x])
-        self.annotate([env[n] for n in self.nodes])
+        self.annotate([env[n] for n in self.nodes], copied=True)
         return self._rebuild(root, self.result, env, flat, {})
 
     def _check(self, root):

@@ -15,8 +15,10 @@ import torch
 import torch.nn as nn
 
 import pydynamo
+from codegen import region_calls
 from codegen.runtime import counters
 from pydynamo import convert_frame
+from pydynamo.meta import TensorMeta
 
 transformers = pytest.importorskip("transformers")
 
@@ -224,15 +226,19 @@ def test_an_instance_unlike_the_first_stays_flat():
 
 
 def test_a_block_writing_in_place_stays_flat():
-    """relu_ inside the block: an extern must be pure as the scheduler sees it, so no outlining."""
+    """relu_ inside the block: the graph writes in place, so the codegen backend has the aot
+    recorder functionalize it first, and the recorded graph carries no region marks (outlining
+    itself also refuses an instance that writes in place: an extern must be pure)."""
     _, regions = stack_run({"compile_regions": True}, inplace=True)
     assert not regions.get("region_instances_outlined"), regions
 
 
 def test_a_block_returning_a_view_stays_flat():
-    """The block returns a view of its own result: the extern's outputs are new tensors only."""
+    """The block returns a view of its own result: the extern's outputs are new tensors only.
+    (Its Linear and LayerNorm calls are one node each: too small to be regions.)"""
     _, regions = stack_run({"compile_regions": True}, view_result=True)
     assert not regions.get("region_instances_outlined"), regions
+    assert regions.get("region_instances_flat") == 3, regions    # blocks 1-3 (block 0: no view in)
 
 
 def test_custom_backend_sees_the_flat_graph():
@@ -250,3 +256,112 @@ def test_custom_backend_sees_the_flat_graph():
         out = pydynamo.optimize(m, backend=backend)(x, y)
         assert_same(out, m(x, y))
     assert seen and not any(type(t).__name__ == "RegionCall" for g in seen for t in g)
+
+
+class Layers(nn.Module):
+    """Four blocks as attributes (a ModuleList's iteration reads its identity: no template)."""
+
+    def __init__(self):
+        super().__init__()
+        self.b0, self.b1, self.b2, self.b3 = (Block() for _ in range(4))
+
+    def forward(self, x, y):
+        return self.b3(self.b2(self.b1(self.b0(x, y), y), y), y)
+
+
+class Wrapper(nn.Module):
+    """The layers inside a module called once (a template with one instance around them)."""
+
+    def __init__(self):
+        super().__init__()
+        self.layers = Layers()
+
+    def forward(self, x, y):
+        return self.layers(x.tanh(), y) + 1
+
+
+def test_layers_inside_a_module_called_once():
+    """The layers inside a module called once are the regions. (Level B declines the module
+    around them today, as a replayed call inside a recording reads like a module identity read;
+    were its template kept, its one-instance marks would stack above the layers'.)"""
+    torch.manual_seed(0)
+    m = Wrapper().eval()
+    x, y = torch.randn(4, 16), torch.randn(4, 16)
+    with torch.no_grad():
+        ref = m(x, y)
+        (out,), _, regions = compiled_run(m, (x, y), {"compile_regions": True})
+    assert_same(out, ref)
+    assert regions.get("region_instances_outlined") == 4, regions
+    assert regions.get("region_graphs_compiled") == 1, regions
+
+
+class Inner(nn.Module):
+    def __init__(self, d=16):
+        super().__init__()
+        self.lin = nn.Linear(d, d)
+
+    def forward(self, x):
+        return torch.nn.functional.gelu(self.lin(x))
+
+
+class ViewBlock(nn.Module):
+    """Returns a view (not outlinable); its two Inner modules are."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = Inner(), Inner()
+
+    def forward(self, x):
+        return (x + self.b(self.a(x) * 2)).view(-1)
+
+
+class ViewStack(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList(ViewBlock() for _ in range(3))
+
+    def forward(self, x):
+        x = x.tanh().view(-1).view(4, 16)
+        for b in self.blocks:
+            x = b(x).view(4, 16)
+        return x
+
+
+def test_inner_modules_outlined_where_the_block_cannot_be():
+    """Regression: a replayed block's copies took the block's mark only, dropping the marks of
+    the modules inside it, so only the first block's Inner calls were instances. Marks stack
+    now; the outermost template with two or more outlinable instances is the region.
+    The blocks return views, so they stay flat; the Inner modules inside them (two per
+    block) are the regions instead: two templates (`a` is called on a view, `b` on a new
+    tensor: their keys differ), each compiled once for its three instances."""
+    torch.manual_seed(0)
+    m = ViewStack().eval()
+    x = torch.randn(4, 16)
+    with torch.no_grad():
+        ref = m(x)
+        (out,), _, regions = compiled_run(m, (x,), {"compile_regions": True})
+    assert_same(out, ref)
+    assert regions.get("region_instances_outlined") == 6, regions
+    assert regions.get("region_instances_flat") == 3, regions
+    assert regions.get("region_graphs_compiled") == 2, regions
+
+
+def test_region_call_checks_its_argument_layouts():
+    """An instance whose arguments reach the region in another layout than the sub-graph's
+    metadata gets no compiled code (the lowering calls the sub-graph eagerly), and a RegionCall
+    called directly runs its sub-graph eagerly."""
+    g = torch.fx.Graph()
+    a = g.placeholder("a")
+    a.meta["val"] = TensorMeta((2, 3), (3, 1), torch.float32, torch.device("cpu"))
+    g.output((g.call_function(torch.sin, (a,)),))
+    compiled = []
+    call = region_calls.RegionCall(0, torch.fx.GraphModule(torch.nn.Module(), g),
+                                   lambda sub, examples: compiled.append(examples) or sub)
+    counters.clear()
+    assert call.compiled([((2, 3), (1, 2), torch.float32)], torch.device("cpu")) is None
+    assert counters["region_layout_mismatches"] == 1 and not compiled
+    assert call.compiled([((2, 3), (3, 1), torch.float32)], torch.device("cpu")) is not None
+    assert call.compiled([((2, 3), (3, 1), torch.float32)], torch.device("cpu")) is not None
+    assert len(compiled) == 1 and counters["region_graphs_compiled"] == 1
+    x = torch.randn(3, 2).t()
+    torch.testing.assert_close(call(x)[0], torch.sin(x))
