@@ -169,15 +169,22 @@ class Stack(nn.Module):
         return x * 2
 
 
-def stack_run(options, **kw):
+def module_run(make, n_inputs, options):
+    """`make()` compiled fresh with `options` on random (4, 16) inputs under no_grad; its
+    outputs are checked against eager's; returns (graphs and breaks, region counters)."""
     torch.manual_seed(0)
-    m = Stack(**kw).eval()
-    args = (torch.randn(4, 16), torch.randn(4, 16))
+    m = make().eval()
+    args = tuple(torch.randn(4, 16) for _ in range(n_inputs))
     with torch.no_grad():
         ref = m(*args)
         (out,), shape, regions = compiled_run(m, args, options)
-    assert_same(out, ref)
+    for o, r in zip(*((out, ref) if isinstance(ref, tuple) else ((out,), (ref,)))):
+        assert_same(o, r)
     return shape, regions
+
+
+def stack_run(options, **kw):
+    return module_run(lambda: Stack(**kw), 2, options)
 
 
 def test_a_later_instance_reads_an_earlier_instances_result():
@@ -212,14 +219,7 @@ def test_an_instance_unlike_the_first_stays_flat():
     """Block 2's second result is unused, so the graph's dead code elimination dropped its sum:
     its nodes are not the first instance's shape and it is lowered inline; the other three
     share one call."""
-    torch.manual_seed(0)
-    m = AuxStack().eval()
-    x, y = torch.randn(4, 16), torch.randn(4, 16)
-    with torch.no_grad():
-        ref = m(x, y)
-        (out,), _, regions = compiled_run(m, (x, y), {"compile_regions": True})
-    for o, r in zip(out, ref):
-        assert_same(o, r)
+    _, regions = module_run(AuxStack, 2, {"compile_regions": True})
     assert regions.get("region_instances_outlined") == 3, regions
     assert regions.get("region_instances_flat") == 1, regions
     assert regions.get("region_graphs_compiled") == 1, regions
@@ -284,13 +284,7 @@ def test_layers_inside_a_module_called_once():
     """The layers inside a module called once are the regions. (Level B declines the module
     around them today, as a replayed call inside a recording reads like a module identity read;
     were its template kept, its one-instance marks would stack above the layers'.)"""
-    torch.manual_seed(0)
-    m = Wrapper().eval()
-    x, y = torch.randn(4, 16), torch.randn(4, 16)
-    with torch.no_grad():
-        ref = m(x, y)
-        (out,), _, regions = compiled_run(m, (x, y), {"compile_regions": True})
-    assert_same(out, ref)
+    _, regions = module_run(Wrapper, 2, {"compile_regions": True})
     assert regions.get("region_instances_outlined") == 4, regions
     assert regions.get("region_graphs_compiled") == 1, regions
 
@@ -334,13 +328,7 @@ def test_inner_modules_outlined_where_the_block_cannot_be():
     The blocks return views, so they stay flat; the Inner modules inside them (two per
     block) are the regions instead: two templates (`a` is called on a view, `b` on a new
     tensor: their keys differ), each compiled once for its three instances."""
-    torch.manual_seed(0)
-    m = ViewStack().eval()
-    x = torch.randn(4, 16)
-    with torch.no_grad():
-        ref = m(x)
-        (out,), _, regions = compiled_run(m, (x,), {"compile_regions": True})
-    assert_same(out, ref)
+    _, regions = module_run(ViewStack, 1, {"compile_regions": True})
     assert regions.get("region_instances_outlined") == 6, regions
     assert regions.get("region_instances_flat") == 3, regions
     assert regions.get("region_graphs_compiled") == 2, regions
