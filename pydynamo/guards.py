@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import hashlib
+import math
 from typing import Any, Optional
 
 import torch
@@ -237,6 +238,9 @@ def _emit_guard(em: _Emitter, g: Guard) -> None:
         em.check(f"id({v}) == {em.const(g.expected[0])}")
     elif k is GuardKind.EQUALS_MATCH:
         em.check(f"type({v}) is {em.const(type(g.expected))} and {v} == {em.const(g.expected)}")
+        if type(g.expected) is float and g.expected == 0.0:
+            # -0.0 == 0.0, yet `x * z` and `1 / z` differ in sign: the zero's sign is checked too
+            em.check(f"{em.const(math.copysign)}(1.0, {v}) == {math.copysign(1.0, g.expected)}")
     elif k is GuardKind.LEN:
         em.check(f"len({v}) == {int(g.expected)}")
     elif k is GuardKind.DICT_KEYS:
