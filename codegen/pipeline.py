@@ -175,7 +175,8 @@ def _compile_regions(gm, example_inputs, backend: Backend, stats: CompileStats, 
     try:
         with phases.phase("graph passes"):
             outlined = outline(gm, lambda sub, examples: compile_graph(sub, examples, backend,
-                                                                       sub_options))
+                                                                       sub_options),
+                               (type(backend), backend.name, str(backend.device), sub_options))
             if outlined is None:
                 return None
             g = backend.lowering(outlined, example_inputs, options.dynamic, False, backend).run()

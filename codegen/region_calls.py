@@ -48,15 +48,28 @@ REGION_META = "pd_region"
 MIN_NODES = 2
 
 
+# compiled sub-graphs by (signature, compile settings, device), process-wide: a recompile of the
+# graph around the layers (another guard failed) finds its regions compiled. The signature
+# (`_shape`) names everything the sub-graph computes: targets (by identity), constants, wiring,
+# every node's and argument's metadata.
+_CACHE: Dict[Any, Callable] = {}
+
+
+def clear_cache() -> None:
+    """Forget the compiled sub-graphs (tests: counting compiles from a clean state)."""
+    _CACHE.clear()
+
+
 class RegionCall:
     """One template's sub-graph: called by the outlined graph's node for every instance."""
 
-    def __init__(self, uid: int, sub: torch.fx.GraphModule, compile_fn: Callable):
+    def __init__(self, uid: int, sub: torch.fx.GraphModule, compile_fn: Callable, key=None):
         self.uid = uid
         self.sub = sub
         self.__name__ = f"region_{uid}"
         self._compile_fn = compile_fn     # (sub, example inputs) -> callable: the pipeline's
         self._compiled: Dict[Any, Callable] = {}
+        self.key = key                    # (signature, compile settings), or None: not shared
         self.layouts = [_layout(p.meta["val"]) for p in sub.graph.nodes if p.op == "placeholder"]
 
     def compiled(self, layouts, device: torch.device) -> Optional[Callable]:
@@ -67,11 +80,17 @@ class RegionCall:
             counters["region_layout_mismatches"] += 1
             return None
         fn = self._compiled.get(device)
+        shared = None if self.key is None else (self.key, device)
+        if fn is None and shared in _CACHE:
+            fn = self._compiled[device] = _CACHE[shared]
+            counters["region_cache_hits"] += 1
         if fn is None:
             examples = [torch.empty_strided(size, stride, dtype=dtype, device=device)
                         for size, stride, dtype in layouts]
             fn = self._compiled[device] = self._compile_fn(self.sub, examples)
             counters["region_graphs_compiled"] += 1
+            if shared is not None:
+                _CACHE[shared] = fn
         return fn
 
     def __call__(self, *args):
@@ -85,9 +104,12 @@ def _layout(m):
     return (tuple(m.shape), tuple(m.stride), m.dtype)
 
 
-def outline(gm: torch.fx.GraphModule, compile_fn: Callable) -> Optional[torch.fx.GraphModule]:
+def outline(gm: torch.fx.GraphModule, compile_fn: Callable, settings=None
+            ) -> Optional[torch.fx.GraphModule]:
     """A copy of `gm` with each outlinable instance replaced by one RegionCall node (None: no
-    template has two outlinable instances). `compile_fn(sub, examples)` compiles a sub-graph."""
+    template has two outlinable instances). `compile_fn(sub, examples)` compiles a sub-graph;
+    `settings` (hashable: backend, options) what it depends on besides the sub-graph, so
+    compiled sub-graphs are shared process-wide (None: not shared)."""
     # uid -> instance -> [(node, position)]; a uid's depth: where its marks sit in the stacks
     groups: Dict[int, Dict[Any, list]] = collections.defaultdict(dict)
     depth: Dict[int, int] = {}
@@ -95,7 +117,7 @@ def outline(gm: torch.fx.GraphModule, compile_fn: Callable) -> Optional[torch.fx
         for d, (uid, inst, j) in enumerate(n.meta.get(REGION_META, ())):
             groups[uid].setdefault(inst, []).append((n, j))
             depth[uid] = min(depth.get(uid, d), d)
-    chosen = []         # (uid, [(instance nodes, externals, outputs)])
+    chosen = []         # (uid, [(instance nodes, externals, outputs)], signature)
     claimed: set = set()    # nodes of an instance chosen already (an enclosing region's)
     for uid in sorted(groups, key=lambda u: depth[u]):     # outermost regions first
         instances = [m for m in groups[uid].values() if not any(n in claimed for n, _ in m)]
@@ -105,7 +127,7 @@ def outline(gm: torch.fx.GraphModule, compile_fn: Callable) -> Optional[torch.fx
         first = next((s for _, s in shaped if s is not None), None)
         same = [(nodes, s[1], s[2]) for nodes, s in shaped if s is not None and s[0] == first[0]]
         if len(same) >= 2:
-            chosen.append((uid, same))
+            chosen.append((uid, same, first[0]))
             for nodes, _, _ in same:
                 claimed.update(nodes)
         counters["region_instances_flat"] += len(shaped) - len(same) if len(same) >= 2 else len(shaped)
@@ -117,9 +139,14 @@ def outline(gm: torch.fx.GraphModule, compile_fn: Callable) -> Optional[torch.fx
     out = graph.graph_copy(gm.graph, env)
     old_out = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
     graph.output(out).meta = dict(old_out.meta)
-    for uid, same in chosen:
+    for uid, same, sig in chosen:
         nodes, externals, outputs = same[0]
-        target = RegionCall(uid, _sub_graph(nodes, externals, outputs), compile_fn)
+        key = None if settings is None else (sig, settings)
+        try:
+            hash(key)
+        except TypeError:       # an unhashable constant or setting: compiled for this graph only
+            key = None
+        target = RegionCall(uid, _sub_graph(nodes, externals, outputs), compile_fn, key)
         for nodes, externals, outputs in same:
             items = _replace(graph, target, [env[n] for n in nodes], [env[x] for x in externals],
                              [env[o] for o in outputs])
@@ -153,7 +180,8 @@ def _shape(marked):
             return ("d",) + tuple((k, arg(v)) for k, v in a.items())
         if isinstance(a, slice):
             return ("s", arg(a.start), arg(a.stop), arg(a.step))
-        return ("c", type(a), a)
+        # (a float by its text too: -0.0 == 0.0, and their products' signs differ)
+        return ("c", type(a), repr(a) if isinstance(a, float) else a)
 
     sig = []
     for n, j in zip(nodes, positions):
