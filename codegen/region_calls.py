@@ -2,15 +2,17 @@
 
 The tracer's region templates (pydynamo/executor/regions.py) mark every node a template made
 with `node.meta["pd_region"]`, its marks (template uid, instance, position in the template),
-outermost template first; the graph handed to backends is the flat graph either way. With the codegen option `compile_regions`, the
-pipeline (codegen/pipeline.py) first `outline`s a copy of the graph: each instance of a template
-with two or more instances (the outermost such template: a model's layers, not their
-attention modules, and not a one-instance module around the layers) becomes one call_function node whose target is the template's
-`RegionCall` (one sub-GraphModule, built from the first instance's nodes, whose placeholders are
-the instance's arguments and parameters), plus one getitem per result. GraphLowering lowers that
-node (codegen/graph.py `_region_call`) as an extern call of the sub-graph compiled through the
-same pipeline once per argument layout (`RegionCall.compiled`): graph passes, lowering, codegen
-and the C++/Triton build run once per template instead of once per layer.
+outermost template first; the graph handed to backends is the flat graph either way. With the
+codegen option `compile_regions`, the pipeline (codegen/pipeline.py) first `outline`s a copy of
+the graph: each instance of a template with two or more instances (the outermost such
+template: a model's layers, not their attention modules, and not a one-instance module around
+the layers; never a one-node module, MIN_NODES) becomes one call_function node whose target is
+the template's `RegionCall` (one sub-GraphModule, built from the first instance's nodes, whose
+placeholders are the instance's arguments and parameters), plus one getitem per result.
+GraphLowering lowers that node (codegen/graph.py `_region_call`) as an extern call of the
+sub-graph compiled through the same pipeline once (`RegionCall.compiled`; shared process-wide
+by signature and compile settings, `_CACHE`): graph passes, lowering, codegen and the
+C++/Triton build run once per template instead of once per layer.
 
 Invariants (never a wrong answer; anything else stays flat, i.e. level B):
   * an instance is outlined only when it is structurally the first instance's: the same nodes
