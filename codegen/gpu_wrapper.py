@@ -16,7 +16,6 @@ eager CUDA indexing does), never reads stray memory.
 """
 from __future__ import annotations
 
-import functools
 import itertools
 from typing import Dict
 
@@ -26,11 +25,11 @@ from codegen.cudagraphs import maybe_wrap
 from codegen.ir import ComputedBuffer, ExternBuffer
 from codegen.options import Options
 from codegen.pipeline import CPP, Backend, counters
-from codegen.runtime import allocator, ensure_layout
 from codegen.scheduler import same_index
 from codegen.sizevars import static_int
 from codegen.triton import generate_source
-from codegen.triton_launch import TritonLauncher, current_stream, interpreting, load_module
+from codegen.triton_launch import interpreting
+from codegen.triton_runtime import TritonRuntime
 from codegen.wrapper import FRESH_RESULT_EXTERNS, WrapperPrinter, _py, kernel_site
 
 
@@ -155,24 +154,17 @@ def _device_move(gm, device):
     return None
 
 
-def _no_stream():
-    return None       # the interpreter runs kernels on CPU tensors: no stream
-
-
-class TritonBackend(Backend):
+class TritonBackend(TritonRuntime, Backend):
     """Triton kernels (codegen/triton.py) in one module, launched on the graph's device (CPU
-    tensors under TRITON_INTERPRET=1), and the GPU wrapper printer."""
+    tensors under TRITON_INTERPRET=1), and the GPU wrapper printer; its run-time steps
+    (namespace, load, bind) are TritonRuntime's (codegen/triton_runtime.py: what a warm hit
+    imports instead of this module)."""
     name = "triton"
     row_scratch = False
     pad_gemm_operands = True
     split_reductions = True
     recompute_shared = True
     source_attributes = True
-
-    def __init__(self, device: torch.device):
-        self.device = device
-        self.devices = (device.type,)
-        self.on_gpu = device.type == "cuda"
 
     def refuse(self, gm):
         if not self.on_gpu and not interpreting():
@@ -185,9 +177,6 @@ class TritonBackend(Backend):
     def print_kernels(self, kernels, buffers, options):
         return generate_source(kernels, buffers, options.autotune and self.on_gpu)
 
-    def load(self, source, options):
-        return load_module(source)
-
     def wrapper(self, g, steps, infos):
         return GpuWrapperPrinter(g, steps, infos, self.on_gpu)
 
@@ -196,20 +185,6 @@ class TritonBackend(Backend):
         if not g.size_bindings:     # for the CUDA-graph runner (the interpreter's tests use it too)
             src += "\n\n" + wp.matches_source()
         return src
-
-    def namespace(self, g):
-        device = self.device
-        return {"_device": device, "_allocator": allocator(device),
-                "_ensure": functools.partial(ensure_layout, device=device),
-                "_new_err": functools.partial(torch.zeros, 1, dtype=torch.int32, device=device),
-                "_current_stream": current_stream if self.on_gpu else _no_stream}
-
-    def bind(self, module, kernel, info, wp, options):
-        fn, cfg = getattr(module, info.name), info.config
-        if kernel.name not in wp.launch_kinds:
-            return fn               # autotuned: Triton's own launch
-        return TritonLauncher(fn, cfg.xblock, cfg.num_warps, wp.launch_kinds[kernel.name],
-                              options.triton_fast_launch).launch
 
     def binding_spec(self, kernel, info, wp) -> dict:
         return {"name": info.name, "xblock": info.config.xblock,

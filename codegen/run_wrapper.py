@@ -16,8 +16,8 @@ from codegen.runtime import CPP_RUNTIME, base_namespace
 from codegen.standalone import _EVAL_NAMES, _random, resolve
 from pydynamo.stages import lazy
 
-# the Triton target (its lowering too): a C++ wrapper rebuilt here never imports it
-gpu_wrapper = lazy("codegen.gpu_wrapper")
+# the Triton target's run-time half (not its lowering): a C++ wrapper rebuilt here never imports it
+triton_runtime = lazy("codegen.triton_runtime")
 
 
 def namespace(spec, fallbacks=None, constants=None, kernels_source=None, consts=None
@@ -31,7 +31,7 @@ def namespace(spec, fallbacks=None, constants=None, kernels_source=None, consts=
     options = Options(vector_width=spec["vector_width"],
                       triton_fast_launch=spec["fast_launch"])
     backend = CPP_RUNTIME if spec["backend"] == "cpp" else \
-        gpu_wrapper.TritonBackend(torch.device(spec["device"]))
+        triton_runtime.TritonRuntime(torch.device(spec["device"]))
 
     def refuse(*args, **kwargs):
         raise RuntimeError("the inputs differ from the recorded ones (this standalone run has no "

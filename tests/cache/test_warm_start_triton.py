@@ -63,6 +63,8 @@ FRESH = fresh.PRELUDE + fresh.TRAIN_STEPS + textwrap.dedent("""
     else:
         model = mod.build().to(dev)
         ok = train_steps(model, pydynamo.optimize(model, backend="codegen", options=opts), dev)
+    # (before codegen.counters, which imports the pipeline)
+    imported = sorted(m for m in sys.modules if m.split(".")[0] in ("codegen", "sympy", "pydynamo"))
     aot = sys.modules.get("pydynamo.aot.runtime")
     print(json.dumps({"traced": traced, "hits": warm_cache.stats["hits"],
                       "stores": warm_cache.stats["stores"], "stale": warm_cache.stats["stale"],
@@ -70,8 +72,18 @@ FRESH = fresh.PRELUDE + fresh.TRAIN_STEPS + textwrap.dedent("""
                       "graphs_compiled": codegen.counters["graphs_compiled"],
                       "triton_graphs": codegen.counters["triton_graphs_compiled"],
                       "backward_compiled": dict(aot.counters).get("backward_compiled", 0)
-                      if aot else 0, "logs": logs}))
+                      if aot else 0, "logs": logs, "imported": imported}))
 """)
+
+# what a Triton hit does not import: codegen's lowering and printing (the pipeline, the Triton
+# backend's printer), sympy, the tracer; a Triton wrapper is rebuilt from codegen/run_wrapper.py,
+# codegen/triton_runtime.py and codegen/triton_launch.py (a hit used to import the whole pipeline
+# through codegen.gpu_wrapper: 0.65 s of thread CPU against 0.21 s on the 2-core machine). A
+# training hit imports pydynamo.aot, whose recorder imports sympy (test_warm_start_training.py).
+OFF_TRITON_HIT = {"codegen.gpu_wrapper", "codegen.pipeline", "codegen.lowering", "codegen.triton",
+                  "codegen.ir", "codegen.scheduler", "codegen.wrapper", "codegen.graph",
+                  "codegen.decompositions", "codegen.sizevars", "codegen.cudagraphs",
+                  "pydynamo.executor.translator", "pydynamo.bytecode"}
 
 
 def _fresh(path, cache, mode, device="cpu", interpret=True) -> dict:
@@ -110,6 +122,8 @@ def test_triton_wrappers_load_in_a_new_process_without_compiling(model, tmp_path
     warm = _fresh(model, cache, "infer", device, interpret)
     assert warm["ok"] and warm["traced"] == [] and warm["hits"] == 3, warm
     assert warm["graphs_compiled"] == 0 and warm["stores"] == 0, warm
+    assert (OFF_TRITON_HIT | {"sympy", "pydynamo.aot"}) & set(warm["imported"]) == set(), \
+        warm["imported"]
 
 
 @CPU_ONLY
@@ -135,6 +149,7 @@ def test_training_steps_load_triton_forward_and_backward(model, tmp_path, device
     warm = _fresh(model, cache, "train", device, interpret)
     assert warm["ok"] and warm["traced"] == [] and warm["hits"] == 2, warm
     assert warm["graphs_compiled"] == 0 and warm["backward_compiled"] == 0, warm
+    assert OFF_TRITON_HIT & set(warm["imported"]) == set(), warm["imported"]
 
 
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
