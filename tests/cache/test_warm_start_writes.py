@@ -1,6 +1,7 @@
 """Warm start of graphs that write (issue 20): in-place writes on inputs and through views
 (`x[:, 1:] += y`, `y = x * w + 1; y[0].zero_()`, a diagonal, a chain of views, two writes) and a
-buffer (`self.count += 1`), compiled with dynamic=True. The recorder functionalizes each over the
+buffer (`self.count += 1`), x also a view at a storage offset, compiled with dynamic=True (C++
+kernels, and Triton's through its interpreter). The recorder functionalizes each over the
 size symbols (pydynamo/aot/recorder.py: a functionalized inference graph, or a training joint),
 so the frame's entry holds one joint with its size spec; a new process runs every case at other
 sizes from the entries: nothing traced, recorded or compiled, outputs, written inputs, the buffer
@@ -73,7 +74,9 @@ MODEL = textwrap.dedent("""
         return Counter()
 """)
 
-CASES = ["slice_add", "view_zero", "diagonal_add", "chained", "two_writes", "Counter"]
+# ":rows": x is a view of a larger tensor at a storage offset (the write lands in its storage)
+CASES = ["slice_add", "view_zero", "diagonal_add", "chained", "two_writes", "Counter",
+         "slice_add:rows", "chained:rows"]
 
 # A fresh interpreter (fresh.PRELUDE: the model file argv[1], the cache dir argv[2], the version
 # key argv[3]); argv[4] "train" or "infer"; argv[5] the row counts (comma-separated) of x, which
@@ -87,36 +90,41 @@ FRESH = fresh.PRELUDE + textwrap.dedent("""
     import codegen
     logs = []
     warm_cache.log.info = lambda msg, *a: logs.append(msg % a)
+    options = {"backend_kernels": sys.argv[7]} if sys.argv[7:] else None
     train = sys.argv[4].startswith("train")
     reach_x = sys.argv[4] == "train+x"      # the loss reaches x's new value too
     wrong = []
 
     def close(a, b):
+        if isinstance(a, int):
+            return a == b
         return a is None and b is None or a.shape == b.shape and bool(
             torch.allclose(a, b, rtol=1e-4, atol=1e-5))
 
-    for name in sys.argv[6].split(","):
+    for case in sys.argv[6].split(","):
+        name, _, kind = case.partition(":")     # kind "rows": x is a view at a storage offset
         if name == "Counter":
             eager_fn = mod.build_counter()
             model = copy.deepcopy(eager_fn)
             if not train:
                 for p in list(model.parameters()) + list(eager_fn.parameters()):
                     p.requires_grad_(False)
-            fn = pydynamo.optimize(model, backend="codegen", dynamic=True)
+            fn = pydynamo.optimize(model, backend="codegen", dynamic=True, options=options)
         else:
             eager_fn = getattr(mod, name)
-            fn = pydynamo.optimize(eager_fn, backend="codegen", dynamic=True)
+            fn = pydynamo.optimize(eager_fn, backend="codegen", dynamic=True, options=options)
         for n in [int(s) for s in sys.argv[5].split(",")]:
             g = torch.Generator().manual_seed(n)
             base = torch.randn(n, 7, generator=g)
             y0 = torch.randn(n, 6, generator=g)
             results = []
             for f in (fn, eager_fn):
-                leaf = base.clone().requires_grad_(train)
+                leaf = (torch.cat([base[:1], base]) if kind else base.clone()).requires_grad_(train)
                 y = y0.clone().requires_grad_(train)
                 x = leaf * 1 if train else leaf
+                x = x[1:] if kind else x
                 out = f(x, y)
-                got = [out.detach().clone(), x.detach().clone()]
+                got = [out.detach().clone(), x.detach().clone(), x.storage_offset()]
                 if name == "Counter":
                     got.append(f.count.clone() if f is eager_fn else model.count.clone())
                 if train:
@@ -129,7 +137,7 @@ FRESH = fresh.PRELUDE + textwrap.dedent("""
                         m.zero_grad()
                 results.append(got)
             if not all(close(a, b) for a, b in zip(*results)):
-                wrong.append(f"{name}@{n}")
+                wrong.append(f"{case}@{n}")
     aot = sys.modules.get("pydynamo.aot.runtime")
     report = {name: warm_cache.stats[name] for name in ("hits", "stores", "uncacheable")}
     for name in ("joint_graphs", "functional_graphs", "joint_recompiles", "joint_concrete",
@@ -141,26 +149,33 @@ FRESH = fresh.PRELUDE + textwrap.dedent("""
 """)
 
 
-def _fresh(path, cache, mode, sizes, cases=CASES) -> dict:
+def _fresh(path, cache, mode, sizes, cases=CASES, kernels=()) -> dict:
     r = subprocess.run([sys.executable, "-c", FRESH, str(path), str(cache), "pinned-" + str(cache),
-                        mode, sizes, ",".join(cases)],
+                        mode, sizes, ",".join(cases), *kernels],
                        capture_output=True, text=True, timeout=900, env=dict(os.environ))
     assert r.returncode == 0, r.stderr[-3000:]
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("mode", ["infer", "train"])
-def test_writes_under_dynamic_sizes_load_in_a_new_process(tmp_path, mode):
+@pytest.mark.parametrize("mode,cases,kernels", [
+    ("infer", CASES, ()), ("train", CASES, ()),
+    # codegen's Triton kernels (the interpreter here: TRITON_INTERPRET=1)
+    ("infer", ["slice_add", "view_zero", "Counter", "chained:rows"], ("triton",)),
+    ("train", ["slice_add", "view_zero", "Counter", "chained:rows"], ("triton",))],
+    ids=["infer-cpp", "train-cpp", "infer-triton", "train-triton"])
+def test_writes_under_dynamic_sizes_load_in_a_new_process(tmp_path, mode, cases, kernels):
     path, cache = tmp_path / "writes_model.py", tmp_path / "cache"
     path.write_text(MODEL)
-    cold = _fresh(path, cache, mode, "4,5,9")
+    cold = _fresh(path, cache, mode, "4,5,9", cases, kernels)
     assert cold["wrong"] == [] and cold["uncacheable"] == 0, cold
-    # one frame and one recording per case, over the size symbols, serving every size
-    assert cold["stores"] == len(CASES) and len(cold["traced"]) == len(CASES), cold
+    # one frame and one recording per function, over the size symbols, serving every size (and
+    # x as a view at an offset: the same entry)
+    frames = len({c.partition(":")[0] for c in cases})
+    assert cold["stores"] == frames and len(cold["traced"]) == frames, cold
     assert cold["joint_concrete"] == 0 and cold["joint_recompiles"] == 0, cold
-    assert cold["functional_graphs" if mode == "infer" else "joint_graphs"] == len(CASES), cold
-    warm = _fresh(path, cache, mode, "8,11,3")
-    assert warm["wrong"] == [] and warm["traced"] == [] and warm["hits"] == len(CASES), warm
+    assert cold["functional_graphs" if mode == "infer" else "joint_graphs"] == frames, cold
+    warm = _fresh(path, cache, mode, "8,11,3", cases, kernels)
+    assert warm["wrong"] == [] and warm["traced"] == [] and warm["hits"] == frames, warm
     for counter in ("joint_graphs", "functional_graphs", "joint_recompiles", "graphs_compiled",
                     "eager_fallback", "stores"):
         assert warm[counter] == 0, (counter, warm)
