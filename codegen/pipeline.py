@@ -30,7 +30,7 @@ from codegen.fallback import EagerFallback
 from codegen.graph import GraphLowering
 from codegen.ir import ExternCall
 from codegen.options import Options
-from codegen.region_calls import outline
+from codegen.region_calls import Pending, SharedLibrary, outline
 from codegen.reinplace import accumulate_embedding_grads, copied_back, reinplace
 from codegen.runtime import CppRuntime, base_namespace, counters, fallbacks as _fallbacks
 from codegen.scalars import SpecializeFloats
@@ -119,7 +119,7 @@ CPP = Backend()
 
 
 def compile_graph(gm: torch.fx.GraphModule, example_inputs: List[Any], backend: Backend,
-                  options: Options):
+                  options: Options, defer_to: Optional[SharedLibrary] = None):
     """Lower, then build. Float inputs are kernel arguments; where one cannot be
     (codegen/scalars.py), the graph is lowered and built again with floats as checked constants.
     A declared fallback, or any internal error, runs the graph eagerly with one warning: a
@@ -145,7 +145,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: List[Any], backend: 
                 g = backend.lowering(gm, example_inputs, options.dynamic, specialize_floats,
                                      backend).run()
             step = f"{backend.name} codegen"
-            return build(gm, g, backend, stats, options, example_inputs)
+            return build(gm, g, backend, stats, options, example_inputs, defer_to=defer_to)
         except EagerFallback as e:
             return _eager(gm, str(e), stats)
         except SpecializeFloats as e:
@@ -172,16 +172,21 @@ def _compile_regions(gm, example_inputs, backend: Backend, stats: CompileStats, 
     # own inside the outer graph's, no write-backs, no regions inside)
     sub_options = dataclasses.replace(options, compile_regions=False, boxed=False, cudagraphs=False,
                                       written_back=())
+    # C++: the sub-graphs' kernels go into this graph's library (one g++ run: its fixed cost,
+    # headers and all, was most of a second library's build)
+    shared = SharedLibrary() if backend.name == "cpp" else None
     try:
         with phases.phase("graph passes"):
             outlined = outline(gm, lambda sub, examples: compile_graph(sub, examples, backend,
-                                                                       sub_options),
+                                                                       sub_options, shared),
                                (type(backend), backend.name, str(backend.device), sub_options))
             if outlined is None:
                 return None
             g = backend.lowering(outlined, example_inputs, options.dynamic, False, backend).run()
-        return build(gm, g, backend, stats, options, example_inputs)
+        return build(gm, g, backend, stats, options, example_inputs, takes=shared)
     except Exception as e:
+        if shared is not None:
+            shared.abort()
         if options.strict and not isinstance(e, (EagerFallback, SpecializeFloats)):
             raise
         counters["region_graphs_flat"] += 1
@@ -190,14 +195,23 @@ def _compile_regions(gm, example_inputs, backend: Backend, stats: CompileStats, 
         return None
 
 
-def build(gm, g, backend: Backend, stats: CompileStats, options: Options, example_inputs=()):
-    """A lowered graph -> the compiled callable (schedule, kernels, wrapper, namespace)."""
+def build(gm, g, backend: Backend, stats: CompileStats, options: Options, example_inputs=(),
+          defer_to: Optional[SharedLibrary] = None, takes: Optional[SharedLibrary] = None):
+    """A lowered graph -> the compiled callable (schedule, kernels, wrapper, namespace).
+    `defer_to` (a region's sub-graph, C++): its kernels, renamed apart, wait for the library of
+    the graph calling it, and the callable is a region_calls.Pending finished when that loads;
+    `takes` (that graph): its library holds the deferred kernels too, and its extern calls
+    call their finished callables."""
     mutations = list(g.mutations.values())
     with phases.phase("graph passes"):
         steps = schedule(g.buffers, g.outputs, mutations, fuse=options.fuse)
         if backend.row_scratch:
             mark_row_local(steps, g.outputs, mutations)
     kernels = [s for s in steps if isinstance(s, FusedKernel)]
+    if defer_to is not None and kernels:
+        prefix = defer_to.prefix()
+        for k in kernels:
+            k.name = prefix + k.name
     stats.kernels = len(kernels)
     stats.externs = sum(1 for s in steps if isinstance(s, ExternCall))
     stats.native_nodes, stats.extern_nodes = g.stats.native, g.stats.extern
@@ -205,13 +219,32 @@ def build(gm, g, backend: Backend, stats: CompileStats, options: Options, exampl
 
     with phases.phase("codegen"):
         src, infos = backend.print_kernels(kernels, g.buffers_by_name, options)
+    if defer_to is not None and kernels:
+        return defer_to.defer(src, lambda module, kpath: _link(
+            gm, g, backend, stats, options, example_inputs, steps, kernels, src, infos, module,
+            kpath), gm)
+    if takes is not None and takes.pending:
+        with phases.phase("codegen"):
+            src = takes.source(src, backend.print_kernels([], {}, options)[0])
     module = kpath = None
-    if kernels:
+    if kernels or takes is not None and takes.pending:
         with phases.phase("loading"):       # (a build inside counts as "compile")
             module, kpath = backend.load(src, options)
         phases.generated("kernels", backend.source_path(kpath))
         if backend.source_path(kpath) != kpath:
             phases.generated("library", kpath)
+    if takes is not None:
+        takes.done(module, kpath)
+        for s in steps:             # (the wrapper calls the finished callables themselves)
+            if isinstance(s, ExternCall) and isinstance(s.target, Pending) and s.target.fn:
+                s.target = s.target.fn
+    return _link(gm, g, backend, stats, options, example_inputs, steps, kernels, src, infos,
+                 module, kpath)
+
+
+def _link(gm, g, backend: Backend, stats: CompileStats, options: Options, example_inputs, steps,
+          kernels, src, infos, module, kpath):
+    """The rest of `build` once the kernels' library is loaded: wrapper, namespace, callable."""
     with phases.phase("codegen"):
         wp = backend.wrapper(g, steps, infos)
         wp.boxed = options.boxed

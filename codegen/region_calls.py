@@ -57,6 +57,59 @@ MIN_NODES = 2
 _CACHE: Dict[Any, Callable] = {}
 
 
+class Pending:
+    """A region's sub-graph compiled up to its kernels' source, which goes into the library of
+    the graph calling it (`SharedLibrary`: one g++ run for both); `fn` is its compiled callable
+    once that library loaded. Until then, and for good if that compile fails, a call runs the
+    sub-graph eagerly."""
+    __name__ = "region"
+
+    def __init__(self, sub):
+        self.fn = None
+        self.sub = sub
+
+    def __call__(self, *args):
+        return (self.fn or self.sub)(*args)
+
+
+class SharedLibrary:
+    """The C++ kernels of one outer graph and of the region sub-graphs it calls, built as one
+    library (codegen/pipeline.py `build`): a sub-graph's build `defer`s its kernels (renamed
+    with a prefix of their own, so names never clash) and the rest of its build; the outer
+    graph's build appends their source to its own (`source`), loads it once and finishes them
+    (`done`). `abort` forgets the unfinished ones (the outer graph compiles flat instead)."""
+
+    def __init__(self):
+        self.pending: List[tuple] = []      # (kernels' source, finish(module, path), Pending)
+
+    def prefix(self) -> str:
+        return f"r{len(self.pending)}_"
+
+    def defer(self, source: str, finish: Callable, sub) -> Pending:
+        holder = Pending(sub)
+        self.pending.append((source, finish, holder))
+        return holder
+
+    def source(self, own: str, preamble: str) -> str:
+        """`own` (the outer graph's source) and the deferred kernels without their preamble
+        (the same text: one backend, one set of options)."""
+        parts = [own]
+        for src, _, _ in self.pending:
+            if not src.startswith(preamble):
+                raise RuntimeError("a region's kernels were printed with another preamble")
+            parts.append(src[len(preamble):])
+        return "".join(parts)
+
+    def done(self, module, path) -> None:
+        for _, finish, holder in self.pending:
+            holder.fn = finish(module, path)
+
+    def abort(self) -> None:
+        unfinished = {id(h) for _, _, h in self.pending if h.fn is None}
+        for key in [k for k, fn in _CACHE.items() if id(fn) in unfinished]:
+            del _CACHE[key]
+
+
 def clear_cache() -> None:
     """Forget the compiled sub-graphs (tests: counting compiles from a clean state)."""
     _CACHE.clear()
@@ -84,7 +137,8 @@ class RegionCall:
         fn = self._compiled.get(device)
         shared = None if self.key is None else (self.key, device)
         if fn is None and shared in _CACHE:
-            fn = self._compiled[device] = _CACHE[shared]
+            fn = _CACHE[shared]
+            fn = self._compiled[device] = fn.fn if isinstance(fn, Pending) and fn.fn else fn
             counters["region_cache_hits"] += 1
         if fn is None:
             examples = [torch.empty_strided(size, stride, dtype=dtype, device=device)

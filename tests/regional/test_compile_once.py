@@ -449,3 +449,24 @@ def test_instance_attribute_shadowing_a_class_attribute_recompiles():
     torch.testing.assert_close(f(x), x * 2)
     m.scale = 3.0
     torch.testing.assert_close(f(x), x * 3)
+
+
+def test_one_library_for_the_graph_and_its_regions():
+    """C++: the region's kernels go into the library of the graph calling it (one g++ run), and
+    the outer wrapper calls the region's compiled code (not the sub-graph run eagerly)."""
+    torch.manual_seed(0)
+    m = Stack().eval()
+    x, y = torch.randn(4, 16), torch.randn(4, 16)
+    pydynamo.reset()
+    region_calls.clear_cache()
+    recs = []
+    convert_frame.RECORDERS.append(recs.append)
+    try:
+        with torch.no_grad():
+            assert_same(pydynamo.optimize(m, options={"compile_regions": True})(x, y), m(x, y))
+    finally:
+        convert_frame.RECORDERS.remove(recs.append)
+    outer = recs[0].graphs[0].backend_fn
+    externs = outer.__globals__["_externs"]
+    assert len(externs) == 4 and all(e.library_path == outer.library_path for e in externs)
+    assert not any(isinstance(e, region_calls.Pending) for e in externs)
