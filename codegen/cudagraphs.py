@@ -90,7 +90,7 @@ import torch
 
 from codegen import cudagraph_steps as steps
 from codegen.options import CUDAGRAPH_OUTPUTS as OUTPUT_POLICIES, Options
-from codegen.pipeline import counters
+from codegen.runtime import counters
 
 perf_log = logging.getLogger("pydynamo.perf")
 WARMUP = 1

@@ -152,6 +152,21 @@ def test_training_steps_load_triton_forward_and_backward(model, tmp_path, device
     assert OFF_TRITON_HIT & set(warm["imported"]) == set(), warm["imported"]
 
 
+def test_what_a_reduce_overhead_hit_loads_imports_no_lowering():
+    """A GPU hit in mode "reduce-overhead" loads the wrapper (run_wrapper, triton_runtime) and a
+    new CUDA-graph runner (codegen/cudagraphs.py, whose counters are codegen.runtime's): in a
+    fresh interpreter none of them imports the pipeline, its lowering or sympy (cudagraphs.py
+    imported the pipeline for its counters; a CUDA device is needed to run such a hit, not to
+    import it)."""
+    script = ("import json, sys, torch, codegen.run_wrapper, codegen.triton_runtime, "
+              "codegen.cudagraphs; print(json.dumps(sorted(sys.modules)))")
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    imported = set(json.loads(r.stdout.strip().splitlines()[-1]))
+    assert ((OFF_TRITON_HIT - {"codegen.cudagraphs"}) | {"sympy"}) & imported == set()
+
+
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
 def test_a_cuda1_tensor_never_hits_a_cuda0_entry(model, tmp_path):
     cache = tmp_path / "cache"
