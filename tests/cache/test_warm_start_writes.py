@@ -79,7 +79,8 @@ CASES = ["slice_add", "view_zero", "diagonal_add", "chained", "two_writes", "Cou
          "slice_add:rows", "chained:rows"]
 
 # A fresh interpreter (fresh.PRELUDE: the model file argv[1], the cache dir argv[2], the version
-# key argv[3]); argv[4] "train" or "infer"; argv[5] the row counts (comma-separated) of x, which
+# key argv[3]); argv[4] "train", "train+x" or "infer"; argv[7] the kernels ("cpp", "triton"),
+# argv[8] optimize's dynamic ("True", "None"); argv[6] the cases; argv[5] the row counts of x, which
 # is (n, 7) and y (n, 6) (n never 6 or 7: no two sizes share a symbol). Every case is called at
 # every size beside eager on copies of the same random inputs; in training x is a non-leaf (a
 # view of a leaf that requires grad cannot be written in eager) and y a leaf, and the loss
@@ -90,7 +91,8 @@ FRESH = fresh.PRELUDE + textwrap.dedent("""
     import codegen
     logs = []
     warm_cache.log.info = lambda msg, *a: logs.append(msg % a)
-    options = {"backend_kernels": sys.argv[7]} if sys.argv[7:] else None
+    options = {"backend_kernels": sys.argv[7]}
+    dynamic = {"True": True, "None": None}[sys.argv[8]]    # None: automatic (static, then dynamic)
     train = sys.argv[4].startswith("train")
     reach_x = sys.argv[4] == "train+x"      # the loss reaches x's new value too
     wrong = []
@@ -109,10 +111,10 @@ FRESH = fresh.PRELUDE + textwrap.dedent("""
             if not train:
                 for p in list(model.parameters()) + list(eager_fn.parameters()):
                     p.requires_grad_(False)
-            fn = pydynamo.optimize(model, backend="codegen", dynamic=True, options=options)
+            fn = pydynamo.optimize(model, backend="codegen", dynamic=dynamic, options=options)
         else:
             eager_fn = getattr(mod, name)
-            fn = pydynamo.optimize(eager_fn, backend="codegen", dynamic=True, options=options)
+            fn = pydynamo.optimize(eager_fn, backend="codegen", dynamic=dynamic, options=options)
         for n in [int(s) for s in sys.argv[5].split(",")]:
             g = torch.Generator().manual_seed(n)
             base = torch.randn(n, 7, generator=g)
@@ -149,32 +151,37 @@ FRESH = fresh.PRELUDE + textwrap.dedent("""
 """)
 
 
-def _fresh(path, cache, mode, sizes, cases=CASES, kernels=()) -> dict:
+def _fresh(path, cache, mode, sizes, cases=CASES, kernels="cpp", dynamic="True") -> dict:
     r = subprocess.run([sys.executable, "-c", FRESH, str(path), str(cache), "pinned-" + str(cache),
-                        mode, sizes, ",".join(cases), *kernels],
+                        mode, sizes, ",".join(cases), kernels, dynamic],
                        capture_output=True, text=True, timeout=900, env=dict(os.environ))
     assert r.returncode == 0, r.stderr[-3000:]
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("mode,cases,kernels", [
-    ("infer", CASES, ()), ("train", CASES, ()),
+SOME = ["slice_add", "view_zero", "Counter", "chained:rows"]
+
+
+@pytest.mark.parametrize("mode,cases,kernels,dynamic", [
+    ("infer", CASES, "cpp", "True"), ("train", CASES, "cpp", "True"),
     # codegen's Triton kernels (the interpreter here: TRITON_INTERPRET=1)
-    ("infer", ["slice_add", "view_zero", "Counter", "chained:rows"], ("triton",)),
-    ("train", ["slice_add", "view_zero", "Counter", "chained:rows"], ("triton",))],
-    ids=["infer-cpp", "train-cpp", "infer-triton", "train-triton"])
-def test_writes_under_dynamic_sizes_load_in_a_new_process(tmp_path, mode, cases, kernels):
+    ("infer", SOME, "triton", "True"), ("train", SOME, "triton", "True"),
+    # automatic dynamic: a static entry for the first size, a symbolic one from the second
+    ("infer", SOME, "cpp", "None"), ("train", SOME, "cpp", "None")],
+    ids=["infer-cpp", "train-cpp", "infer-triton", "train-triton", "infer-auto", "train-auto"])
+def test_writes_under_dynamic_sizes_load_in_a_new_process(tmp_path, mode, cases, kernels, dynamic):
     path, cache = tmp_path / "writes_model.py", tmp_path / "cache"
     path.write_text(MODEL)
-    cold = _fresh(path, cache, mode, "4,5,9", cases, kernels)
+    cold = _fresh(path, cache, mode, "4,5,9", cases, kernels, dynamic)
     assert cold["wrong"] == [] and cold["uncacheable"] == 0, cold
-    # one frame and one recording per function, over the size symbols, serving every size (and
-    # x as a view at an offset: the same entry)
+    # one frame (automatic dynamic: two) and one recording per function, over the size symbols,
+    # serving every size (and x as a view at an offset: the same entry)
     frames = len({c.partition(":")[0] for c in cases})
-    assert cold["stores"] == frames and len(cold["traced"]) == frames, cold
+    entries = frames * (2 if dynamic == "None" else 1)
+    assert cold["stores"] == entries and len(cold["traced"]) == entries, cold
     assert cold["joint_concrete"] == 0 and cold["joint_recompiles"] == 0, cold
-    assert cold["functional_graphs" if mode == "infer" else "joint_graphs"] == frames, cold
-    warm = _fresh(path, cache, mode, "8,11,3", cases, kernels)
+    assert cold["functional_graphs" if mode == "infer" else "joint_graphs"] == entries, cold
+    warm = _fresh(path, cache, mode, "8,11,3", cases, kernels, dynamic)
     assert warm["wrong"] == [] and warm["traced"] == [] and warm["hits"] == frames, warm
     for counter in ("joint_graphs", "functional_graphs", "joint_recompiles", "graphs_compiled",
                     "eager_fallback", "stores"):
