@@ -6,7 +6,10 @@ For every backend: lower (GraphLowering, handed the backend) -> schedule -> the 
 all kernels into one source and loads it (codegen/codecache.py) -> its wrapper printer writes
 `call` -> exec'd in a namespace with the kernels, externs, constants and eager escapes -> the
 backend finishes the callable. `Backend` itself is the C++/OpenMP target; `TritonBackend`
-(codegen/gpu_wrapper.py) the Triton one.
+(codegen/gpu_wrapper.py) the Triton one. With options.compile_regions, repeated regions are
+first outlined and their sub-graphs compiled once through this same pipeline, called from the
+outer wrapper as externs (codegen/region_calls.py; `_compile_regions`; C++: one library for
+both); anything that fails there compiles the flat graph.
 
 Never a wrong answer: a graph the lowering cannot represent exactly, or any internal error, runs
 eagerly with one warning (options.strict re-raises, for tests); calls whose inputs need
