@@ -152,6 +152,22 @@ class MappingGetSource(GetItemSource):
 
 
 @record
+class InstanceDictHasSource(Source):
+    """`key in obj.__dict__`: whether the object's own attributes hold `key`. Guarded False
+    where a read of `obj.key` found a class attribute: an instance attribute set later shadows
+    it, and the class attribute's own guard cannot see that."""
+    src: Source
+    key: str
+
+    @property
+    def base(self):
+        return self.src
+
+    def render(self, local, glob, fast):
+        return f"({self.key!r} in {self.src.render(local, glob, fast)}.__dict__)"
+
+
+@record
 class DefaultsSource(Source):
     """A default argument value of a function reached through `fn_source`."""
     fn_source: Source

@@ -99,9 +99,12 @@ def test_transformer_block_compiled_once(kind, kernels):
     assert_same(off[0], ref)
     assert_same(on[0], ref)
     assert shape_on == shape_off
-    assert regions.get("region_graphs_compiled") == 1, regions     # one block, `layers` of them
-    assert regions.get("region_instances_outlined") == layers, regions
-    assert regions.get("region_calls") == layers, regions
+    # each template compiled once for its `layers` instances: one (the block) with this
+    # transformers; where a library version's block is declined as a template (transformers
+    # 5.17's BERT layer), its modules are the regions, each still compiled once
+    compiled = regions.get("region_graphs_compiled")
+    assert compiled >= 1 and regions.get("region_instances_outlined") == compiled * layers, regions
+    assert regions.get("region_calls") == compiled * layers, regions
     assert not regions.get("region_graphs_flat"), regions
 
 
@@ -437,11 +440,12 @@ class ClassScale(nn.Module):
         return x * self.scale
 
 
-@pytest.mark.xfail(strict=True, reason="pre-existing executor bug (found by level C's tests, "
-                   "templates and codegen not involved): an instance attribute set after "
-                   "compiling that shadows the module's class attribute is not guarded; the "
-                   "old graph keeps running (wrong answer)")
 def test_instance_attribute_shadowing_a_class_attribute_recompiles():
+    """Found by level C's tests (templates and codegen not involved): a read of `self.scale`
+    that found the class attribute was guarded on the class's value only; an instance
+    attribute set after compiling shadows it, and the old graph kept running (x * 2 for
+    x * 3). The read now also guards that the instance's __dict__ has no such key
+    (sources.InstanceDictHasSource)."""
     m = ClassScale()
     x = torch.randn(4)
     pydynamo.reset()

@@ -29,7 +29,8 @@ from pydynamo.executor.variables.constant import ConstantVariable
 from pydynamo.executor.variables.containers import ConstDictVariable, TupleVariable
 from pydynamo.executor.variables.functions import LruCacheWrapperVariable, UserFunctionVariable, UserMethodVariable
 from pydynamo.guards import GuardKind
-from pydynamo.sources import AttrSource, DictItemSource, GetItemSource, PlainAttrSource
+from pydynamo.sources import (AttrSource, DictItemSource, GetItemSource, InstanceDictHasSource,
+                              PlainAttrSource)
 
 
 def plain_source(obj_var: VariableTracker, name: str):
@@ -83,6 +84,9 @@ def class_attribute(tx, obj_var: VariableTracker, cls: type, name: str):
                 return MethodProxyVariable(obj_var.dict_view(tx), name)
             return BuiltinMethodVariable(obj_var, name)
         raise Unsupported("descriptor", f"descriptor {type(raw).__name__} for {cls.__name__}.{name}")
+    if cls_src is not None and isinstance(getattr(obj_var.value, "__dict__", None), dict):
+        # an instance attribute of that name set later shadows the class's: not this graph
+        tx.add_guard(InstanceDictHasSource(obj_var.source, name), GuardKind.EQUALS_MATCH, False)
     return tx.wrap(raw, cls_src)
 
 
