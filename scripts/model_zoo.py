@@ -2,6 +2,7 @@
 
     python scripts/model_zoo.py [--models A,B,...] [--limit N] [--timeout 120]
                                 [--engines pydynamo,torch] [--out DIR] [--reuse-torch FILE]
+                                [--backend eager|codegen] [--options JSON] [--layers N]
     python scripts/model_zoo.py --summarize PY.jsonl[,PY2.jsonl] --reuse-torch T.jsonl[,T2.jsonl]
 
 Every base model class of transformers' auto mapping (tests/zoo/zoo_runner.py builds each from a
@@ -12,8 +13,11 @@ Writes DIR/<engine>.jsonl (one row per model, zoo_runner's fields) and prints th
 (tests/zoo/ZOO.md holds the last one). --reuse-torch takes torch.compile's rows from earlier
 torch.jsonl files (the reference does not change with pydynamo's code); --summarize only merges
 row files (a later file's row replaces an earlier one's: a partial re-run after a fix) and
-prints the table. Exit status 1 when pydynamo
-gave a wrong result or raised where eager worked.
+prints the table. --backend, --options and --layers go to pydynamo's workers (zoo_runner:
+pydynamo's backend, default "eager"; codegen options as a JSON object, e.g.
+'{"compile_regions": true}' with --backend codegen; every layer-count knob, default 1), and the
+run prints how many models outlined regions (codegen's region_* counters). Exit status 1 when
+pydynamo gave a wrong result or raised where eager worked.
 """
 from __future__ import annotations
 
@@ -32,13 +36,15 @@ RUNNER = os.path.join(REPO, "tests", "zoo", "zoo_runner.py")
 sys.path.insert(0, os.path.join(REPO, "tests", "zoo"))
 
 
-def run_engine(engine: str, models: list[str], timeout: float, out_path: str, env=None) -> dict:
-    """Rows for `models` under `engine`, model by model, a fresh worker after a timeout/crash."""
+def run_engine(engine: str, models: list[str], timeout: float, out_path: str, env=None,
+               worker_args=()) -> dict:
+    """Rows for `models` under `engine`, model by model, a fresh worker after a timeout/crash.
+    `worker_args`: zoo_runner's flags for pydynamo (--backend, --options, --layers)."""
     rows, todo = {}, list(models)
     with open(out_path, "w") as out:
         while todo:
             proc = subprocess.Popen(
-                ["nice", "-n", "10", sys.executable, RUNNER, "--engine", engine, *todo],
+                ["nice", "-n", "10", sys.executable, RUNNER, "--engine", engine, *worker_args, *todo],
                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
             while todo:
                 ready, _, _ = select.select([proc.stdout], [], [], timeout)
@@ -140,7 +146,14 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default="/tmp/model_zoo")
     ap.add_argument("--reuse-torch", default="")
     ap.add_argument("--summarize", default="", help="pydynamo row files to merge; runs nothing")
+    ap.add_argument("--backend", default="eager", help="pydynamo's backend in the workers")
+    ap.add_argument("--options", default="", help='codegen options, JSON: \'{"compile_regions": true}\'')
+    ap.add_argument("--layers", type=int, default=1, help="layer-count knobs of the tiny configs")
     ns = ap.parse_args(argv)
+    if ns.options:
+        json.loads(ns.options)      # (a bad value fails here, not in every worker)
+    py_args = ["--backend", ns.backend, "--layers", str(ns.layers)] + (
+        ["--options", ns.options] if ns.options else [])
     if ns.summarize:
         print(summarize(_rows(ns.summarize), _rows(ns.reuse_torch)))
         return 0
@@ -156,7 +169,8 @@ def main(argv=None) -> int:
     threads = []
     for e in engines:
         th = threading.Thread(target=lambda e=e: results.__setitem__(
-            e, run_engine(e, models, ns.timeout, os.path.join(ns.out, f"{e}.jsonl"))))
+            e, run_engine(e, models, ns.timeout, os.path.join(ns.out, f"{e}.jsonl"),
+                          worker_args=py_args if e == "pydynamo" else ())))
         th.start()
         threads.append(th)
     for th in threads:
@@ -167,6 +181,9 @@ def main(argv=None) -> int:
         with open(os.path.join(ns.out, "summary.md"), "w") as f:
             f.write(text + "\n")
     py = results.get("pydynamo", {})
+    outlined = [m for m, r in py.items() if r.get("regions", {}).get("region_instances_outlined")]
+    if any("regions" in r for r in py.values()):
+        print(f"\nmodels that outlined regions ({len(outlined)}/{len(py)}): {', '.join(outlined)}")
     return 1 if any(r["status"] in ("wrong", "error") for r in py.values()) else 0
 
 

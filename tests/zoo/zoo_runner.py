@@ -3,9 +3,13 @@ engine, with the graphs and breaks it took. One concept here: how a zoo model is
 measured; scripts/model_zoo.py (the whole zoo) and tests/zoo/test_zoo.py (a fixed subset in CI)
 drive it.
 
-    python tests/zoo/zoo_runner.py --engine pydynamo|torch MODEL_CLASS [MODEL_CLASS ...]
+    python tests/zoo/zoo_runner.py --engine pydynamo|torch [--backend eager|codegen]
+                                   [--options JSON] [--layers N] MODEL_CLASS [MODEL_CLASS ...]
 
-prints one JSON line per model class, in order. Per model: the config class's defaults with every
+prints one JSON line per model class, in order. pydynamo's backend is "eager" unless --backend
+names another; --options (a JSON object: codegen.Options fields, e.g. '{"compile_regions": true}')
+go to the codegen backend, and its `region_*` counters come back in the row (`regions`);
+--layers sets every layer-count knob (default 1; level C outlines only repeated layers). Per model: the config class's defaults with every
 size shrunk (hidden 32, 1 layer, 2 heads, vocab 99, images 32 px, ... `tiny_config`), weights
 seeded, eval mode, a seeded batch of 1 fed by the first of `candidate_inputs` that eager runs.
 Eager runs first; a model eager cannot build or run is "nobuild" (not ours to judge). Then the
@@ -19,6 +23,7 @@ pydynamo.
 """
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import os
@@ -45,14 +50,19 @@ TEXT_LEN = 8
 BATCH = 1
 
 
-def _tiny_value(key, value):
+LAYER_KEYS = ("num_hidden_layers", "num_layers", "n_layer", "n_layers", "encoder_layers",
+              "decoder_layers", "num_decoder_layers", "num_encoder_layers")
+
+
+def _tiny_value(key, value, layers=1):
     if isinstance(value, bool) or value is None:
         return value
     if key in TINY_INT and isinstance(value, int):
-        return TINY_INT[key] if value > TINY_INT[key] else value
+        small = layers if key in LAYER_KEYS else TINY_INT[key]
+        return small if value > small else value
     if isinstance(value, (list, tuple)) and value and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
         if key in ("depths", "num_layers_per_stage", "layers", "num_blocks"):
-            return [1] * len(value)
+            return [layers] * len(value)
         if key in ("hidden_sizes", "embed_dims", "channels", "dims", "widths", "embed_dim"):
             return [16 * (i + 1) for i in range(len(value))]
         if key in ("num_heads", "num_attention_heads", "heads"):
@@ -60,13 +70,13 @@ def _tiny_value(key, value):
     return value
 
 
-def tiny_config_dict(d: dict) -> dict:
+def tiny_config_dict(d: dict, layers: int = 1) -> dict:
     out = {}
     for k, v in d.items():
         if isinstance(v, dict) and ("model_type" in v or k.endswith("_config")):
-            out[k] = tiny_config_dict(v)
+            out[k] = tiny_config_dict(v, layers)
         else:
-            out[k] = _tiny_value(k, v)
+            out[k] = _tiny_value(k, v, layers)
     if "layer_types" in out and isinstance(out["layer_types"], list):
         n = out.get("num_hidden_layers", len(out["layer_types"]))
         out["layer_types"] = out["layer_types"][:n] if isinstance(n, int) else out["layer_types"]
@@ -91,10 +101,10 @@ def _config_class_of(cls_name: str):
     raise KeyError(cls_name)
 
 
-def build(cls_name: str):
+def build(cls_name: str, layers: int = 1):
     import torch
     model_cls, config_cls = _config_class_of(cls_name)
-    d = tiny_config_dict(config_cls().to_dict())
+    d = tiny_config_dict(config_cls().to_dict(), layers)
     for k in ("transformers_version", "model_type", "architectures", "_name_or_path"):
         d.pop(k, None)
     config = config_cls(**d)
@@ -203,11 +213,16 @@ def _break_text_torch(b) -> str:
     return str(reason).splitlines()[0][:200] + (f" @ {loc}" if loc else "")
 
 
-def run_one(cls_name: str, engine: str) -> dict:
+def run_one(cls_name: str, engine: str, backend: str = "eager", options=None, layers: int = 1) -> dict:
+    """One model's row. `backend`/`options`: pydynamo's (options go to the codegen backend)."""
     import torch
     row = {"model": cls_name, "engine": engine}
+    if backend != "eager" or options:
+        row.update(backend=backend, options=options or {})
+    if layers != 1:
+        row["layers"] = layers
     try:
-        model, config = build(cls_name)
+        model, config = build(cls_name, layers)
         cands = candidate_inputs(model, config)
     except Exception as e:
         row.update(status="nobuild", why=f"{type(e).__name__}: {str(e)[:200]}")
@@ -240,12 +255,21 @@ def run_one(cls_name: str, engine: str) -> dict:
                 got = torch.compile(model, backend="eager")(**inputs)
             td.reset()
         else:
-            import pydynamo
+            import pydynamo     # (here: the worker puts the repo on sys.path first)
+            from codegen.runtime import counters
+            from pydynamo.backends import lookup_backend
+            compile_with = backend
+            if options:     # a callable backend: explain() takes no options of its own
+                compile_with = functools.partial(lookup_backend(backend), **options)
+            if backend == "codegen":
+                counters.clear()
             torch.manual_seed(2)
             with torch.no_grad():
-                ex = pydynamo.explain(model)(**inputs)
+                ex = pydynamo.explain(model, backend=compile_with)(**inputs)
             got = ex.out
             row.update(graphs=ex.graph_count, breaks=[_break_text_pydynamo(b) for b in ex.break_reasons])
+            if backend == "codegen":
+                row["regions"] = {k: v for k, v in sorted(counters.items()) if k.startswith("region_")}
     except Exception as e:
         row.update(status="error", why=f"{type(e).__name__}: {str(e)[:300]}",
                    tb=traceback.format_exc()[-1500:])
@@ -259,8 +283,12 @@ def main(argv=None) -> int:
     import argparse
     ap = argparse.ArgumentParser()
     ap.add_argument("--engine", choices=("pydynamo", "torch"), default="pydynamo")
+    ap.add_argument("--backend", default="eager", help="pydynamo's backend (eager, codegen)")
+    ap.add_argument("--options", default="", help="codegen options, a JSON object")
+    ap.add_argument("--layers", type=int, default=1, help="layer-count knobs of the tiny configs")
     ap.add_argument("models", nargs="+")
     ns = ap.parse_args(argv)
+    options = json.loads(ns.options) if ns.options else None
     sys.path.insert(0, REPO)
     import warnings
     warnings.filterwarnings("ignore")
@@ -269,7 +297,7 @@ def main(argv=None) -> int:
     import torch
     torch.set_num_threads(1)
     for name in ns.models:
-        print(json.dumps(run_one(name, ns.engine)), flush=True)
+        print(json.dumps(run_one(name, ns.engine, ns.backend, options, ns.layers)), flush=True)
     return 0
 
 
