@@ -9,6 +9,7 @@ graphs and breaks pydynamo makes are the same with the switch on and off (level 
 codegen: backends and the tracer see the same flat graph).
 """
 import os
+import sys
 
 import pytest
 import torch
@@ -474,3 +475,56 @@ def test_one_library_for_the_graph_and_its_regions():
     externs = outer.__globals__["_externs"]
     assert len(externs) == 4 and all(e.library_path == outer.library_path for e in externs)
     assert not any(isinstance(e, region_calls.Pending) for e in externs)
+
+
+# --- real models: transformers' zoo (tests/zoo/zoo_runner.py builds them) -----------------------
+
+# zoo models (2 layers) whose graphs take level C's less common paths; the zoo sweep
+# (scripts/model_zoo.py --backend codegen --options '{"compile_regions": true}' --layers 2) found
+# no model whose result differs from the flat graph's: these keep the paths it saw covered.
+# model -> the region counters that must be non-zero (besides region_instances_outlined)
+ZOO_PATHS = {
+    "ConvNextModel": ("region_graphs_compiled",),           # several templates, convolutions
+    "CvtModel": ("region_layout_mismatches",),      # instances whose arguments come in another
+                                                    # layout: their sub-graph runs eagerly
+    "SamVisionModel": ("region_layout_mismatches", "region_instances_flat"),
+    "Qwen3VLTextModel": ("region_graphs_flat",),    # the outlined graph refused (an in-place
+                                                    # setitem): the flat graph is compiled
+}
+
+
+@pytest.mark.parametrize("name", sorted(ZOO_PATHS))
+def test_zoo_model_with_compile_regions(name):
+    zoo = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "zoo")
+    sys.path.insert(0, zoo)
+    try:
+        import zoo_runner
+    finally:
+        sys.path.remove(zoo)
+    try:
+        model, config = zoo_runner.build(name, layers=2)
+    except Exception as e:      # another transformers version: no such model or config
+        pytest.skip(f"{name} does not build here: {type(e).__name__}: {e}")
+    inputs = zoo_runner.candidate_inputs(model, config)[0]
+    with torch.no_grad():
+        ref = model(**inputs)
+    shapes, outs = [], []
+    for options in ({}, {"compile_regions": True}):
+        pydynamo.reset()
+        counters.clear()
+        region_calls.clear_cache()
+        recs = []
+        convert_frame.RECORDERS.append(recs.append)
+        try:
+            with torch.no_grad():
+                outs.append(pydynamo.optimize(model, options=options)(**inputs))
+        finally:
+            convert_frame.RECORDERS.remove(recs.append)
+        shapes.append(sum(len(r.graphs) for r in recs if isinstance(r, convert_frame.FrameResult)))
+    regions = region_counts()
+    for out in outs:
+        assert zoo_runner.same(out, ref) == ""
+    assert shapes[0] == shapes[1]
+    assert regions.get("region_instances_outlined"), regions
+    for key in ZOO_PATHS[name]:
+        assert regions.get(key), (key, regions)
