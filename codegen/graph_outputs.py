@@ -117,6 +117,11 @@ class GraphOutputs:
                     not self._returns_the_input(n):
                 r = NewViewRef(r.buffer, r.size, r.stride, r.offset,   # a view op's new tensor
                                _canon_name(n) == "detach")
+            elif isinstance(r, ArgRef) and not isinstance(r, NewViewRef) and \
+                    not isinstance(r.buffer, InputBuffer) and self._new_view_object(n):
+                # a view of a computed tensor is a tensor object of its own even where its
+                # geometry is its base's (`y.t()` of a 1x1 y): never the base handed back
+                r = NewViewRef(r.buffer, r.size, r.stride, r.offset, _canon_name(n) == "detach")
             done[n] = r
             return r
 
@@ -157,6 +162,15 @@ class GraphOutputs:
         for m in self.mutations.values():
             m.value = self.to_arg(m.value)
         return None
+
+    def _new_view_object(self, n) -> bool:
+        """Is eager's value of `n` a view op's new tensor object (never its argument itself:
+        every op of _ALWAYS_VIEWS makes one), by the tracer's record where it has one? A
+        getitem must be recorded a view (a tuple's element, an advanced index: new tensors)."""
+        if n.op not in ("call_function", "call_method") or _canon_name(n) not in _ALWAYS_VIEWS:
+            return False
+        flag = _view_flag(self._meta(n))
+        return flag is True or flag is None and _canon_name(n) != "getitem"
 
     def _returns_the_input(self, n) -> bool:
         """Is eager's value of `n` the graph input object itself (`x.contiguous()` of a contiguous

@@ -454,12 +454,14 @@ class WrapperPrinter:
             return view + ".detach()" if outs.detached else view
         if isinstance(outs, ArgRef) and outs.buffer.name in self.owned:
             own, r = self.owned[outs.buffer.name]
-            if (outs.size, outs.stride, outs.offset) == (r.size, r.stride, r.offset):
+            if outs is r or not isinstance(outs, NewViewRef) and \
+                    (outs.size, outs.stride, outs.offset) == (r.size, r.stride, r.offset):
                 return own
             # another tensor on the owned buffer: a view of the owned tensor (its counter)
             offset = f"{own}.storage_offset()" + ("" if outs.offset == r.offset else
                                                   f" + {_py(outs.offset - r.offset)}")
-            return f"torch.as_strided({own}, {_tuple(outs.size)}, {_tuple(outs.stride)}, {offset})"
+            view = f"torch.as_strided({own}, {_tuple(outs.size)}, {_tuple(outs.stride)}, {offset})"
+            return view + ".detach()" if isinstance(outs, NewViewRef) and outs.detached else view
         if isinstance(outs, ArgRef):
             return self.ref(outs)
         if is_scalar_symbol(outs):

@@ -52,3 +52,40 @@ def test_contiguous_and_casts_copy_exactly_when_eager_does(case, dynamic):
     fn, make = COPY_OR_SELF[case]
     assert_same_as_eager(fn, [make, make], backend="codegen", dynamic=dynamic,
                          allow_layout=False, allow_identity=False)
+
+
+def _identities(outs):
+    """Which outputs are the same object, and which is another's `_base`."""
+    return ([[a is b for b in outs] for a in outs],
+            [[a._base is b for b in outs] for a in outs])
+
+
+@pytest.mark.parametrize("case", ["t_of_1x1_product", "view_as_itself", "contiguous_is_self",
+                                  "own_tensor_and_views"])
+def test_a_view_output_is_its_own_object_as_in_eager(case):
+    """Found by level C's zoo sweep (CLIP-like heads at batch 1: `logits_per_text =
+    logits_per_image.t()` of a 1x1 product): codegen handed back the same tensor object for a
+    base and its view of equal geometry (`y, y.t()`), where eager returns two (the view's
+    `_base` is the first). A view op's output is now always a view object (graph_outputs
+    `_new_view_object`); `contiguous()` of a contiguous value stays the value itself."""
+    fn, shape = {
+        "t_of_1x1_product": (lambda x: (lambda y: (y, y.t()))((x @ x.T) * 2), (1, 4)),
+        "view_as_itself": (lambda x: (lambda y: (y, y.view(y.shape), y.t()))(x * 2), (1, 1)),
+        "contiguous_is_self": (lambda x: (lambda y: (y, y.contiguous()))(x * 2), (3, 4)),
+        # a GEMM's rows folded back to (2, 3, 5): a tensor of its own over the product's buffer
+        # (ir.OwnTensorRef), its views views of it
+        "own_tensor_and_views": (lambda x: (lambda y: (y, y[0], y.view(y.shape), y))(
+            x @ torch.ones(4, 5)), (2, 3, 4)),
+    }[case]
+    import pydynamo
+    pydynamo.reset()
+    try:
+        torch.manual_seed(0)
+        x = torch.randn(*shape)
+        got, want = pydynamo.optimize(fn, backend="codegen")(x), fn(x)
+        assert _identities(got) == _identities(want)
+        for a, b in zip(got, want):
+            torch.testing.assert_close(a, b)
+            assert a.stride() == b.stride()
+    finally:
+        pydynamo.reset()
