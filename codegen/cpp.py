@@ -405,13 +405,14 @@ class CppKernelPrinter(KernelPrinter):
         self.params.setdefault(name, False)
         level = None if name in self.written else self.index_level
         dt = self.buffers[name].dtype
+        # (a load leaves only loops that surely run: an empty input has no element 0)
         if dt == torch.bool:     # passed as bytes (see _signature)
-            return self.tmp(f"({key} != 0)", torch.bool, level)
+            return self.tmp(f"({key} != 0)", torch.bool, level, nonempty=True)
         if dt in STORAGE:
-            v = self.tmp(f"{STORAGE[dt][1]}({key})", dt, level)
+            v = self.tmp(f"{STORAGE[dt][1]}({key})", dt, level, nonempty=True)
             self.half_exact.add(v.name)
             return v
-        return self.tmp(key, dt, level)
+        return self.tmp(key, dt, level, nonempty=True)
 
     def store(self, name, index, value):
         if name in self.kernel.local:

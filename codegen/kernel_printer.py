@@ -17,8 +17,11 @@ open scope. This base holds the machinery independent of the language:
     enclosing scope), never an `if`/block/parallel region, and never into a `sealed` scope
     (the body of a collapsed loop, which must hold only the next loop). Moved values are
     pure: loads of buffers the kernel does not write (in bounds wherever the loops that
-    remain run: their index uses only those loops' variables) and primitives that flag no
-    error; the printer decides which (`load_level`, `op` below). An indirect index (its
+    remain run: their index uses only those loops' variables; and moved only out of loops
+    that surely run, `Scope.nonempty`: a load of an empty input before a loop of no
+    iterations read element 0 of a tensor with no storage, a crash found by the gradient
+    sweep on `tile` of a (0,) tensor) and primitives that flag no error; the printer decides
+    which (`load_level`, `op` below). An indirect index (its
     wrap, bounds check and error flag) moves too, to the scope of the value it is built from,
     but only out of loops that surely run (`Scope.nonempty`: a static trip count above 0), so
     an error is flagged exactly when the original loops would have flagged it;
@@ -131,14 +134,15 @@ class KernelPrinter(HandlerBase):
         self.scopes[at].lines.insert(child.header_at, text)
         child.header_at += 1
 
-    def tmp(self, expr: str, dtype, level: Optional[int] = None) -> KValue:
+    def tmp(self, expr: str, dtype, level: Optional[int] = None, nonempty=False) -> KValue:
+        """`nonempty` (a load): moved only out of loops that surely run (`_hoist_target`)."""
         for sc in reversed(self.scopes):
             hit = sc.cse.get(expr)
             if hit is not None and hit.dtype == dtype:
                 return hit
         v = KValue(f"tmp{self.n_tmp}", dtype)
         self.n_tmp += 1
-        at = self._hoist_target(level)
+        at = self._hoist_target(level, nonempty)
         inner = len(self.scopes) - 1
         if at == inner:
             self.line(self.declare(v, expr))

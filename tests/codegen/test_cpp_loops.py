@@ -176,3 +176,25 @@ def test_embedding_layer_norm_matches_eager_in_two_threads_with_functional_calls
         return F.layer_norm(e, (37,))
     c = _compile(f, ids, sel, w)
     torch.testing.assert_close(c(ids, sel, w), f(ids, sel, w))
+
+
+def test_a_load_is_not_hoisted_out_of_a_loop_that_may_not_run():
+    """Gradient sweep (session 18), `tile` of a (0,) tensor in training: loop-invariant code
+    motion declared `tmp0 = arg0[0]` before `for (x0 = 0; x0 < 0; ...)`, a read of element 0 of
+    an input with no storage (a null data pointer for an empty leaf): the process died with
+    SIGSEGV. A load now leaves only loops with a static trip count above 0."""
+    import pydynamo
+
+    def f(x):
+        return torch.tile(x, ())
+    for requires_grad in (False, True):
+        pydynamo.reset()
+        try:
+            x = torch.randn(0, requires_grad=requires_grad)
+            y = pydynamo.optimize(f, backend="codegen")(x)
+            assert y.shape == (0,)
+            if requires_grad:
+                y.sum().backward()
+                assert x.grad.shape == (0,)
+        finally:
+            pydynamo.reset()
