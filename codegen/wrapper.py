@@ -47,6 +47,16 @@ def _py_rel(rel) -> str:
     return f"{_py(rel.lhs)} {_RELATIONS[type(rel)]} {_py(rel.rhs)}"
 
 
+def _offset(name: str, r) -> str:
+    """as_strided's storage offset of ArgRef `r` over the variable `name` of its buffer. IR
+    offsets count from the buffer's first element (its data_ptr, which kernels are handed);
+    as_strided's is absolute in the storage. A graph input, a constant or an extern's result may
+    itself be a view with a storage offset, read per call; a computed buffer starts at 0."""
+    if isinstance(r.buffer, ComputedBuffer):
+        return _py(r.offset)
+    return f"{name}.storage_offset()" + ("" if r.offset == 0 else f" + {_py(r.offset)}")
+
+
 def _tuple(xs):
     xs = [_py(x) for x in xs]
     return "(" + ", ".join(xs) + ("," if len(xs) == 1 else "") + ")"
@@ -121,13 +131,7 @@ class WrapperPrinter:
         if list(r.size) == list(lay.size) and list(r.stride) == list(lay.stride) and \
                 r.offset == lay.offset:
             return name
-        # IR offsets count from the buffer's first element (its data_ptr, which kernels are
-        # handed); as_strided's is absolute in the storage. A graph input, a constant or an
-        # extern's result may itself be a view with a storage offset, read per call.
-        offset = _py(r.offset)
-        if not isinstance(r.buffer, ComputedBuffer):
-            offset = f"{name}.storage_offset()" + ("" if r.offset == 0 else f" + {offset}")
-        return f"torch.as_strided({name}, {_tuple(r.size)}, {_tuple(r.stride)}, {offset})"
+        return f"torch.as_strided({name}, {_tuple(r.size)}, {_tuple(r.stride)}, {_offset(name, r)})"
 
     def value(self, a) -> str:
         if isinstance(a, ArgRef):
@@ -347,11 +351,9 @@ class WrapperPrinter:
         for r in _argrefs(outs):
             if isinstance(r, OwnTensorRef) and r.buffer.name not in self.owned:
                 name = self.alias.get(r.buffer.name, r.buffer.name)
-                offset = _py(r.offset)
-                if not isinstance(r.buffer, ComputedBuffer):
-                    offset = f"{name}.storage_offset()" + ("" if r.offset == 0 else f" + {offset}")
                 own = f"_own{len(self.owned)}"
-                self.emit(f"{own} = {name}.new_empty(0).set_({name}.untyped_storage(), {offset}, "
+                self.emit(f"{own} = {name}.new_empty(0).set_({name}.untyped_storage(), "
+                          f"{_offset(name, r)}, "
                           f"{_tuple(r.size)}, {_tuple(r.stride)})   # eager's new tensor, no _base")
                 self.owned[r.buffer.name] = (own, r)
 
@@ -447,11 +449,6 @@ class WrapperPrinter:
         self.emit(f"del {res}")       # the outputs live on as their buffers
 
     def _out(self, outs) -> str:
-        if isinstance(outs, NewViewRef):
-            name = self.alias.get(outs.buffer.name, outs.buffer.name)
-            offset = f"{name}.storage_offset()" + ("" if outs.offset == 0 else f" + {_py(outs.offset)}")
-            view = f"torch.as_strided({name}, {_tuple(outs.size)}, {_tuple(outs.stride)}, {offset})"
-            return view + ".detach()" if outs.detached else view
         if isinstance(outs, ArgRef) and outs.buffer.name in self.owned:
             own, r = self.owned[outs.buffer.name]
             if outs is r or not isinstance(outs, NewViewRef) and \
@@ -462,6 +459,11 @@ class WrapperPrinter:
                                                   f" + {_py(outs.offset - r.offset)}")
             view = f"torch.as_strided({own}, {_tuple(outs.size)}, {_tuple(outs.stride)}, {offset})"
             return view + ".detach()" if isinstance(outs, NewViewRef) and outs.detached else view
+        if isinstance(outs, NewViewRef):   # always a new view object, even of equal geometry
+            name = self.alias.get(outs.buffer.name, outs.buffer.name)
+            view = (f"torch.as_strided({name}, {_tuple(outs.size)}, {_tuple(outs.stride)}, "
+                    f"{name}.storage_offset() + {_py(outs.offset)})")
+            return view + ".detach()" if outs.detached else view
         if isinstance(outs, ArgRef):
             return self.ref(outs)
         if is_scalar_symbol(outs):
