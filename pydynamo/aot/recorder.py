@@ -1015,9 +1015,11 @@ class Recorder:
         return wrapped[0] if wrapped else None
 
     def _keep_layout(self, w: _Traced, node, res, device):
-        """The functional result in the written tensor's layout (eager writes in place: later
-        ops see the written tensor's strides); aten.copy keeps its first argument's layout."""
-        if res.stride() == w.elem.stride() or w.numel() <= 1:
+        """The functional result in the written tensor's layout and dtype (eager writes in
+        place: later ops see the written tensor's strides, and its dtype: `logical_not_` of an
+        int64 tensor stays int64 where `logical_not` is bool); aten.copy keeps its first
+        argument's layout and dtype."""
+        if res.dtype == w.elem.dtype and (res.stride() == w.elem.stride() or w.numel() <= 1):
             return node
         return self._call(aten.copy.default, (self.current(w), node), {},
                           self._record(w.elem, device))

@@ -701,10 +701,9 @@ def test_sweep_seed_180408_branch_on_a_zero_sum_of_batch_norm():
 
 # Sweep seed 193245 (session 18; also at 5dd4865, the session's start): `v = cat([x, x * 2]);
 # v.logical_not_()` on a bool x. `x * 2` is int64, so v is int64, and the in-place logical_not_
-# keeps v's dtype (values 0/1); codegen's functional form returns logical_not's bool and hands it
-# out as v: the values are right, the dtype is not. Not fixed (found at the session's end).
-@pytest.mark.xfail(strict=True, reason="an in-place op whose functional form returns another "
-                                       "dtype (logical_not_ on int64) comes back in that dtype")
+# keeps v's dtype (values 0/1); the recorder's functional form returned logical_not's bool and
+# rebound v to it. The recorder now copies a functional result of another dtype into the written
+# tensor's dtype (recorder._keep_layout), as it already did for another layout.
 def test_sweep_seed_193245_logical_not_in_place_keeps_an_int_dtype():
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import fuzz_runner
