@@ -52,6 +52,58 @@ def mm_kernel(a_ptr, b_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn,
     tl.store(c, acc.to(c_ptr.dtype.element_ty), mask=(rm[:, None] < M) & (rn[None, :] < N))
 
 
+@triton.jit
+def mm_rows_aligned_kernel(a_ptr, w_ptr, c_ptr, M, N, K, sam, swn, n_rows_tiles,
+                           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                           R: tl.constexpr):
+    """c (M, N) contiguous = a (M, K) @ w (N, K).t(), every store 16 bytes aligned: a tile's
+    rows share one residue i = r mod R (R elements in 16 bytes), so their starts r*N have one
+    misalignment, and the tile's columns are shifted by it. Tiles are ordered so that the
+    row tiles of one column block run together (the weight's block is read once from memory)."""
+    pid = tl.program_id(0)
+    t = pid // n_rows_tiles
+    rt = pid % n_rows_tiles
+    per_class = tl.cdiv(tl.cdiv(M, R), BLOCK_M)
+    i = rt // per_class
+    jb = rt % per_class
+    off = (R - (i * N) % R) % R            # first column whose address is aligned, in row class i
+    j = jb * BLOCK_M + tl.arange(0, BLOCK_M)
+    rows = i + R * j
+    c0 = t * BLOCK_N + off - R
+    cols = c0 + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    a = a_ptr + rows[:, None] * sam + rk[None, :]
+    w = w_ptr + cols[None, :] * swn + rk[:, None]
+    row_ok = rows < M
+    col_ok = (cols >= 0) & (cols < N)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, K, BLOCK_K):
+        at = tl.load(a, mask=row_ok[:, None], other=0.0)
+        bt = tl.load(w, mask=col_ok[None, :], other=0.0)
+        acc += tl.dot(at, bt)
+        a += BLOCK_K
+        w += BLOCK_K
+    base = tl.multiple_of(i * N + off - R + t * BLOCK_N, R)
+    offs = base + (R * j)[:, None] * N + tl.arange(0, BLOCK_N)[None, :]
+    out = acc.to(c_ptr.dtype.element_ty)
+    if (c0 >= 0) & (c0 + BLOCK_N <= N):
+        tl.store(c_ptr + offs, out, mask=row_ok[:, None])
+    else:
+        tl.store(c_ptr + offs, out, mask=row_ok[:, None] & col_ok[None, :])
+
+
+def rows_aligned_mm(x, w, out, bm, bn, bk, warps, stages):
+    M, K = x.shape
+    N = w.shape[0]
+    R = 16 // x.element_size()
+    n_rows_tiles = R * triton.cdiv(triton.cdiv(M, R), bm)
+    grid = (n_rows_tiles * triton.cdiv(N + R, bn),)
+    mm_rows_aligned_kernel[grid](x, w, out, M, N, K, x.stride(0), w.stride(0), n_rows_tiles,
+                                 BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, R=R,
+                                 num_warps=warps, num_stages=stages)
+    return out
+
+
 def triton_mm(a, b, out, bm, bn, bk, warps, stages, group=8):
     M, K = a.shape
     N = b.shape[1]
@@ -81,7 +133,27 @@ def main():
     rows = [("cuBLAS unaligned", us(lambda: x @ w.t())),
             ("cuBLAS padded + contiguous slice", us(lambda: (x @ wp.t())[:, :a.n].contiguous())),
             ("cuBLAS padded, strided view", us(lambda: (x @ wp.t())[:, :a.n]))]
+    buf = torch.empty(a.m, npad, device="cuda", dtype=dt)
+    view = buf[:, :a.n]
+    torch.mm(x, w.t(), out=view)
+    err = ((view.float() - ref.float()).abs().max() / ref.float().abs().max()).item()
+    rows += [(f"cuBLAS out= padded buffer's view, unpadded weight (err {err:.1e})",
+              us(lambda: torch.mm(x, w.t(), out=view))),
+             ("  the same + contiguous copy", us(lambda: torch.mm(x, w.t(), out=view).contiguous())),
+             ("weight pad copy alone", us(lambda: torch.nn.functional.pad(w, [0, 0, 0, npad - a.n]))),
+             ("contiguous copy of the view alone", us(lambda: view.contiguous()))]
     out = torch.empty(a.m, a.n, device="cuda", dtype=dt)
+    for cfg in [(128, 128, 64, 8, 3), (128, 256, 64, 8, 3), (128, 128, 64, 4, 4),
+                (64, 256, 64, 4, 4), (128, 256, 64, 8, 4), (256, 128, 64, 8, 3),
+                (128, 128, 128, 8, 3), (64, 128, 64, 4, 4)]:
+        try:
+            out.zero_()
+            rows_aligned_mm(x, w, out, *cfg)
+            err = ((out.float() - ref.float()).abs().max() / ref.float().abs().max()).item()
+            rows.append((f"Triton rows-aligned {cfg} err {err:.1e}",
+                         us(lambda: rows_aligned_mm(x, w, out, *cfg))))
+        except Exception as e:     # a config the card cannot hold (shared memory)
+            rows.append((f"Triton rows-aligned {cfg}: {type(e).__name__} {str(e)[:200]}", float("nan")))
     for cfg in [(128, 128, 64, 8, 3), (128, 128, 64, 4, 4), (128, 256, 64, 8, 3),
                 (256, 128, 64, 8, 3), (64, 256, 64, 4, 4), (128, 128, 32, 4, 5),
                 (128, 64, 64, 4, 4)]:
