@@ -39,6 +39,16 @@ gradient g.t() @ h), computes the padded product and returns the unpadded slice 
 the padded K contribute nothing; the padded rows and columns of the result are never read). The
 pad copies are our own kernels, a parameter's made per call (cheap next to the GEMM: 77 MB for
 GPT-2's embedding).
+
+Rows-aligned direct product. Where only N is unaligned and the result is a graph output (eager's
+contiguous layout: the padded result would be copied into it), a Triton matmul writes the
+contiguous result itself with 16-byte aligned stores and reads the weight unpadded
+(codegen/gemm_rows.py). Cost rule, from the H100 probe (benchmarks/gpu/triton_mm_probe.py,
+session 19): the kernel runs at ~480 TFLOP/s where cuBLAS's padded product runs at ~640, and
+saves the weight's pad copy (4NK bytes moved) and the result's copy (4MN) at ~2.9 TB/s; it is
+faster when 2MNK (1/480 - 1/640)/1e12 < 4N(K + M)/2.9e12, that is M*K/(M + K) below
+DIRECT_ROWS_MAX. GPT-2's LM head (M 2048, K 768: 559): 329 us against 52 + 245 + 143. Taken on
+compute capability 9 only, where it was measured.
 """
 from __future__ import annotations
 
@@ -65,13 +75,15 @@ EPILOGUE_CHAINS = True    # take bias/residual/activation chains into the extern
 # costs more than our kernel's pass over a small result (relu MLP, thread time: 8x16 outputs
 # 1.03x slower fused, 64x512 0.99x, 256x2048 0.91x). CUDA's is cuBLASLt's epilogue: no bound.
 CPU_ACT_MIN_NUMEL = 1 << 13
+DIRECT_ROWS_MAX = 1300    # M*K/(M+K) below which the rows-aligned kernel beats pad, GEMM, copy
+DIRECT_ROWS_CAPABILITIES = (9,)     # major compute capabilities where the rule was measured
 
 
 @register("linear")
 def linear(input, weight, bias=None):
     if input.ndim >= 2 and _pad_plan(_rows(input), input.size[-1], weight.size[0], input, weight):
         flat = L["reshape"](input, [-1, input.size[-1]]) if input.ndim > 2 else input
-        out = _padded_mm(flat, L["permute"](weight, [1, 0]))
+        out = _padded_mm(flat, L["permute"](weight, [1, 0]), whole=bias is None)
         if input.ndim > 2:
             out = L["reshape"](out, list(input.size[:-1]) + [weight.size[0]])
         return out if bias is None else L["add"](out, bias)
@@ -96,7 +108,7 @@ def mm(input, mat2):
         epi = _plan_epilogue(size, input.dtype, bias_ok=True)
         if epi is not None:
             return _with_epilogue(input, mat2, None, epi, size)
-    return _padded_mm(input, mat2)
+    return _padded_mm(input, mat2, whole=True)
 
 
 @register("matmul")
@@ -113,7 +125,7 @@ def matmul(input, other):
     epi = _plan_epilogue(size, input.dtype, bias_ok=True)
     if epi is not None and not _pad_plan(_rows(input), input.size[-1], other.size[1], input, other):
         return _with_epilogue(input, other, None, epi, size)
-    out = _padded_mm(L["reshape"](input, [-1, input.size[-1]]), other)
+    out = _padded_mm(L["reshape"](input, [-1, input.size[-1]]), other, whole=True)
     return L["reshape"](out, size)
 
 
@@ -296,8 +308,10 @@ def _pad_plan(m, k, n, a, b) -> Optional[List[int]]:
     return padded if padded != dims else None
 
 
-def _padded_mm(a, b):
-    """a (M, K) @ b (K, N), through zero-padded operands when `_pad_plan` says so."""
+def _padded_mm(a, b, whole=False):
+    """a (M, K) @ b (K, N), through zero-padded operands when `_pad_plan` says so; `whole`: the
+    product is the value of the node being lowered (no bias or scaling after it), so it may be
+    the rows-aligned kernel's result (the module docstring)."""
     g = current.graph
     if a.ndim != 2 or b.ndim != 2:
         return g.call_extern(torch.mm, (a, b), {})
@@ -305,6 +319,12 @@ def _padded_mm(a, b):
     if plan is None:
         return g.call_extern(torch.mm, (a, b), {})
     m, k, n = plan
+    rows = static_int(a.size[0])
+    if whole and k == static_int(a.size[1]) and _column_major(b) and not _column_major(a) and \
+            _direct_rows(g, rows, k):
+        from codegen.gemm_rows import mm_rows_aligned_out   # (Triton: GPU graphs only)
+        return g.call_extern(mm_rows_aligned_out, (a, b), {}, out_meta=torch.empty(
+            (rows, static_int(b.size[1])), dtype=a.dtype, device="meta"))
     pa = _pad2(a, m, k)
     pb = _pad2(b, k, n)
     out = g.call_extern(torch.mm, (pa, pb), {})
@@ -313,6 +333,18 @@ def _padded_mm(a, b):
     if n != static_int(b.size[1]):
         out = L["narrow"](out, 1, 0, int(b.size[1]))
     return out
+
+
+def _direct_rows(g, m, k) -> bool:
+    """Does the product being lowered (only N unaligned) take the rows-aligned kernel? (The
+    module docstring's rule: a graph output, on a measured device, M*K/(M+K) small enough.)"""
+    return m * k < DIRECT_ROWS_MAX * (m + k) and _measured_device(g.device) and \
+        g.is_output(g.current_node)
+
+
+def _measured_device(device) -> bool:
+    return device is not None and device.type == "cuda" and \
+        torch.cuda.get_device_capability(device)[0] in DIRECT_ROWS_CAPABILITIES
 
 
 def _pad2(x, rows, cols):

@@ -260,18 +260,13 @@ class GraphLowering(GraphOutputs):
         of its own unless the extern producing it takes it (codegen/gemm.py's rule)."""
         if not self.backend.extern_epilogues or node is None:
             return False
-        todo, seen = list(node.users), set()
-        while todo:
-            u = todo.pop()
-            if u in seen:
-                continue
-            seen.add(u)
-            name = _canon_name(u) if u.op in ("call_function", "call_method") else None
-            if u.op == "call_function" and u.target is operator.getitem or name in VIEW_OPS:
-                todo.extend(u.users)
-            elif name is None or name in EXTERN_LOWERINGS:
-                return True             # an extern, a module call or the output reads it
-        return False
+        return any(name is None or name in EXTERN_LOWERINGS     # an extern, a module call or
+                   for _, name in _readers(node))               # the output reads it
+
+    @staticmethod
+    def is_output(node) -> bool:
+        """Is `node`'s value, itself or through getitems and views, a graph output?"""
+        return node is not None and any(u.op == "output" for u, _ in _readers(node))
 
     def _extern_meta(self, target, args, kwargs, meta):
         probed = _probe_layout(target, args, kwargs, self.device or torch.device("cpu"))
@@ -796,6 +791,22 @@ LAYOUT_PROBED = {torch.nn.functional.scaled_dot_product_attention,
         "_scaled_dot_product_flash_attention_for_cpu_backward",
         "_scaled_dot_product_cudnn_attention", "_scaled_dot_product_cudnn_attention_backward")
     if hasattr(_aten, name)}
+
+
+def _readers(node):
+    """(user, canonical name or None) of each node reading `node`'s value other than through a
+    getitem or a view (those are followed to their own readers)."""
+    todo, seen = list(node.users), set()
+    while todo:
+        u = todo.pop()
+        if u in seen:
+            continue
+        seen.add(u)
+        name = _canon_name(u) if u.op in ("call_function", "call_method") else None
+        if u.op == "call_function" and u.target is operator.getitem or name in VIEW_OPS:
+            todo.extend(u.users)
+        else:
+            yield u, name
 
 
 def _probe_layout(target, args, kwargs, device):

@@ -381,7 +381,7 @@ def _bf16_bits_rtne(data):
 
 
 def fix_interpreter():
-    """Correct three places where the Triton interpreter (read in 3.6 and 3.9) computes what
+    """Correct four places where the Triton interpreter (read in 3.6 and 3.9) computes what
     compiled Triton does not; idempotent. Kernels are printed for compiled Triton and are
     well-typed there, so the interpreter is fixed, never worked around in the kernels.
 
@@ -393,7 +393,10 @@ def fix_interpreter():
       * Conversions to bfloat16: fp32 -> bf16 truncated (compiled Triton rounds to nearest
         even), and int, bool or fp64 -> bf16 took `astype(uint16)`, the value as bits (True
         became 9e-41).
-      * A scalar as a loop bound under Triton 3.6 (_fix_interpreter_index)."""
+      * A scalar as a loop bound under Triton 3.6 (_fix_interpreter_index).
+      * tl.dot of bfloat16 blocks: the interpreter holds them as their uint16 bit patterns and
+        multiplied those as integers (codegen/gemm_rows.py's matmul gave values near 1e11);
+        they are widened to float32 first, as compiled Triton's MMA reads them."""
     try:
         import triton.language as tl
         from triton.runtime.interpreter import InterpreterBuilder, TensorHandle
@@ -420,6 +423,15 @@ def fix_interpreter():
             return cast_impl(self, src, dst_type)
         return TensorHandle(_bf16_bits_rtne(src.data), tl.bfloat16)
     InterpreterBuilder.cast_impl = cast
+    create_dot = InterpreterBuilder.create_dot
+
+    def dot(self, a, b, d, *args):
+        if tl.bfloat16 in (a.dtype.scalar, b.dtype.scalar):
+            a, b = (TensorHandle((np.asarray(x.data).astype(np.uint16).astype(np.uint32) << 16)
+                                 .view(np.float32), tl.float32)
+                    if x.dtype.scalar == tl.bfloat16 else x for x in (a, b))
+        return create_dot(self, a, b, d, *args)
+    InterpreterBuilder.create_dot = dot
     _fix_interpreter_index()
     InterpreterBuilder._pd_fixed = True
 

@@ -120,3 +120,45 @@ def test_transposed_operands_pad_in_storage_order_and_share_one_copy():
     assert "_empty_bfloat16((40, 16), (16, 1)" in text                  # v padded along its rows
     for got, want in zip(out, f(*args)):
         torch.testing.assert_close(got, want, rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("rows", [16, 10])
+def test_an_output_product_with_unaligned_rows_is_written_directly(monkeypatch, dtype, rows):
+    """codegen/gemm_rows.py: a bias-free linear whose N breaks alignment and whose result is a
+    graph output is one rows-aligned Triton matmul writing eager's contiguous layout: no pad
+    copy of the weight, no copy of a padded result; values and strides equal eager's (here on
+    CPU tensors through the interpreter: the device rule is opened for the test)."""
+    monkeypatch.setattr(gemm, "_measured_device", lambda device: True)
+    torch.manual_seed(0)
+    h = torch.randn(2, rows // 2, 16, dtype=dtype, device=DEVICE)
+    w = torch.randn(37, 16, dtype=dtype, device=DEVICE)
+    out, text = _wrapper_text(lambda h, w: F.linear(h, w), h, w)
+    assert "mm_rows_aligned_out" in text, text
+    assert "(40, 16)" not in text and ", 40)" not in text, text       # nothing padded
+    want = F.linear(h, w)
+    assert out.shape == want.shape and out.stride() == want.stride()
+    torch.testing.assert_close(out, want, rtol=1e-2, atol=1e-2)
+
+
+def test_the_direct_product_is_taken_only_where_its_rule_holds(monkeypatch):
+    """Not taken: the product feeds a kernel only (its padded view is read, nothing is copied),
+    a bias follows it, a row-major right operand (its own leading dimension is unaligned), or
+    the cost rule (M*K/(M+K) at or above DIRECT_ROWS_MAX) says the padded product is faster."""
+    monkeypatch.setattr(gemm, "_measured_device", lambda device: True)
+
+    def rand(*shape):
+        return torch.randn(*shape, dtype=torch.float16, device=DEVICE)
+    h, w, bias = rand(16, 16), rand(37, 16), rand(37)
+    cases = [(lambda h, w: F.linear(h, w).softmax(-1), (h, w)),
+             (lambda h, w, bias: F.linear(h, w, bias), (h, w, bias)),
+             (lambda h, v: torch.mm(h, v), (h, rand(16, 37)))]
+    for fn, args in cases:
+        out, text = _wrapper_text(fn, *args)
+        assert "mm_rows_aligned_out" not in text, text
+        torch.testing.assert_close(out, fn(*args), rtol=1e-2, atol=1e-2)
+    _, text = _wrapper_text(lambda h, w: F.linear(h, w), h, w)
+    assert "mm_rows_aligned_out" in text
+    monkeypatch.setattr(gemm, "DIRECT_ROWS_MAX", 8)       # 16*16/32 = 8: not below
+    _, text = _wrapper_text(lambda h, w: F.linear(h, w), h, w)
+    assert "mm_rows_aligned_out" not in text, text
