@@ -18,7 +18,7 @@ columns stores with a row mask only (constant along the row: vectorized); the tw
 of each row class mask columns too. The weight's tile for a column block is read once from
 memory for all row tiles (those run together: pid // row tiles is the column block).
 
-Invariants: `a` (M, K) and `b` (K, N) of one 16-bit dtype on one CUDA device (any strides;
+Invariants: `a` (M, K) and `b` (K, N) of one 16-bit dtype (bf16 or fp16) on one CUDA device (any strides;
 the fast case is `a` row-major and `b` a row-major weight's transpose, read along K); the
 result is a new contiguous (M, N) tensor of that dtype, fp32 accumulation as cuBLAS's.
 Launched through codegen's `TritonLauncher` (a wrapper's launch costs what a generated
@@ -27,6 +27,8 @@ default 3 stages: 147 KB of shared memory); codegen/gemm.py takes this path only
 measured it (compute capability 9).
 """
 from __future__ import annotations
+
+from typing import Dict, Tuple
 
 import torch
 import triton
@@ -75,7 +77,17 @@ def mm_rows_aligned(a_ptr, b_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, row_tiles,
         tl.store(c_ptr + offs, out, mask=row_ok[:, None] & col_ok[None, :])
 
 
-_launcher = TritonLauncher(mm_rows_aligned, BLOCK_N, NUM_WARPS, kinds="tttiiiiiiiii")
+# one launcher per dtype and device: a launcher's specialization key leaves both out (a
+# generated kernel's buffers have a pinned dtype and device), so a bf16 compile must never serve
+# fp16 tensors, nor one device's loaded kernel another device
+_launchers: Dict[Tuple[torch.dtype, torch.device], TritonLauncher] = {}
+
+
+def _launcher(dtype, device) -> TritonLauncher:
+    key = (dtype, device)
+    if key not in _launchers:
+        _launchers[key] = TritonLauncher(mm_rows_aligned, BLOCK_N, NUM_WARPS, kinds="tttiiiiiiiii")
+    return _launchers[key]
 
 
 def mm_rows_aligned_out(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -86,6 +98,6 @@ def mm_rows_aligned_out(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     per_class = triton.cdiv(triton.cdiv(m, ROW_CLASSES.value), BLOCK_M.value)
     row_tiles = ROW_CLASSES.value * per_class
     grid = (row_tiles * triton.cdiv(n + ROW_CLASSES.value, BLOCK_N), 1, 1)
-    _launcher.launch(current_stream() if a.is_cuda else None, grid, a, b, c, m, n, k,
+    _launcher(a.dtype, a.device).launch(current_stream() if a.is_cuda else None, grid, a, b, c, m, n, k,
                      a.stride(0), a.stride(1), b.stride(0), b.stride(1), row_tiles, per_class)
     return c

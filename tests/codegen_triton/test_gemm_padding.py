@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 import pydynamo
-from codegen import codecache, gemm, pipeline
+from codegen import codecache, gemm, gemm_rows, pipeline
 
 TRITON = {"backend_kernels": "triton"}
 # the Triton path on CPU tensors runs under the interpreter; on a GPU machine, on the GPU
@@ -162,3 +162,16 @@ def test_the_direct_product_is_taken_only_where_its_rule_holds(monkeypatch):
     monkeypatch.setattr(gemm, "DIRECT_ROWS_MAX", 8)       # 16*16/32 = 8: not below
     _, text = _wrapper_text(lambda h, w: F.linear(h, w), h, w)
     assert "mm_rows_aligned_out" not in text, text
+
+
+def test_the_rows_kernel_serves_each_dtype_with_its_own_compile():
+    """Its launcher's fast path keys calls without dtypes (generated kernels pin theirs): a bf16
+    compile served fp16 tensors on the GPU until each dtype got a launcher of its own."""
+
+    torch.manual_seed(0)
+    for dtype in (torch.bfloat16, torch.float16, torch.bfloat16):
+        a = torch.randn(24, 32, dtype=dtype, device=DEVICE)
+        w = torch.randn(37, 32, dtype=dtype, device=DEVICE)
+        out = gemm_rows.mm_rows_aligned_out(a, w.t())
+        assert out.dtype == dtype and out.is_contiguous()
+        torch.testing.assert_close(out, a @ w.t(), rtol=1e-2, atol=1e-2)
