@@ -246,9 +246,18 @@ class GraphLowering(GraphOutputs):
         pointwise work, when the biased product has to be written to memory anyway: some consumer
         (through views) is another extern (attention, a matmul) or a graph output. When every
         consumer is a kernel, the add fuses into it instead (GELU, residual + LayerNorm), which
-        saves the extern's extra read. Backend.extern_epilogues (CPU's addmm and cuBLAS alike);
-        asked by the linear/addmm decompositions about the node being lowered."""
-        return self.written_anyway(self.current_node)
+        saves the extern's extra read, except for a product of at least
+        Backend.gemm_bias_min_numel elements (CPU: a beta-0 GEMM is the slower one there, see
+        codegen/pipeline.py). Backend.extern_epilogues (CPU's addmm and cuBLAS alike); asked by
+        the linear/addmm decompositions about the node being lowered."""
+        node = self.current_node
+        if self.written_anyway(node):
+            return True
+        bound = self.backend.gemm_bias_min_numel
+        if bound is None or not self.backend.extern_epilogues or node is None:
+            return False
+        numel = _static_numel(self._meta(node))
+        return numel is not None and numel >= bound
 
     @staticmethod
     def canon_name(node):
@@ -698,6 +707,20 @@ _SHAPE_ONLY = {(_aten.nll_loss_backward.default, 1), (_aten.nll_loss2d_backward.
                (_aten.empty_like.default, 0), (_aten.full_like.default, 0),
                (torch.zeros_like, 0), (torch.ones_like, 0), (torch.empty_like, 0),
                (torch.full_like, 0)}
+
+
+def _static_numel(meta) -> Optional[int]:
+    """The element count of a tensor result's metadata (its sizes at the example), or None."""
+    shape = getattr(meta, "shape", None)
+    if shape is None:
+        return None
+    try:
+        n = 1
+        for s in shape:
+            n *= int(s)
+        return n
+    except (TypeError, ValueError):
+        return None
 
 
 def _value_readers(node) -> int:

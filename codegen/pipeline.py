@@ -79,6 +79,16 @@ class Backend(CppRuntime):
     # mask once per graph (codegen/decompositions.py); on CPU the bias costs addmm one pass over
     # its output where a separate kernel would read and write it again (GPT-2's QKV split)
     extern_epilogues = True
+    # a linear's / addmm's row bias stays in the extern (addmm, beta 1) also where only kernels
+    # read the product, for products of at least this many elements (None: only where the
+    # product is written anyway, GraphLowering.bias_in_extern). On CPU the product without its
+    # bias is a beta-0 GEMM, which ran slower in the model than addmm's copy of the bias rows
+    # into the result and beta-1 GEMM: BERT-base at two threads, its attention output and FFN
+    # down projections (256x768 @ 768x768, 256x3072 @ 3072x768) took 2.03 / 7.6-7.9 ms as mm
+    # against 1.85 / 7.3-7.5 ms as torch.compile's addmm, 0.5 ms per layer; with the bias
+    # kept, 1.80-1.93 / 7.3-7.5 ms. A tiny product pays addmm's extra copy dispatch instead
+    # (8x16x16: 3.2 against 2.3 us), so below the bound the bias joins the consumer kernel
+    gemm_bias_min_numel: Optional[int] = 1 << 13
     # 16-bit GEMM operands padded to aligned sizes (codegen/gemm.py: cuBLAS's rule, GPU only)
     pad_gemm_operands = False
     # a column-wise sum of many rows as two reductions (codegen/lowering.py, SPLIT_CHUNK)
