@@ -47,8 +47,11 @@ contiguous result itself with 16-byte aligned stores and reads the weight unpadd
 session 19): the kernel runs at ~480 TFLOP/s where cuBLAS's padded product runs at ~640, and
 saves the weight's pad copy (4NK bytes moved) and the result's copy (4MN) at ~2.9 TB/s; it is
 faster when 2MNK (1/480 - 1/640)/1e12 < 4N(K + M)/2.9e12, that is M*K/(M + K) below
-DIRECT_ROWS_MAX. GPT-2's LM head (M 2048, K 768: 559): 329 us against 52 + 245 + 143. Taken on
-compute capability 9 only, where it was measured.
+DIRECT_ROWS_MAX. GPT-2's LM head (M 2048, K 768: 559): 329 us against 52 + 245 + 143. The
+kernel's programs cover DIRECT_ROWS_TILE rows at a time (8 row classes x 128 rows), so the rule
+also needs M within 1/8 of a whole number of those: a decode step's few rows would run a
+1024-row tile mostly masked (1 row: ~80 GFLOP of MMA on zeros) where cuBLAS reads the weight
+once. Taken on compute capability 9 only, where it was measured.
 """
 from __future__ import annotations
 
@@ -76,6 +79,7 @@ EPILOGUE_CHAINS = True    # take bias/residual/activation chains into the extern
 # 1.03x slower fused, 64x512 0.99x, 256x2048 0.91x). CUDA's is cuBLASLt's epilogue: no bound.
 CPU_ACT_MIN_NUMEL = 1 << 13
 DIRECT_ROWS_MAX = 1300    # M*K/(M+K) below which the rows-aligned kernel beats pad, GEMM, copy
+DIRECT_ROWS_TILE = 1024   # rows one column block of codegen/gemm_rows.py's programs covers
 DIRECT_ROWS_CAPABILITIES = (9,)     # major compute capabilities where the rule was measured
 
 
@@ -337,9 +341,11 @@ def _padded_mm(a, b, whole=False):
 
 def _direct_rows(g, m, k) -> bool:
     """Does the product being lowered (only N unaligned) take the rows-aligned kernel? (The
-    module docstring's rule: a graph output, on a measured device, M*K/(M+K) small enough.)"""
-    return m * k < DIRECT_ROWS_MAX * (m + k) and _measured_device(g.device) and \
-        g.is_output(g.current_node)
+    module docstring's rule: a graph output, on a measured device, M*K/(M+K) small enough, M
+    rows filling the kernel's row tiles to within 1/8.)"""
+    covered = -(-m // DIRECT_ROWS_TILE) * DIRECT_ROWS_TILE
+    return m * k < DIRECT_ROWS_MAX * (m + k) and 8 * covered <= 9 * m and \
+        _measured_device(g.device) and g.is_output(g.current_node)
 
 
 def _measured_device(device) -> bool:

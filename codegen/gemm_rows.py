@@ -34,12 +34,15 @@ import torch
 import triton
 import triton.language as tl
 
+from codegen.gemm import DIRECT_ROWS_TILE
 from codegen.triton_launch import TritonLauncher, current_stream
 
-BLOCK_M = tl.constexpr(128)
+ROW_CLASSES = tl.constexpr(8)   # elements of a 16-bit dtype in 16 bytes
+# rows of one row class a program takes: a column block's programs cover DIRECT_ROWS_TILE rows
+# (codegen/gemm.py's rule keeps M close to a multiple of that)
+BLOCK_M = tl.constexpr(DIRECT_ROWS_TILE // 8)
 BLOCK_N = 256             # the launcher's XBLOCK
 BLOCK_K = tl.constexpr(64)
-ROW_CLASSES = tl.constexpr(8)   # elements of a 16-bit dtype in 16 bytes
 NUM_WARPS = 8
 
 

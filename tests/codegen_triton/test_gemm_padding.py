@@ -123,13 +123,15 @@ def test_transposed_operands_pad_in_storage_order_and_share_one_copy():
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-@pytest.mark.parametrize("rows", [16, 10])
+@pytest.mark.parametrize("rows", [16, 30])
 def test_an_output_product_with_unaligned_rows_is_written_directly(monkeypatch, dtype, rows):
     """codegen/gemm_rows.py: a bias-free linear whose N breaks alignment and whose result is a
     graph output is one rows-aligned Triton matmul writing eager's contiguous layout: no pad
     copy of the weight, no copy of a padded result; values and strides equal eager's (here on
-    CPU tensors through the interpreter: the device rule is opened for the test)."""
+    CPU tensors through the interpreter: the device rule is opened for the test, and its row
+    tile is the interpreter-sized 16 rows: 30 rows, not a multiple of 8, fill two to within 1/8)."""
     monkeypatch.setattr(gemm, "_measured_device", lambda device: True)
+    monkeypatch.setattr(gemm, "DIRECT_ROWS_TILE", 16)
     torch.manual_seed(0)
     h = torch.randn(2, rows // 2, 16, dtype=dtype, device=DEVICE)
     w = torch.randn(37, 16, dtype=dtype, device=DEVICE)
@@ -144,8 +146,10 @@ def test_an_output_product_with_unaligned_rows_is_written_directly(monkeypatch, 
 def test_the_direct_product_is_taken_only_where_its_rule_holds(monkeypatch):
     """Not taken: the product feeds a kernel only (its padded view is read, nothing is copied),
     a bias follows it, a row-major right operand (its own leading dimension is unaligned), or
-    the cost rule (M*K/(M+K) at or above DIRECT_ROWS_MAX) says the padded product is faster."""
+    the cost rule (M*K/(M+K) at or above DIRECT_ROWS_MAX) says the padded product is faster,
+    or the rows leave more than 1/8 of the kernel's row tile empty (a decode step's few rows)."""
     monkeypatch.setattr(gemm, "_measured_device", lambda device: True)
+    monkeypatch.setattr(gemm, "DIRECT_ROWS_TILE", 16)
 
     def rand(*shape):
         return torch.randn(*shape, dtype=torch.float16, device=DEVICE)
@@ -159,6 +163,10 @@ def test_the_direct_product_is_taken_only_where_its_rule_holds(monkeypatch):
         torch.testing.assert_close(out, fn(*args), rtol=1e-2, atol=1e-2)
     _, text = _wrapper_text(lambda h, w: F.linear(h, w), h, w)
     assert "mm_rows_aligned_out" in text
+    for few in (rand(1, 16), rand(10, 16)):                  # 16-row tiles for 1 and 10 rows
+        out, text = _wrapper_text(lambda h, w: F.linear(h, w), few, w)
+        assert "mm_rows_aligned_out" not in text, text
+        torch.testing.assert_close(out, F.linear(few, w), rtol=1e-2, atol=1e-2)
     monkeypatch.setattr(gemm, "DIRECT_ROWS_MAX", 8)       # 16*16/32 = 8: not below
     _, text = _wrapper_text(lambda h, w: F.linear(h, w), h, w)
     assert "mm_rows_aligned_out" not in text, text
