@@ -1,0 +1,85 @@
+"""A/B of the C++ path's GEMM-bias rule in one process, interleaved rounds: the old rule
+(Backend.gemm_bias_min_numel None: a linear's bias joins the kernel that reads the product) against
+the current one (the bias stays in addmm for products of at least that many elements), beside
+torch.compile. Cases are bench_codegen.py's, by a word of their name:
+
+    python benchmarks/gemm_bias_ab.py "BERT-base 4" --rounds 16
+    python benchmarks/gemm_bias_ab.py "GPT-2 blocks" "GPT-2 tiny" --rounds 15
+
+Prints the median ms per call of each contender and the ratios; the rounds rotate the order of
+the three, each block after untimed warm calls (bench_codegen.timeit_interleaved).
+"""
+import argparse
+import copy
+import os
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+import torch  # noqa: E402
+
+import benchmarks.bench_codegen as B  # noqa: E402
+import codegen  # noqa: E402
+import pydynamo  # noqa: E402
+from codegen.pipeline import Backend  # noqa: E402
+
+
+def contenders(word):
+    """(name, {"old": fn, "new": fn, "inductor": fn}, iters) for the case named by `word`."""
+    bound = Backend.gemm_bias_min_numel
+    fns = {}
+    found = [c for c in B.cases(False) if word.lower() in c[0].lower()]
+    try:
+        if found:
+            name, mod, args = found[0]
+            mod.eval()
+            ref = mod(*args)
+            for key, b in (("old", None), ("new", bound)):
+                Backend.gemm_bias_min_numel = b
+                f = codegen.compile_fx(torch.fx.symbolic_trace(mod), args)
+                torch.testing.assert_close(f(*args), ref, rtol=1e-3, atol=1e-3)
+                fns[key] = (lambda f: lambda: f(*args))(f)
+            ind = torch.compile(mod)
+            fns["inductor"] = lambda: ind(*args)
+            return name, fns, 20
+        name, model, kwargs, attr = next(c for c in B.model_cases(False)
+                                         if word.lower() in c[0].lower())
+        model.eval()
+        ref = getattr(model(**kwargs), attr)
+        for key, b in (("old", None), ("new", bound)):
+            Backend.gemm_bias_min_numel = b
+            m = pydynamo.optimize(copy.deepcopy(model), backend="codegen")
+            torch.testing.assert_close(getattr(m(**kwargs), attr), ref, rtol=1e-3, atol=1e-3)
+            fns[key] = (lambda m: lambda: getattr(m(**kwargs), attr))(m)
+        ind = torch.compile(copy.deepcopy(model))
+        fns["inductor"] = lambda: getattr(ind(**kwargs), attr)
+        fns["inductor"]()
+        t0 = time.perf_counter()
+        fns["old"]()
+        return name, fns, max(2, min(20, int(0.3 / (time.perf_counter() - t0))))
+    finally:
+        Backend.gemm_bias_min_numel = bound
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("cases", nargs="+", help="words of bench_codegen case names")
+    ap.add_argument("--rounds", type=int, default=15)
+    a = ap.parse_args()
+    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, "
+          f"load {os.getloadavg()[0]:.2f}")
+    with torch.no_grad():
+        for word in a.cases:
+            name, fns, iters = contenders(word)
+            old, new, ind = B.timeit_interleaved(list(fns.values()), [], iters, a.rounds,
+                                                 warm=1 if iters < 5 else 3)
+            print(f"{name:32s} old {old * 1e3:8.3f} ms | new {new * 1e3:8.3f} ms | inductor "
+                  f"{ind * 1e3:8.3f} ms | old/ind {ind / old:5.3f} new/ind {ind / new:5.3f} "
+                  f"new/old {old / new:5.3f} (iters {iters}, load {os.getloadavg()[0]:.2f})",
+                  flush=True)
+
+
+if __name__ == "__main__":
+    main()
