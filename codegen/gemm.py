@@ -325,7 +325,7 @@ def _padded_mm(a, b, whole=False):
     m, k, n = plan
     rows = static_int(a.size[0])
     if whole and k == static_int(a.size[1]) and _column_major(b) and not _column_major(a) and \
-            _direct_rows(g, rows, k):
+            _direct_rows(g, rows, k, static_int(b.size[1])):
         from codegen.gemm_rows import mm_rows_aligned_out   # (Triton: GPU graphs only)
         return g.call_extern(mm_rows_aligned_out, (a, b), {}, out_meta=torch.empty(
             (rows, static_int(b.size[1])), dtype=a.dtype, device="meta"))
@@ -339,12 +339,14 @@ def _padded_mm(a, b, whole=False):
     return out
 
 
-def _direct_rows(g, m, k) -> bool:
+def _direct_rows(g, m, k, n) -> bool:
     """Does the product being lowered (only N unaligned) take the rows-aligned kernel? (The
     module docstring's rule: a graph output, on a measured device, M*K/(M+K) small enough, M
-    rows filling the kernel's row tiles to within 1/8.)"""
+    rows filling the kernel's row tiles to within 1/8; every matrix under 2**31 elements, as
+    the kernel's offsets are 32-bit: GPT-2's logits at batch 64 x seq 1024 are 3.3e9.)"""
     covered = -(-m // DIRECT_ROWS_TILE) * DIRECT_ROWS_TILE
     return m * k < DIRECT_ROWS_MAX * (m + k) and 8 * covered <= 9 * m and \
+        max(m * n, n * k, m * k) < 1 << 31 and \
         _measured_device(g.device) and g.is_output(g.current_node)
 
 

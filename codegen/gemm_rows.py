@@ -18,7 +18,9 @@ columns stores with a row mask only (constant along the row: vectorized); the tw
 of each row class mask columns too. The weight's tile for a column block is read once from
 memory for all row tiles (those run together: pid // row tiles is the column block).
 
-Invariants: `a` (M, K) and `b` (K, N) of one 16-bit dtype (bf16 or fp16) on one CUDA device (any strides;
+Invariants: `a` (M, K) and `b` (K, N) of one 16-bit dtype (bf16 or fp16), each matrix and the
+result under 2**31 elements (offsets are 32-bit; codegen/gemm.py's rule checks, and so does
+`mm_rows_aligned_out`) on one CUDA device (any strides;
 the fast case is `a` row-major and `b` a row-major weight's transpose, read along K); the
 result is a new contiguous (M, N) tensor of that dtype, fp32 accumulation as cuBLAS's.
 Launched through codegen's `TritonLauncher` (a wrapper's launch costs what a generated
@@ -97,6 +99,8 @@ def mm_rows_aligned_out(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """a (M, K) @ b (K, N) as a new contiguous (M, N) tensor (the module docstring)."""
     m, k = a.shape
     n = b.shape[1]
+    if max(m * n, m * k, k * n) >= 1 << 31:
+        raise ValueError(f"mm_rows_aligned_out: ({m}, {k}) @ ({k}, {n}) needs 64-bit offsets")
     c = torch.empty((m, n), dtype=a.dtype, device=a.device)
     per_class = triton.cdiv(triton.cdiv(m, ROW_CLASSES.value), BLOCK_M.value)
     row_tiles = ROW_CLASSES.value * per_class

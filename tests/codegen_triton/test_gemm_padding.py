@@ -3,6 +3,7 @@ tensors through the interpreter, with the size threshold lowered so small produc
 padded operands are our kernels' zero-padded copies, the product is the padded one sliced back,
 and values, gradients and output strides equal eager's; float32 and the C++ path never pad."""
 import re
+import types
 
 import pytest
 
@@ -183,3 +184,19 @@ def test_the_rows_kernel_serves_each_dtype_with_its_own_compile():
         out = gemm_rows.mm_rows_aligned_out(a, w.t())
         assert out.dtype == dtype and out.is_contiguous()
         torch.testing.assert_close(out, a @ w.t(), rtol=1e-2, atol=1e-2)
+
+
+def test_the_direct_rule_on_real_model_sizes(monkeypatch):
+    """The rule at sizes no test can allocate: GPT-2's LM head at batch 8 x seq 256 takes the
+    kernel; a decode step's rows, a product whose K makes cuBLAS's padded GEMM the faster
+    (M*K/(M+K) >= 1300), and logits of 2**31 elements or more (batch 64 x seq 1024: the
+    kernel's offsets are 32-bit) do not; the kernel itself refuses the last."""
+    monkeypatch.setattr(gemm, "_measured_device", lambda device: True)
+    g = types.SimpleNamespace(device=None, current_node=None, is_output=lambda node: True)
+    assert gemm._direct_rows(g, 2048, 768, 50257)
+    assert not gemm._direct_rows(g, 8, 768, 50257)
+    assert not gemm._direct_rows(g, 8192, 8192, 50257)
+    assert not gemm._direct_rows(g, 65536, 768, 50257)
+    with pytest.raises(ValueError, match="64-bit offsets"):
+        gemm_rows.mm_rows_aligned_out(torch.empty(65536, 768, dtype=torch.bfloat16, device="meta"),
+                                      torch.empty(768, 50257, dtype=torch.bfloat16, device="meta"))
