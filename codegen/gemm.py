@@ -22,8 +22,8 @@ the rows), each step optional, in this order:
 No node between the product and the chain's end may write in place (the residual is read at
 the product's place in the graph). The taken nodes' values are the extern's result
 (GraphLowering.absorbed). A linear with a bias and no chain keeps its bias inside the extern on
-the same rule (GraphLowering.bias_in_extern). Not done yet: the choice by measurement under
-max-autotune and epilogues fused into a Triton matmul template.
+the same rule (GraphLowering.bias_in_extern). Not done yet: epilogues fused into a Triton
+matmul template (codegen/gemm_rows.py's kernel takes none), and the epilogue choice measured.
 
 Padding rule. cuBLAS runs a 16-bit GEMM with tensor cores only when every matrix's leading
 dimension is a multiple of 16 bytes; otherwise it falls to "align1" kernels. Measured on an H100
@@ -52,6 +52,10 @@ kernel's programs cover DIRECT_ROWS_TILE rows at a time (8 row classes x 128 row
 also needs M within 1/8 of a whole number of those: a decode step's few rows would run a
 1024-row tile mostly masked (1 row: ~80 GFLOP of MMA on zeros) where cuBLAS reads the weight
 once. Taken on compute capability 9 only, where it was measured.
+
+Under mode="max-autotune" these rules give way to measurement for 16-bit products that would
+pad: the plain, padded and (where possible) rows-aligned ways are timed on the device and the
+fastest runs (codegen/gemm_timing.py, logged per product).
 """
 from __future__ import annotations
 
@@ -63,6 +67,7 @@ import sympy
 import torch
 import torch.fx
 
+from codegen import gemm_timing
 from codegen.ir import NotLowered, TensorValue, current, realize, strided_view_of
 from codegen.lowering import LOWERINGS, is_tensor, register
 from codegen.ops import collect_deps
@@ -323,12 +328,22 @@ def _padded_mm(a, b, whole=False):
     if plan is None:
         return g.call_extern(torch.mm, (a, b), {})
     m, k, n = plan
-    rows = static_int(a.size[0])
-    if whole and k == static_int(a.size[1]) and _column_major(b) and not _column_major(a) and \
-            _direct_rows(g, rows, k, static_int(b.size[1])):
+    rows, cols = static_int(a.size[0]), static_int(b.size[1])
+    b_column_major = _column_major(b)
+    rows_ok = whole and k == static_int(a.size[1]) and b_column_major and \
+        not _column_major(a) and _rows_possible(g, rows, k, cols)
+    if g.measure_gemms and gemm_timing.can_measure(g.device):
+        way = gemm_timing.fastest(["plain", "padded"] + (["rows"] if rows_ok else []), rows,
+                                  static_int(a.size[1]), cols, plan, b_column_major, a.dtype,
+                                  g.device, g.is_output(g.current_node))
+    else:
+        way = "rows" if rows_ok and _rows_by_rule(g, rows, k) else "padded"
+    if way == "plain":
+        return g.call_extern(torch.mm, (a, b), {})
+    if way == "rows":
         from codegen.gemm_rows import mm_rows_aligned_out   # (Triton: GPU graphs only)
         return g.call_extern(mm_rows_aligned_out, (a, b), {}, out_meta=torch.empty(
-            (rows, static_int(b.size[1])), dtype=a.dtype, device="meta"))
+            (rows, cols), dtype=a.dtype, device="meta"))
     pa = _pad2(a, m, k)
     pb = _pad2(b, k, n)
     out = g.call_extern(torch.mm, (pa, pb), {})
@@ -339,15 +354,21 @@ def _padded_mm(a, b, whole=False):
     return out
 
 
-def _direct_rows(g, m, k, n) -> bool:
-    """Does the product being lowered (only N unaligned) take the rows-aligned kernel? (The
-    module docstring's rule: a graph output, on a measured device, M*K/(M+K) small enough, M
-    rows filling the kernel's row tiles to within 1/8; every matrix under 2**31 elements, as
-    the kernel's offsets are 32-bit: GPT-2's logits at batch 64 x seq 1024 are 3.3e9.)"""
+def _rows_possible(g, m, k, n) -> bool:
+    """Can the product being lowered (only N unaligned) be the rows-aligned kernel's? Its
+    result must be a graph output (the padded variant's slice would be copied dense: the
+    kernel saves that copy), every matrix under 2**31 elements (the kernel's offsets are
+    32-bit: GPT-2's logits at batch 64 x seq 1024 are 3.3e9)."""
+    return max(m * n, n * k, m * k) < 1 << 31 and g.is_output(g.current_node)
+
+
+def _rows_by_rule(g, m, k) -> bool:
+    """Without measuring, is it faster than the padded product? (The module docstring's rule:
+    a measured device, M*K/(M+K) small enough, M rows filling the kernel's row tiles to within
+    1/8.)"""
     covered = -(-m // DIRECT_ROWS_TILE) * DIRECT_ROWS_TILE
     return m * k < DIRECT_ROWS_MAX * (m + k) and 8 * covered <= 9 * m and \
-        max(m * n, n * k, m * k) < 1 << 31 and \
-        _measured_device(g.device) and g.is_output(g.current_node)
+        _measured_device(g.device)
 
 
 def _measured_device(device) -> bool:

@@ -156,7 +156,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: List[Any], backend: 
         try:
             with phases.phase("graph passes"):
                 g = backend.lowering(gm, example_inputs, options.dynamic, specialize_floats,
-                                     backend).run()
+                                     backend, measure_gemms=options.autotune).run()
             step = f"{backend.name} codegen"
             return build(gm, g, backend, stats, options, example_inputs, defer_to=defer_to)
         except EagerFallback as e:
@@ -195,7 +195,8 @@ def _compile_regions(gm, example_inputs, backend: Backend, stats: CompileStats, 
                                (type(backend), backend.name, str(backend.device), sub_options))
             if outlined is None:
                 return None
-            g = backend.lowering(outlined, example_inputs, options.dynamic, False, backend).run()
+            g = backend.lowering(outlined, example_inputs, options.dynamic, False, backend,
+                                 measure_gemms=options.autotune).run()
         return build(gm, g, backend, stats, options, example_inputs, takes=shared)
     except Exception as e:
         if shared is not None:

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 import pydynamo
-from codegen import codecache, gemm, gemm_rows, pipeline
+from codegen import codecache, gemm, gemm_rows, gemm_timing, pipeline
 
 TRITON = {"backend_kernels": "triton"}
 # the Triton path on CPU tensors runs under the interpreter; on a GPU machine, on the GPU
@@ -193,10 +193,55 @@ def test_the_direct_rule_on_real_model_sizes(monkeypatch):
     kernel's offsets are 32-bit) do not; the kernel itself refuses the last."""
     monkeypatch.setattr(gemm, "_measured_device", lambda device: True)
     g = types.SimpleNamespace(device=None, current_node=None, is_output=lambda node: True)
-    assert gemm._direct_rows(g, 2048, 768, 50257)
-    assert not gemm._direct_rows(g, 8, 768, 50257)
-    assert not gemm._direct_rows(g, 8192, 8192, 50257)
-    assert not gemm._direct_rows(g, 65536, 768, 50257)
+
+    def direct(m, k, n):
+        return gemm._rows_possible(g, m, k, n) and gemm._rows_by_rule(g, m, k)
+    assert direct(2048, 768, 50257)
+    assert not direct(8, 768, 50257)
+    assert not direct(8192, 8192, 50257)
+    assert not direct(65536, 768, 50257)
     with pytest.raises(ValueError, match="64-bit offsets"):
         gemm_rows.mm_rows_aligned_out(torch.empty(65536, 768, dtype=torch.bfloat16, device="meta"),
                                       torch.empty(768, 50257, dtype=torch.bfloat16, device="meta"))
+
+
+@pytest.mark.parametrize("way", ["plain", "padded", "rows"])
+def test_max_autotune_runs_the_way_it_measured_fastest(monkeypatch, way):
+    """mode="max-autotune": the product runs as codegen/gemm_timing.py measured fastest, whatever
+    the rules would say (the timer is replaced here: CPU tensors cannot be timed with CUDA
+    events); the default mode keeps the rules (the padded product, as the device is not one
+    the direct kernel was measured on)."""
+    asked = []
+
+    def fastest(candidates, *args):
+        asked.append(list(candidates))
+        return way
+    monkeypatch.setattr(gemm_timing, "can_measure", lambda device: True)
+    monkeypatch.setattr(gemm_timing, "fastest", fastest)
+    torch.manual_seed(0)
+    h = torch.randn(16, 16, dtype=torch.float16, device=DEVICE)
+    w = torch.randn(37, 16, dtype=torch.float16, device=DEVICE)
+    out, text = _wrapper_text(lambda h, w: F.linear(h, w), h, w,
+                              options={**TRITON, "mode": "max-autotune"})
+    assert asked == [["plain", "padded", "rows"]]
+    assert ("mm_rows_aligned_out" in text) == (way == "rows"), text
+    assert ("(16, 40)" in text or "(40, 16)" in text) == (way == "padded"), text
+    torch.testing.assert_close(out, F.linear(h, w), rtol=1e-2, atol=1e-2)
+    asked.clear()
+    _, text = _wrapper_text(lambda h, w: F.linear(h, w), h, w)
+    assert asked == [] and "mm_rows_aligned_out" not in text and "(40, 16)" in text, text
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="times CUDA kernels")
+def test_max_autotune_times_the_ways_on_the_gpu():
+    """On a GPU the three ways of an LM-head-shaped product are each timed (a positive figure
+    per way, logged with the choice) and the compiled result equals eager's."""
+    torch.manual_seed(0)
+    h = torch.randn(2048, 768, dtype=torch.bfloat16, device=DEVICE)
+    w = torch.randn(1001, 768, dtype=torch.bfloat16, device=DEVICE)
+    out, _ = _wrapper_text(lambda h, w: F.linear(h, w), h, w,
+                           options={**TRITON, "mode": "max-autotune"})
+    torch.testing.assert_close(out, F.linear(h, w), rtol=2e-2, atol=2e-2)
+    (choice, us), = [v for k, v in gemm_timing.measured().items() if k[1:4] == (2048, 768, 1001)]
+    assert set(us) == {"plain", "padded", "rows"} and all(t > 0 for t in us.values())
+    assert choice in us
