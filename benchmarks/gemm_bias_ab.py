@@ -5,6 +5,7 @@ torch.compile. Cases are bench_codegen.py's, by a word of their name:
 
     python benchmarks/gemm_bias_ab.py "BERT-base 4" --rounds 16
     python benchmarks/gemm_bias_ab.py "GPT-2 blocks" "GPT-2 tiny" --rounds 15
+    OMP_NUM_THREADS=1 python benchmarks/gemm_bias_ab.py "BERT-base 2" --cpu-time
 
 Prints the median ms per call of each contender and the ratios; the rounds rotate the order of
 the three, each block after untimed warm calls (bench_codegen.timeit_interleaved).
@@ -67,7 +68,14 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("cases", nargs="+", help="words of bench_codegen case names")
     ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--cpu-time", action="store_true",
+                    help="time by this thread's CPU time (needs OMP_NUM_THREADS=1), as "
+                         "bench_codegen.py --cpu-time")
     a = ap.parse_args()
+    if a.cpu_time:
+        if torch.get_num_threads() != 1 or os.environ.get("OMP_NUM_THREADS") != "1":
+            sys.exit("--cpu-time needs OMP_NUM_THREADS=1 (every kernel on this thread)")
+        B.CLOCK = time.thread_time
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, "
           f"load {os.getloadavg()[0]:.2f}")
     with torch.no_grad():
