@@ -47,7 +47,11 @@ contiguous result itself with 16-byte aligned stores and reads the weight unpadd
 session 19): the kernel runs at ~480 TFLOP/s where cuBLAS's padded product runs at ~640, and
 saves the weight's pad copy (4NK bytes moved) and the result's copy (4MN) at ~2.9 TB/s; it is
 faster when 2MNK (1/480 - 1/640)/1e12 < 4N(K + M)/2.9e12, that is M*K/(M + K) below
-DIRECT_ROWS_MAX. GPT-2's LM head (M 2048, K 768: 559): 329 us against 52 + 245 + 143. The
+DIRECT_ROWS_MAX. GPT-2's LM head (M 2048, K 768: 559): 329 us against 52 + 245 + 143. Over
+sizes (benchmarks/gpu/gemm_ways.py, H100, session 19: GPU.md) the kernel's time over the padded
+way's is 0.71-0.73 at N 32769-50257, 0.68-0.86 for M 1024-8192 and K 768-4096 (M*K/(M+K) up to
+1365), 0.90 at N 8193, but 1.04 at N 4097 and 1.45 at N 1001 (too few column blocks to fill the
+GPU): so N must also be at least DIRECT_ROWS_MIN_N. The
 kernel's programs cover DIRECT_ROWS_TILE rows at a time (8 row classes x 128 rows), so the rule
 also needs M within 1/8 of a whole number of those: a decode step's few rows would run a
 1024-row tile mostly masked (1 row: ~80 GFLOP of MMA on zeros) where cuBLAS reads the weight
@@ -85,6 +89,7 @@ EPILOGUE_CHAINS = True    # take bias/residual/activation chains into the extern
 CPU_ACT_MIN_NUMEL = 1 << 13
 DIRECT_ROWS_MAX = 1300    # M*K/(M+K) below which the rows-aligned kernel beats pad, GEMM, copy
 DIRECT_ROWS_TILE = 1024   # rows one column block of codegen/gemm_rows.py's programs covers
+DIRECT_ROWS_MIN_N = 8192  # narrower results leave the GPU's SMs idle (gemm_ways.py)
 DIRECT_ROWS_CAPABILITIES = (9,)     # major compute capabilities where the rule was measured
 
 
@@ -337,7 +342,7 @@ def _padded_mm(a, b, whole=False):
                                   static_int(a.size[1]), cols, plan, b_column_major, a.dtype,
                                   g.device, g.is_output(g.current_node))
     else:
-        way = "rows" if rows_ok and _rows_by_rule(g, rows, k) else "padded"
+        way = "rows" if rows_ok and _rows_by_rule(g, rows, k, cols) else "padded"
     if way == "plain":
         return g.call_extern(torch.mm, (a, b), {})
     if way == "rows":
@@ -362,13 +367,13 @@ def _rows_possible(g, m, k, n) -> bool:
     return max(m * n, n * k, m * k) < 1 << 31 and g.is_output(g.current_node)
 
 
-def _rows_by_rule(g, m, k) -> bool:
+def _rows_by_rule(g, m, k, n) -> bool:
     """Without measuring, is it faster than the padded product? (The module docstring's rule:
-    a measured device, M*K/(M+K) small enough, M rows filling the kernel's row tiles to within
-    1/8.)"""
+    a measured device, M*K/(M+K) small enough, N at least DIRECT_ROWS_MIN_N, M rows filling
+    the kernel's row tiles to within 1/8.)"""
     covered = -(-m // DIRECT_ROWS_TILE) * DIRECT_ROWS_TILE
     return m * k < DIRECT_ROWS_MAX * (m + k) and 8 * covered <= 9 * m and \
-        _measured_device(g.device)
+        n >= DIRECT_ROWS_MIN_N and _measured_device(g.device)
 
 
 def _measured_device(device) -> bool:

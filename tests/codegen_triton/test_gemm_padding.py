@@ -133,6 +133,7 @@ def test_an_output_product_with_unaligned_rows_is_written_directly(monkeypatch, 
     tile is the interpreter-sized 16 rows: 30 rows, not a multiple of 8, fill two to within 1/8)."""
     monkeypatch.setattr(gemm, "_measured_device", lambda device: True)
     monkeypatch.setattr(gemm, "DIRECT_ROWS_TILE", 16)
+    monkeypatch.setattr(gemm, "DIRECT_ROWS_MIN_N", 16)
     torch.manual_seed(0)
     h = torch.randn(2, rows // 2, 16, dtype=dtype, device=DEVICE)
     w = torch.randn(37, 16, dtype=dtype, device=DEVICE)
@@ -151,6 +152,7 @@ def test_the_direct_product_is_taken_only_where_its_rule_holds(monkeypatch):
     or the rows leave more than 1/8 of the kernel's row tile empty (a decode step's few rows)."""
     monkeypatch.setattr(gemm, "_measured_device", lambda device: True)
     monkeypatch.setattr(gemm, "DIRECT_ROWS_TILE", 16)
+    monkeypatch.setattr(gemm, "DIRECT_ROWS_MIN_N", 16)
 
     def rand(*shape):
         return torch.randn(*shape, dtype=torch.float16, device=DEVICE)
@@ -195,8 +197,9 @@ def test_the_direct_rule_on_real_model_sizes(monkeypatch):
     g = types.SimpleNamespace(device=None, current_node=None, is_output=lambda node: True)
 
     def direct(m, k, n):
-        return gemm._rows_possible(g, m, k, n) and gemm._rows_by_rule(g, m, k)
-    assert direct(2048, 768, 50257)
+        return gemm._rows_possible(g, m, k, n) and gemm._rows_by_rule(g, m, k, n)
+    assert direct(2048, 768, 50257) and direct(2048, 768, 8193)
+    assert not direct(2048, 768, 4097)          # measured 1.04x the padded way's time
     assert not direct(8, 768, 50257)
     assert not direct(8192, 8192, 50257)
     assert not direct(65536, 768, 50257)
