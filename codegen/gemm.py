@@ -22,8 +22,9 @@ the rows), each step optional, in this order:
 No node between the product and the chain's end may write in place (the residual is read at
 the product's place in the graph). The taken nodes' values are the extern's result
 (GraphLowering.absorbed). A linear with a bias and no chain keeps its bias inside the extern on
-the same rule (GraphLowering.bias_in_extern). Not done yet: epilogues fused into a Triton
-matmul template (codegen/gemm_rows.py's kernel takes none), and the epilogue choice measured.
+the same rule (GraphLowering.bias_in_extern). The one Triton matmul (codegen/gemm_rows.py,
+below) takes a linear's row bias as its epilogue. Not done yet: residual and activation
+epilogues in it, and the epilogue choice measured.
 
 Padding rule. cuBLAS runs a 16-bit GEMM with tensor cores only when every matrix's leading
 dimension is a multiple of 16 bytes; otherwise it falls to "align1" kernels. Measured on an H100
@@ -97,10 +98,10 @@ DIRECT_ROWS_CAPABILITIES = (9,)     # major compute capabilities where the rule 
 def linear(input, weight, bias=None):
     if input.ndim >= 2 and _pad_plan(_rows(input), input.size[-1], weight.size[0], input, weight):
         flat = L["reshape"](input, [-1, input.size[-1]]) if input.ndim > 2 else input
-        out = _padded_mm(flat, L["permute"](weight, [1, 0]), whole=bias is None)
+        out = _padded_mm(flat, L["permute"](weight, [1, 0]), whole=True, bias=bias)
         if input.ndim > 2:
             out = L["reshape"](out, list(input.size[:-1]) + [weight.size[0]])
-        return out if bias is None else L["add"](out, bias)
+        return out
     if input.ndim >= 2 and weight.ndim == 2 and (bias is None or bias.ndim == 1):
         size = list(input.size[:-1]) + [weight.size[0]]
         epi = _plan_epilogue(size, input.dtype, bias_ok=bias is None)
@@ -322,16 +323,16 @@ def _pad_plan(m, k, n, a, b) -> Optional[List[int]]:
     return padded if padded != dims else None
 
 
-def _padded_mm(a, b, whole=False):
-    """a (M, K) @ b (K, N), through zero-padded operands when `_pad_plan` says so; `whole`: the
-    product is the value of the node being lowered (no bias or scaling after it), so it may be
-    the rows-aligned kernel's result (the module docstring)."""
+def _padded_mm(a, b, whole=False, bias=None):
+    """a (M, K) @ b (K, N) (+ `bias`, a linear's), through zero-padded operands when
+    `_pad_plan` says so; `whole`: the product (with the bias) is the value of the node being
+    lowered (nothing scales or adds to it after), so it may be the rows-aligned kernel's result,
+    which takes a row bias of the product's dtype as its epilogue (the module docstring)."""
     g = current.graph
-    if a.ndim != 2 or b.ndim != 2:
-        return g.call_extern(torch.mm, (a, b), {})
-    plan = _pad_plan(a.size[0], a.size[1], b.size[1], a, b)
+    plan = _pad_plan(a.size[0], a.size[1], b.size[1], a, b) if a.ndim == 2 == b.ndim else None
     if plan is None:
-        return g.call_extern(torch.mm, (a, b), {})
+        out = g.call_extern(torch.mm, (a, b), {})
+        return out if bias is None else L["add"](out, bias)
     m, k, n = plan
     rows, cols = static_int(a.size[0]), static_int(b.size[1])
     b_column_major = _column_major(b)
@@ -343,20 +344,21 @@ def _padded_mm(a, b, whole=False):
                                   g.device, g.is_output(g.current_node))
     else:
         way = "rows" if rows_ok and _rows_by_rule(g, rows, k, cols) else "padded"
-    if way == "plain":
-        return g.call_extern(torch.mm, (a, b), {})
     if way == "rows":
         from codegen.gemm_rows import mm_rows_aligned_out   # (Triton: GPU graphs only)
-        return g.call_extern(mm_rows_aligned_out, (a, b), {}, out_meta=torch.empty(
-            (rows, cols), dtype=a.dtype, device="meta"))
-    pa = _pad2(a, m, k)
-    pb = _pad2(b, k, n)
-    out = g.call_extern(torch.mm, (pa, pb), {})
-    if m != static_int(a.size[0]):
-        out = L["narrow"](out, 0, 0, int(a.size[0]))
-    if n != static_int(b.size[1]):
-        out = L["narrow"](out, 1, 0, int(b.size[1]))
-    return out
+        row_bias = bias is not None and bias.ndim == 1 and bias.dtype == a.dtype
+        out = g.call_extern(mm_rows_aligned_out, (a, b, bias) if row_bias else (a, b), {},
+                            out_meta=torch.empty((rows, cols), dtype=a.dtype, device="meta"))
+        return out if bias is None or row_bias else L["add"](out, bias)
+    if way == "plain":
+        out = g.call_extern(torch.mm, (a, b), {})
+    else:
+        out = g.call_extern(torch.mm, (_pad2(a, m, k), _pad2(b, k, n)), {})
+        if m != static_int(a.size[0]):
+            out = L["narrow"](out, 0, 0, int(a.size[0]))
+        if n != static_int(b.size[1]):
+            out = L["narrow"](out, 1, 0, int(b.size[1]))
+    return out if bias is None else L["add"](out, bias)
 
 
 def _rows_possible(g, m, k, n) -> bool:

@@ -18,6 +18,10 @@ columns stores with a row mask only (constant along the row: vectorized); the tw
 of each row class mask columns too. The weight's tile for a column block is read once from
 memory for all row tiles (those run together: pid // row tiles is the column block).
 
+A row bias (N,) of that dtype is the one epilogue: added to the float32 sums before the single
+rounding, as cuBLAS's bias epilogue for F.linear (BERT's masked-LM head: vocabulary 30522 and a
+bias; otherwise a kernel of its own would read the padded product back).
+
 Invariants: `a` (M, K) and `b` (K, N) of one 16-bit dtype (bf16 or fp16), each matrix and the
 result under 2**31 elements (offsets are 32-bit; codegen/gemm.py's rule checks, and so does
 `mm_rows_aligned_out`) on one CUDA device (any strides;
@@ -30,7 +34,7 @@ measured it (compute capability 9).
 """
 from __future__ import annotations
 
-from typing import Dict, Tuple
+from typing import Dict, Optional, Tuple
 
 import torch
 import triton
@@ -49,8 +53,8 @@ NUM_WARPS = 8
 
 
 @triton.jit
-def mm_rows_aligned(a_ptr, b_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, row_tiles, per_class,
-                    XBLOCK: tl.constexpr):
+def mm_rows_aligned(a_ptr, b_ptr, c_ptr, bias_ptr, M, N, K, sam, sak, sbk, sbn, row_tiles,
+                    per_class, has_bias, XBLOCK: tl.constexpr):
     pid = tl.program_id(0)
     t = pid // row_tiles                 # the column block: its weight tile shared by all rows
     rt = pid % row_tiles
@@ -73,6 +77,8 @@ def mm_rows_aligned(a_ptr, b_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, row_tiles,
         acc += tl.dot(at, bt)
         a += BLOCK_K * sak
         b += BLOCK_K * sbk
+    if has_bias:            # a linear's row bias, added in float32 before the one rounding
+        acc += tl.load(bias_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)[None, :]
     base = tl.multiple_of(i * N + c0, 8)     # (ROW_CLASSES)
     offs = base + (j * ROW_CLASSES)[:, None] * N + tl.arange(0, XBLOCK)[None, :]
     out = acc.to(c_ptr.dtype.element_ty)
@@ -91,12 +97,14 @@ _launchers: Dict[Tuple[torch.dtype, torch.device], TritonLauncher] = {}
 def _launcher(dtype, device) -> TritonLauncher:
     key = (dtype, device)
     if key not in _launchers:
-        _launchers[key] = TritonLauncher(mm_rows_aligned, BLOCK_N, NUM_WARPS, kinds="tttiiiiiiiii")
+        _launchers[key] = TritonLauncher(mm_rows_aligned, BLOCK_N, NUM_WARPS, kinds="ttttiiiiiiiiii")
     return _launchers[key]
 
 
-def mm_rows_aligned_out(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """a (M, K) @ b (K, N) as a new contiguous (M, N) tensor (the module docstring)."""
+def mm_rows_aligned_out(a: torch.Tensor, b: torch.Tensor,
+                        bias: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """a (M, K) @ b (K, N) (+ a contiguous row bias (N,) of their dtype, as F.linear's) as a
+    new contiguous (M, N) tensor (the module docstring)."""
     m, k = a.shape
     n = b.shape[1]
     if max(m * n, m * k, k * n) >= 1 << 31:
@@ -105,6 +113,8 @@ def mm_rows_aligned_out(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     per_class = triton.cdiv(triton.cdiv(m, ROW_CLASSES.value), BLOCK_M.value)
     row_tiles = ROW_CLASSES.value * per_class
     grid = (row_tiles * triton.cdiv(n + ROW_CLASSES.value, BLOCK_N), 1, 1)
-    _launcher(a.dtype, a.device).launch(current_stream() if a.is_cuda else None, grid, a, b, c, m, n, k,
-                     a.stride(0), a.stride(1), b.stride(0), b.stride(1), row_tiles, per_class)
+    _launcher(a.dtype, a.device).launch(
+        current_stream() if a.is_cuda else None, grid, a, b, c, a if bias is None else bias,
+        m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), row_tiles, per_class,
+        int(bias is not None))
     return c

@@ -137,17 +137,22 @@ def test_an_output_product_with_unaligned_rows_is_written_directly(monkeypatch, 
     torch.manual_seed(0)
     h = torch.randn(2, rows // 2, 16, dtype=dtype, device=DEVICE)
     w = torch.randn(37, 16, dtype=dtype, device=DEVICE)
-    out, text = _wrapper_text(lambda h, w: F.linear(h, w), h, w)
-    assert "mm_rows_aligned_out" in text, text
-    assert "(40, 16)" not in text and ", 40)" not in text, text       # nothing padded
-    want = F.linear(h, w)
-    assert out.shape == want.shape and out.stride() == want.stride()
-    torch.testing.assert_close(out, want, rtol=1e-2, atol=1e-2)
+    bias = torch.randn(37, dtype=dtype, device=DEVICE)
+    for fn, args in ((lambda h, w: F.linear(h, w), (h, w)),
+                     (lambda h, w, bias: F.linear(h, w, bias), (h, w, bias))):   # its epilogue
+        out, text = _wrapper_text(fn, *args)
+        assert "mm_rows_aligned_out" in text, text
+        assert "(40, 16)" not in text and ", 40)" not in text, text       # nothing padded
+        call = text.split("def call", 1)[1].split("\ndef ", 1)[0]
+        assert not re.search(r"\bkernel\d", call), call                   # no kernel at all
+        want = fn(*args)
+        assert out.shape == want.shape and out.stride() == want.stride()
+        torch.testing.assert_close(out, want, rtol=1e-2, atol=1e-2)
 
 
 def test_the_direct_product_is_taken_only_where_its_rule_holds(monkeypatch):
     """Not taken: the product feeds a kernel only (its padded view is read, nothing is copied),
-    a bias follows it, a row-major right operand (its own leading dimension is unaligned), or
+    a scaling follows it, a row-major right operand (its own leading dimension is unaligned), or
     the cost rule (M*K/(M+K) at or above DIRECT_ROWS_MAX) says the padded product is faster,
     or the rows leave more than 1/8 of the kernel's row tile empty (a decode step's few rows)."""
     monkeypatch.setattr(gemm, "_measured_device", lambda device: True)
@@ -158,7 +163,7 @@ def test_the_direct_product_is_taken_only_where_its_rule_holds(monkeypatch):
         return torch.randn(*shape, dtype=torch.float16, device=DEVICE)
     h, w, bias = rand(16, 16), rand(37, 16), rand(37)
     cases = [(lambda h, w: F.linear(h, w).softmax(-1), (h, w)),
-             (lambda h, w, bias: F.linear(h, w, bias), (h, w, bias)),
+             (lambda h, w: F.linear(h, w) * 0.5, (h, w)),
              (lambda h, v: torch.mm(h, v), (h, rand(16, 37)))]
     for fn, args in cases:
         out, text = _wrapper_text(fn, *args)
