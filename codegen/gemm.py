@@ -22,7 +22,9 @@ the rows), each step optional, in this order:
 No node between the product and the chain's end may write in place (the residual is read at
 the product's place in the graph). The taken nodes' values are the extern's result
 (GraphLowering.absorbed). A linear with a bias and no chain keeps its bias inside the extern on
-the same rule (GraphLowering.bias_in_extern). The one Triton matmul (codegen/gemm_rows.py,
+the same rule, and on CPU also for products of at least Backend.gemm_bias_min_numel elements
+whatever reads them (GraphLowering.bias_in_extern: a beta-0 GEMM ran slower in BERT than addmm).
+The one Triton matmul (codegen/gemm_rows.py,
 below) takes a linear's row bias as its epilogue. Not done yet: residual and activation
 epilogues in it, and the epilogue choice measured.
 
