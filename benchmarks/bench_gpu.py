@@ -180,12 +180,18 @@ def lm_model(name, smoke, device, dtype):
     gpt2: GPT2Model (hidden states, no LM head; earlier runs' line); gpt2-lmhead:
     GPT2LMHeadModel (.logits, vocabulary 50257: the unaligned LM-head GEMM); llama: a
     Llama-architecture model of ~134M parameters (hidden 768, 12 layers, 12 heads, MLP 2048,
-    vocabulary 32000, tied embeddings off)."""
+    vocabulary 32000, tied embeddings off); bert-mlm: BertForMaskedLM, BERT-base (.logits,
+    vocabulary 30522 with the decoder's bias: an unaligned LM head with a bias)."""
     import transformers as T
     layers = 2 if smoke else 12
     if name in ("gpt2", "gpt2-lmhead"):
         cfg = T.GPT2Config(n_layer=layers, n_embd=128 if smoke else 768, n_head=4 if smoke else 12)
         cls = T.GPT2Model if name == "gpt2" else T.GPT2LMHeadModel
+    elif name == "bert-mlm":
+        cfg = T.BertConfig(num_hidden_layers=layers, hidden_size=128 if smoke else 768,
+                           num_attention_heads=4 if smoke else 12,
+                           intermediate_size=512 if smoke else 3072)
+        cls = T.BertForMaskedLM
     else:
         cfg = T.LlamaConfig(hidden_size=128 if smoke else 768, num_hidden_layers=layers,
                             num_attention_heads=4 if smoke else 12,
@@ -205,8 +211,10 @@ def part_gpt2(smoke, dtype=torch.float32, model_name="gpt2", device="cuda", also
     model, ids = lm_model(model_name, smoke, device, dtype)
     field = "last_hidden_state" if model_name == "gpt2" else "logits"
 
+    kw = {} if model_name == "bert-mlm" else {"use_cache": False}
+
     def run(m):
-        return getattr(m(input_ids=ids, use_cache=False), field)
+        return getattr(m(input_ids=ids, **kw), field)
 
     timer = gpu_ms if device == "cuda" else cpu_ms
     with torch.no_grad():
@@ -274,7 +282,8 @@ def cpu_ms(fn, *args, n=5):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--part", action="append", choices=["kernels", "tiny", "gpt2"])
-    ap.add_argument("--model", default="gpt2", choices=["gpt2", "gpt2-lmhead", "llama"],
+    ap.add_argument("--model", default="gpt2",
+                    choices=["gpt2", "gpt2-lmhead", "llama", "bert-mlm"],
                     help="the gpt2 part's model (gpt2: GPT2Model's hidden states)")
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"],
                     help="cpu: only with --smoke, to check the gpt2 part runs without a GPU")
