@@ -24,9 +24,8 @@ the product's place in the graph). The taken nodes' values are the extern's resu
 (GraphLowering.absorbed). A linear with a bias and no chain keeps its bias inside the extern on
 the same rule, and on CPU also for products of at least Backend.gemm_bias_min_numel elements
 whatever reads them (GraphLowering.bias_in_extern: a beta-0 GEMM ran slower in BERT than addmm).
-The one Triton matmul (codegen/gemm_rows.py,
-below) takes a linear's row bias as its epilogue. Not done yet: residual and activation
-epilogues in it, and the epilogue choice measured.
+The one Triton matmul (codegen/gemm_rows.py, below) takes a linear's row bias as its epilogue.
+Not done yet: residual and activation epilogues in it, and the epilogue choice measured.
 
 Padding rule. cuBLAS runs a 16-bit GEMM with tensor cores only when every matrix's leading
 dimension is a multiple of 16 bytes; otherwise it falls to "align1" kernels. Measured on an H100
@@ -54,11 +53,11 @@ DIRECT_ROWS_MAX. GPT-2's LM head (M 2048, K 768: 559): 329 us against 52 + 245 +
 sizes (benchmarks/gpu/gemm_ways.py, H100, session 19: GPU.md) the kernel's time over the padded
 way's is 0.71-0.73 at N 32769-50257, 0.68-0.86 for M 1024-8192 and K 768-4096 (M*K/(M+K) up to
 1365), 0.90 at N 8193, but 1.04 at N 4097 and 1.45 at N 1001 (too few column blocks to fill the
-GPU): so N must also be at least DIRECT_ROWS_MIN_N. The
-kernel's programs cover DIRECT_ROWS_TILE rows at a time (8 row classes x 128 rows), so the rule
-also needs M within 1/8 of a whole number of those: a decode step's few rows would run a
-1024-row tile mostly masked (1 row: ~80 GFLOP of MMA on zeros) where cuBLAS reads the weight
-once. Taken on compute capability 9 only, where it was measured.
+GPU): so N must also be at least DIRECT_ROWS_MIN_N. The kernel's programs cover
+DIRECT_ROWS_TILE rows at a time (8 row classes x 128 rows), so the rule also needs M within 1/8
+of a whole number of those: a decode step's few rows would run a 1024-row tile mostly masked
+(1 row: ~80 GFLOP of MMA on zeros) where cuBLAS reads the weight once. Taken on compute
+capability 9 only, where it was measured.
 
 Under mode="max-autotune" these rules give way to measurement for 16-bit products that would
 pad: the plain, padded and (where possible) rows-aligned ways are timed on the device and the
