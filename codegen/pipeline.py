@@ -89,6 +89,10 @@ class Backend(CppRuntime):
     # kept, 1.80-1.93 / 7.3-7.5 ms. A tiny product pays addmm's extra copy dispatch instead
     # (8x16x16: 3.2 against 2.3 us), so below the bound the bias joins the consumer kernel
     gemm_bias_min_numel: Optional[int] = 1 << 13
+    # matrix products written with `out=` into a dead buffer of their exact layout, as
+    # torch.compile's externs do (codegen/wrapper.py, WrapperPrinter.out_reuse); the GPU
+    # wrapper does not use it
+    gemm_out_reuse = True
     # 16-bit GEMM operands padded to aligned sizes (codegen/gemm.py: cuBLAS's rule, GPU only)
     pad_gemm_operands = False
     # a column-wise sum of many rows as two reductions (codegen/lowering.py, SPLIT_CHUNK)
@@ -111,7 +115,9 @@ class Backend(CppRuntime):
     def wrapper(self, g, steps, arg_names) -> WrapperPrinter:
         kernels = [s for s in steps if isinstance(s, FusedKernel)]
         may_err = {k.name: any(n.reads(len(k.outer)).may_raise for n in k.nodes) for k in kernels}
-        return WrapperPrinter(g, steps, arg_names, may_err)
+        wp = WrapperPrinter(g, steps, arg_names, may_err)
+        wp.out_reuse = self.gemm_out_reuse
+        return wp
 
     def wrapper_source(self, wp: WrapperPrinter, g, title: str) -> str:
         return wp.generate(title)

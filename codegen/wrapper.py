@@ -8,7 +8,12 @@
      implements: allocate outputs (reusing dead buffers of the same byte size when only
      kernels ever see them), call the kernel through ctypes with data pointers, or call the
      extern op and pin its output layout; a buffer not kept for reuse is dropped (`del`) at its
-     last use, so its memory returns to the allocator then, as in eager;
+     last use, so its memory returns to the allocator then, as in eager. With `out_reuse` (the
+     C++ path: Backend.gemm_out_reuse) a matrix product writes with its `out=` form into a dead
+     buffer of exactly its planned size, stride and dtype, and a buffer an extern reads may be
+     placed in one: the pool holds only this call's own tensors that nothing still reads or
+     views (never an input, an output, a written-back value, or a buffer an extern that may
+     return a view has read), and the entry checks have sent autograd's calls to eager;
   3. write-backs of in-place ops on inputs, then the outputs in the graph's structure.
      A kernel or extern that raises in a graph with write-backs makes the graph run eagerly
      on the (still untouched) inputs: eager's updates before the failing op, its exception.
@@ -70,6 +75,12 @@ def _dtype(dt):
 # wrapper checks its layout inline; GPU kernels may write into it in place)
 FRESH_RESULT_EXTERNS = {torch.mm, torch.addmm, torch.bmm, torch.baddbmm,
                         torch.nn.functional.linear}
+# those with an `out=` form the wrapper may write into a reused buffer (out_reuse; F.linear as
+# addmm / mm on 2-D views, which is what eager's linear runs for a contiguous input)
+OUT_EXTERNS = {torch.mm, torch.addmm, torch.bmm, torch.baddbmm, torch._addmm_activation}
+# externs whose result never views an argument: a buffer only these read may be reused once dead
+NO_VIEW_EXTERNS = FRESH_RESULT_EXTERNS | OUT_EXTERNS | \
+    {torch.nn.functional.scaled_dot_product_attention}
 
 
 def _source_stack(node) -> str:
@@ -93,6 +104,9 @@ class WrapperPrinter:
     # it and drops each tensor input at its last use (a backward frees saved activations as it
     # goes, as eager's autograd does); `call(*args)` then forwards to it
     boxed = False
+    # products into dead buffers of their exact layout (`out=`), see the module docstring; the
+    # backend sets it (the GPU wrapper keeps it off: its pool and CUDA graphs are its own)
+    out_reuse = False
 
     def __init__(self, graph, steps, kernel_args: Dict[str, List[str]], may_err):
         self.g = graph
@@ -311,6 +325,10 @@ class WrapperPrinter:
         typed |= {r.buffer.name for r in _argrefs(g.outputs) +
                   _argrefs([m.value for m in g.mutations.values()])}
         free: Dict[int, List[str]] = {}     # nbytes -> python variables free for reuse
+        # out_reuse: python variable -> (size, stride, dtype) of the tensor object it holds
+        # (known exactly: made by _empty, or written through `out=`); buffers never pooled
+        self.geom: Dict[str, tuple] = {}
+        self.pinned = set() if not self.out_reuse else _pinned(self.steps, g)
         for i, step in enumerate(self.steps):
             self.emit("")
             for node in _step_origins(step):
@@ -322,13 +340,16 @@ class WrapperPrinter:
                 self.step_index = i
                 self._kernel(step, typed, free)
             else:
-                self._extern(step)
+                self._extern(step, free)
             dead = []
             for name, last in life.last_use.items():
                 if last != i:
                     continue
                 dead.append(name)
-                if name in typed or name not in self.allocated:
+                if self.out_reuse:
+                    if name in self.pinned or name not in self.allocated:
+                        continue
+                elif name in typed or name not in self.allocated:
                     continue
                 var = self.alias.get(name, name)
                 nbytes = self._nbytes(name)
@@ -384,8 +405,13 @@ class WrapperPrinter:
                     continue
                 b = self.g.buffers_by_name[name]
                 nbytes = self._nbytes(name)
+                var = None
                 if name not in typed and nbytes is not None and free.get(nbytes):
                     var = free[nbytes].pop()
+                elif self.out_reuse and nbytes is not None:
+                    # an extern or the caller sees it: only a tensor of its exact layout
+                    var = self._take(free, nbytes, _geometry(b.layout, b.dtype))
+                if var is not None:
                     self.alias[name] = var
                     self.allocated.add(name)
                     self.assigned.add(name)
@@ -397,6 +423,8 @@ class WrapperPrinter:
                     self.alloc_dtypes.append(b.dtype)
                 self.emit(f"{name} = _empty_{_dtype(b.dtype)[6:]}({_tuple(b.layout.size)}, "
                           f"{_tuple(b.layout.stride)})")
+                if self.out_reuse and nbytes is not None:
+                    self.geom[name] = _geometry(b.layout, b.dtype)
         self._launch(k)
 
     def _launch(self, k: FusedKernel):
@@ -423,7 +451,77 @@ class WrapperPrinter:
             return "ptr"
         raise NotImplementedError(f"kernel argument {name} has no binding in the wrapper")
 
-    def _extern(self, call: ExternCall):
+    def _take(self, free, nbytes, geom):
+        """A free variable holding a tensor of exactly `geom`, removed from the pool (or None):
+        the one freed last (as the kernels' reuse pops), whose lines the cache may still hold."""
+        if geom is None:
+            return None
+        pool = free.get(nbytes, [])
+        for j in range(len(pool) - 1, -1, -1):
+            if self.geom.get(pool[j]) == geom:
+                return pool.pop(j)
+        return None
+
+    def _extern_out(self, call: ExternCall, free) -> bool:
+        """A product written with `out=` into a dead buffer of its planned layout (out_reuse):
+        mm / addmm / bmm / baddbmm as called, F.linear as addmm (with a bias) or mm of the
+        input's 2-D view and the weight's transpose into the result's 2-D view (eager's linear
+        of a contiguous input does that addmm). Static, contiguous layouts only: the result is
+        then the reused tensor itself, of the layout the plan pinned."""
+        if not self.out_reuse or len(call.outputs) != 1 or "out" in call.kwargs:
+            return False
+        b = call.outputs[0]
+        nbytes = self._nbytes(b.name)
+        if b.out_path or not nbytes or not b.layout.is_contiguous() or b.layout.offset != 0:
+            return False
+        target, args, kwargs = call.target, list(call.args), dict(call.kwargs)
+        if target is torch.nn.functional.linear:
+            if kwargs or not 2 <= len(args) <= 3 or not all(isinstance(a, ArgRef) for a in args):
+                return False
+            x, w = args[0], args[1]
+            bias = args[2] if len(args) == 3 else None
+            flat = _flat2d(x)
+            if flat is None or len(w.size) != 2 or len(b.layout.size) != len(x.size) or \
+                    (bias is not None and len(bias.size) != 1):
+                return False
+        elif target not in OUT_EXTERNS:
+            return False
+        var = self._take(free, nbytes, _geometry(b.layout, b.dtype))
+        if var is None:
+            return False
+        self.externs.append(torch.addmm if target is torch.nn.functional.linear and
+                            bias is not None else torch.mm
+                            if target is torch.nn.functional.linear else target)
+        idx = len(self.externs) - 1
+        self.alias[b.name] = var
+        self.allocated.add(b.name)
+        self.assigned.add(b.name)
+        name = self.externs[idx].__name__
+        if target is torch.nn.functional.linear:
+            m, n = flat.size[0], w.size[0]
+            out = ArgRef(b, (m, n), (n, 1), 0)
+            vals = ([self.value(bias)] if bias is not None else []) + \
+                [self.ref(flat), self.ref(w) + ".t()"]
+            self.emit(f"_r{idx} = _externs[{idx}]({', '.join(vals)}, out={self.ref(out)})  "
+                      f"# {name} (out=, linear)")
+            self.emit(f"del _r{idx}")
+        else:
+            vals = [self.value(a) for a in args] + \
+                [f"{k}={self.value(v)}" for k, v in kwargs.items()]
+            res = f"_r{idx}"
+            self.emit(f"{res} = _externs[{idx}]({', '.join(vals + [f'out={var}'])})  "
+                      f"# {name} (out=)")
+            # an out= op returns its `out`, written in place at the planned layout; anything
+            # else would be a wrong plan: the eager run
+            self.emit(f"if {res} is not {var}:")
+            self.emit("raise _ShapeMismatch", 2)
+            self.emit(f"del {res}")
+        self.emit(f"{b.name} = {var}  # reuse, written by out=")
+        return True
+
+    def _extern(self, call: ExternCall, free=None):
+        if free is not None and self._extern_out(call, free):
+            return
         self.externs.append(call.target)
         idx = len(self.externs) - 1
         args = ", ".join([self.value(a) for a in call.args] +
@@ -446,6 +544,15 @@ class WrapperPrinter:
             else:
                 self.emit(f"{b.name} = {ensure}")
             self.assigned.add(b.name)
+            if self.out_reuse and call.target in NO_VIEW_EXTERNS and len(call.outputs) == 1 \
+                    and not b.out_path and self._nbytes(b.name) is not None:
+                # a new tensor, ours alone: reusable once dead; its exact layout is known (for
+                # `out=` and extern readers) where no dimension has size 1, whose stride
+                # _ensure leaves as the op made it
+                self.allocated.add(b.name)
+                geom = _geometry(b.layout, b.dtype)
+                if geom is not None and all(s != 1 for s in geom[0]):
+                    self.geom[b.name] = geom
         self.emit(f"del {res}")       # the outputs live on as their buffers
 
     def _out(self, outs) -> str:
@@ -475,6 +582,39 @@ class WrapperPrinter:
         if isinstance(outs, tuple):
             return "(" + "".join(self._out(o) + ", " for o in outs) + ")"
         return self.const(outs)
+
+
+def _geometry(layout, dtype):
+    """(size, stride, dtype) of a static layout at offset 0 as ints (None: symbolic)."""
+    size, stride = [static_int(x) for x in layout.size], [static_int(x) for x in layout.stride]
+    if None in size or None in stride or layout.offset != 0:
+        return None
+    return tuple(size), tuple(stride), dtype
+
+
+def _flat2d(r: ArgRef):
+    """The 2-D (rows, last dim) view of a static, contiguous extern argument, or None."""
+    size, stride = [static_int(x) for x in r.size], [static_int(x) for x in r.stride]
+    if len(size) < 2 or None in size or None in stride:
+        return None
+    expect = 1
+    for s, st in reversed(list(zip(size, stride))):
+        if s != 1 and st != expect:
+            return None
+        expect *= s
+    k = size[-1]
+    return ArgRef(r.buffer, (expect // k if k else 0, k), (k, 1), r.offset)
+
+
+def _pinned(steps, g) -> set:
+    """Buffers whose memory must never return to the wrapper's pool: the graph's outputs and
+    written-back values, and every buffer an extern reads other than the products and
+    attention (whose results are new tensors): another extern's result may view it."""
+    refs = _argrefs(g.outputs) + _argrefs([m.value for m in g.mutations.values()])
+    for s in steps:
+        if isinstance(s, ExternCall) and s.target not in NO_VIEW_EXTERNS:
+            refs += _argrefs(s.args) + _argrefs(s.kwargs)
+    return {r.buffer.name for r in refs}
 
 
 def _step_origins(step):
