@@ -651,6 +651,25 @@ def run_on_meta(target, args: tuple, kwargs: dict, env=None):
     return out
 
 
+_LINEARS = {torch.nn.functional.linear, torch.ops.aten.linear.default}
+
+
+def refuse_layout_dependent(target, margs, mkwargs) -> None:
+    """Raise MetaUnsupported for a call whose eager result depends on more than its arguments'
+    metadata says to torch's meta kernel (both meta runs, the executor's live one and this
+    module's, ask): F.linear with a bias of another dtype than its input adds the bias in place
+    into a strided input's product (the product's dtype) and raises for a contiguous input
+    (addmm), where the meta kernel promotes (fuzz seed 196073: an fp64 bias on fp32 operands
+    planned an fp64 result, eager's was fp32)."""
+    if not (_hashable(target) and target in _LINEARS):
+        return
+    x = margs[0] if margs else mkwargs.get("input")
+    bias = margs[2] if len(margs) > 2 else mkwargs.get("bias")
+    if isinstance(x, torch.Tensor) and isinstance(bias, torch.Tensor) and bias.dtype != x.dtype:
+        raise MetaUnsupported("meta_unsupported", "linear with a bias of another dtype than its "
+                              "input: eager's result depends on the input's layout")
+
+
 def _remember(key, value) -> None:
     if len(_META_CACHE) >= _META_CACHE_LIMIT:
         _META_CACHE.clear()
@@ -665,6 +684,7 @@ def _run_on_meta(target, args: tuple, kwargs: dict, env=None):
     conv = _MetaArgs(env)
     margs = conv.convert(list(args))
     mkwargs = conv.kwargs(kwargs)
+    refuse_layout_dependent(target, margs, mkwargs)
     if isinstance(target, str) and target in _DEVICE_METHODS:
         margs, mkwargs = _strip_device_move(target, margs, mkwargs, conv)
         target = "to" if (margs[1:] or mkwargs) else "detach_alias"

@@ -322,6 +322,8 @@ class OutputGraph:
             m_kwargs = dict(m_kwargs, device="meta")  # a factory: build it on meta
         if _autocast.any_enabled(tx.root.autocast_):
             return self._run_meta_autocast(tx, kind, target, m_args, m_kwargs), device
+        if kind == "call_function":
+            _meta.refuse_layout_dependent(target, m_args, m_kwargs)
         if kind in ("call_function", "call_method"):
             out = _direct.run(target, m_args, m_kwargs)   # eager's answer without torch's refs
             if out is not None:

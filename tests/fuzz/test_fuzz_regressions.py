@@ -710,3 +710,29 @@ def test_sweep_seed_193245_logical_not_in_place_keeps_an_int_dtype():
     import program_gen
     result = fuzz_runner.run_program(program_gen.generate(193245), "codegen", None).result
     assert not [p for p in result.problems if p[0] == "wrong"], result.problems
+
+
+# Sweep seed 196073 (session 19; also at e0cd2a2, the session's start): `F.linear(x, w, b)` with
+# fp32 x, w and an fp64 b. Eager's linear adds the bias in place into a strided input's product
+# (the result stays fp32) and raises for a contiguous input (addmm); torch's meta kernel promotes
+# to fp64, and the graph planned an fp64 result. Both meta runs now refuse such a call
+# (meta.refuse_layout_dependent): a graph break, the op runs eagerly.
+@pytest.mark.parametrize("dynamic", [None, True])
+def test_sweep_seed_196073_linear_with_a_bias_of_another_dtype(dynamic):
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import fuzz_runner
+    import program_gen
+    result = fuzz_runner.run_program(program_gen.generate(196073), "codegen", dynamic).result
+    assert not result.problems or all(p[0] not in ("wrong", "error") for p in result.problems), \
+        result.problems
+
+    def f(x, w, b):
+        return F.linear(x, w, b) * 2
+    x, w, b = torch.randn(5, 1, 2), torch.randn(1, 2), torch.randn(1, dtype=torch.float64)
+    with pytest.raises(RuntimeError, match="same dtype"):
+        f(x, w, b)
+    with pytest.raises(RuntimeError, match="same dtype"):
+        pydynamo.optimize(f, backend="codegen", dynamic=dynamic)(x, w, b)
+    strided = torch.randn(5, 1, 3)[..., 1:]
+    torch.testing.assert_close(pydynamo.optimize(f, backend="codegen", dynamic=dynamic)(
+        strided, w, b), f(strided, w, b))
