@@ -41,7 +41,7 @@ from codegen.node_meta import (_all_tensor_meta, _as_meta, _fresh_at_every_size,
                                _tensors_beside_scalars, _view_flag, propagate_meta)
 from codegen.ops import collect_deps
 from codegen.scalars import RuntimeScalars, SpecializeFloats, has_scalar, scalar_symbols
-from codegen.sizevars import product
+from codegen.sizevars import product, static_int
 from pydynamo.symbols import FloorDiv, canonical_size, loop_vars, pyexpr
 from codegen.symbolic import SymbolicSizes, as_sympy, meta_stride, symbolic_extern_layouts
 
@@ -715,13 +715,8 @@ _SHAPE_ONLY = {(_aten.nll_loss_backward.default, 1), (_aten.nll_loss2d_backward.
 def _static_numel(meta) -> Optional[int]:
     """The element count of a tensor result's metadata (its sizes at the example), or None."""
     shape = getattr(meta, "shape", None)
-    if shape is None:
-        return None
     try:
-        n = 1
-        for s in shape:
-            n *= int(s)
-        return n
+        return None if shape is None else static_int(product(int(s) for s in shape))
     except (TypeError, ValueError):
         return None
 
