@@ -132,7 +132,8 @@ def maybe_wrap(call, gm, g, options: Options, stats, matches=None):
         outputs = "copy_held"
     # size symbols: no `matches` (it knows one shape set); a bucket per concrete shape set
     return CudaGraphRunner(call, mutated, None if getattr(g, "size_bindings", None) else matches,
-                           copy_back=gm.meta.get("copied_back", ()), outputs=outputs)
+                           copy_back=gm.meta.get("copied_back", ()), outputs=outputs,
+                           derived=getattr(g, "derivations", ()))
 
 
 def bucket_key(args):
@@ -307,7 +308,7 @@ class CudaGraphRunner:
     """See the module docstring."""
 
     def __init__(self, fn, mutated_positions=(), matches=None, device: Optional[Device] = None,
-                 copy_back=(), outputs="copy"):
+                 copy_back=(), outputs="copy", derived=()):
         if outputs not in OUTPUT_POLICIES:
             raise ValueError(f"outputs={outputs!r}: expected one of {OUTPUT_POLICIES}")
         self.fn = fn
@@ -325,6 +326,9 @@ class CudaGraphRunner:
         # the call (pydynamo/aot's write-backs); a capture does the copy itself, at the end of
         # its work, and returns the input (the caller's copy is then onto itself)
         self.copy_back = list(copy_back)
+        # values the wrapper derives from parameters and keeps (codegen/derived.py): a replay
+        # runs no host code, so each is refreshed (in place, if a parameter moved) before it
+        self.derived = list(derived)
         # the wrapper's own entry checks (static graphs): calls that pass them share one
         # bucket, calls that fail them go to the wrapper, which runs the graph eagerly
         self.matches = matches
@@ -462,6 +466,8 @@ class CudaGraphRunner:
             if copy_in and s is not None and a.data_ptr() != s.data_ptr():
                 s.copy_(a)
                 self.cg_stats["input_copies"] += 1
+        for d in self.derived:
+            d.refresh(args)
         g.graph.replay()
         for i in g.written:         # in-place writes to copied inputs: back to the caller's
             s = g.static[i]

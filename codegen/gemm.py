@@ -73,7 +73,7 @@ import sympy
 import torch
 import torch.fx
 
-from codegen import gemm_timing
+from codegen import gemm_group, gemm_timing
 from codegen.ir import NotLowered, TensorValue, current, realize, strided_view_of
 from codegen.lowering import LOWERINGS, is_tensor, register
 from codegen.ops import collect_deps
@@ -97,6 +97,9 @@ DIRECT_ROWS_CAPABILITIES = (9,)     # major compute capabilities where the rule 
 
 @register("linear")
 def linear(input, weight, bias=None):
+    group = gemm_group.plan(current.graph, current.graph.current_node, input, bias)
+    if group is not None:
+        return _grouped_linear(input, group)
     if input.ndim >= 2 and _pad_plan(_rows(input), input.size[-1], weight.size[0], input, weight):
         flat = L["reshape"](input, [-1, input.size[-1]]) if input.ndim > 2 else input
         out = _padded_mm(flat, L["permute"](weight, [1, 0]), whole=True, bias=bias)
@@ -116,8 +119,38 @@ def linear(input, weight, bias=None):
     return out
 
 
+def _grouped_linear(input, group):
+    """The siblings' products as one (codegen/gemm_group.py): input @ the concatenated weights
+    (+ the concatenated biases), each sibling's value a column slice of it; the first
+    sibling's is returned, the others' wait in GraphLowering.absorbed."""
+    g = current.graph
+    k = static_int(input.size[-1])
+    distinct = list({(s.weight.name, s.bias and s.bias.name): s for s in group}.values())
+    n = sum(s.n for s in distinct)
+    w = g.derived("cat", [s.weight for s in distinct], (n, k))
+    b = g.derived("cat", [s.bias for s in distinct], (n,)) if group[0].bias is not None else None
+    if _pad_plan(_rows(input), k, n, input, w):
+        flat = L["reshape"](input, [-1, k]) if input.ndim > 2 else input
+        out = _padded_mm(flat, L["permute"](w, [1, 0]), bias=b)
+        out = L["reshape"](out, list(input.size[:-1]) + [n]) if input.ndim > 2 else out
+    else:
+        out = g.call_extern(torch.nn.functional.linear, (input, w) + ((b,) if b is not None
+                                                                       else ()), {})
+    start, columns = 0, {}
+    for s in distinct:      # (a weight read twice, `v(x)` in two places: one slice)
+        columns[s.weight.name, s.bias and s.bias.name] = L["narrow"](out, out.ndim - 1, start, s.n)
+        start += s.n
+    values = [columns[s.weight.name, s.bias and s.bias.name] for s in group]
+    for s, v in zip(group[1:], values[1:]):
+        g.absorbed[s.node] = v
+    return values[0]
+
+
 @register("mm")
 def mm(input, mat2):
+    group = gemm_group.plan(current.graph, current.graph.current_node, input, None)
+    if group is not None:       # (an aten graph's linear: mm(x, t(w)))
+        return _grouped_linear(input, group)
     if input.ndim == 2 and mat2.ndim == 2 and \
             not _pad_plan(input.size[0], input.size[1], mat2.size[1], input, mat2):
         size = [input.size[0], mat2.size[1]]
@@ -416,7 +449,11 @@ def _pad_stored(x, rows, cols):
     cache = current.graph.__dict__.setdefault("gemm_pads", {})
     if key is None or key not in cache:
         r, c = static_int(x.size[0]), static_int(x.size[1])
-        padded = realize(L["constant_pad_nd"](x, [0, cols - c, 0, rows - r], 0.0))
+        param = current.graph.parameter_view(x)
+        if param is not None:       # a parameter's: padded once, kept while it is unchanged
+            padded = current.graph.derived("pad", [param[0]], (rows, cols), [param[1]])
+        else:
+            padded = realize(L["constant_pad_nd"](x, [0, cols - c, 0, rows - r], 0.0))
         if key is None:
             return padded
         cache[key] = padded

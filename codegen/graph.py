@@ -34,6 +34,7 @@ from codegen.graph_outputs import GraphOutputs, may_alias
 from codegen.ir import (ArgRef, ComputedBuffer, ExternBuffer, ExternCall, InputBuffer, Layout,
                         NotLowered, TensorValue, current, realize, strided_view_of)
 from codegen.decompositions import align_bias_argument
+from codegen.derived import Derivation, derive
 from codegen.lowering import LOWERINGS
 from codegen.region_calls import RegionCall
 from codegen.node_meta import (_all_tensor_meta, _as_meta, _fresh_at_every_size, _is_tensor_meta,
@@ -103,6 +104,8 @@ class GraphLowering(GraphOutputs):
         self.env: Dict[torch.fx.Node, Any] = {}
         # epilogue nodes a GEMM extern computes (codegen/gemm.py): node -> the fused value
         self.absorbed: Dict[torch.fx.Node, Any] = {}
+        # values computed from parameters, kept across calls (codegen/derived.py)
+        self.derivations: List[Derivation] = []
         self.outputs: List[Any] = []
         self.mutations: Dict[int, Mutation] = {}
         self.input_alias: Dict[torch.fx.Node, int] = {}   # node -> placeholder it is (in place)
@@ -165,6 +168,32 @@ class GraphLowering(GraphOutputs):
             self._const_ids[key] = buf
             self.buffers_by_name[buf.name] = buf
         return TensorValue.of_buffer(self._const_ids[key])
+
+    # ------------------------------------------------------------ derived values
+    def parameter_view(self, v: TensorValue) -> Optional[tuple]:
+        """(input buffer, (size, stride, offset)) where `v` is a static strided view of a graph
+        input whose example value was an nn.Parameter (a tensor the model keeps across calls:
+        codegen/derived.py's sources), else None."""
+        ref = strided_view_of(v) if isinstance(v, TensorValue) else None
+        if ref is None or not isinstance(ref.buffer, InputBuffer) or ref.buffer.kind != "input" \
+                or v.dtype != ref.buffer.dtype:
+            return None
+        ex = self.example_inputs[ref.buffer.position]
+        geom = [static_int(x) for x in (*ref.size, *ref.stride, ref.offset,
+                                        *ref.buffer.layout.size, *ref.buffer.layout.stride)]
+        if not isinstance(ex, torch.nn.Parameter) or None in geom:
+            return None
+        n = len(ref.size)
+        return ref.buffer, (tuple(geom[:n]), tuple(geom[n:2 * n]), geom[2 * n])
+
+    def derived(self, kind: str, sources: List[InputBuffer], shape, views=()) -> TensorValue:
+        """A value computed from parameter inputs once and kept across calls while they are
+        unchanged (codegen/derived.py): an extern the wrapper calls with the whole inputs."""
+        d = Derivation(kind, [b.position for b in sources], [int(s) for s in shape], views)
+        self.derivations.append(d)
+        meta = torch.empty(d.shape, dtype=sources[0].dtype, device="meta")
+        return self.call_extern(derive, (d,) + tuple(TensorValue.of_buffer(b) for b in sources),
+                                {}, out_meta=meta)
 
     # ------------------------------------------------------------ externs
     def _recomputed_by_readers(self, v: TensorValue, node) -> bool:

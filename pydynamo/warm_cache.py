@@ -124,6 +124,7 @@ from typing import Optional
 import torch
 
 from codegen import codecache, run_wrapper, runtime
+from codegen.derived import derivations_of
 from pydynamo import _C
 from pydynamo.eval_frame import disable, on_reset
 from pydynamo.code_origins import origin_of, set_origin
@@ -565,7 +566,8 @@ def _rebuild_compiled(rec: tuple, gm, boxed: bool = False):
     if replay:          # mode "reduce-overhead": a new runner around the wrapper (captures anew)
         call = cudagraphs.CudaGraphRunner(call, replay["mutated"],
                                           ns.get("matches") if replay["matches"] else None,
-                                          copy_back=replay["copy_back"], outputs=replay["outputs"])
+                                          copy_back=replay["copy_back"], outputs=replay["outputs"],
+                                          derived=derivations_of(consts))
         return (lambda args: call(*args)) if boxed else call
     return ns["call_boxed"] if boxed else call
 

@@ -1,0 +1,112 @@
+"""Values computed from a graph's parameters alone, kept across calls (issue 18): a parameter's
+zero-padded copy for an aligned GEMM (codegen/gemm.py), the weights of sibling products
+concatenated into one (codegen/gemm_group.py).
+
+A `Derivation` is an extern argument of the generated wrapper: `derive(d, arg3, arg5)` returns
+d's value for those inputs. Invariants:
+  * the value is recomputed exactly when some source is not the tensor contents it was computed
+    from: each source's stamp is (its storage object, its data address, its version counter).
+    The storage object is compared by address while the derivation holds a weak reference to it
+    (torch's weak storage reference keeps the object's memory from being reused, so an equal
+    address is the same storage, alive); the data address catches a storage resized or swapped
+    in place, the version any in-place write (an optimizer step, `copy_`, `fill_`). So
+    `p.data = new` (a new storage, the version kept), `with no_grad(): p.mul_(2)` and a
+    different model's parameters all recompute; nothing else can change the sources' bytes;
+  * the value is recomputed in place: its address never changes once made, so a CUDA graph
+    captured reading it stays valid, and the CUDA-graph runner calls `refresh(args)` before
+    each replay (codegen/cudagraphs.py: the wrapper's host code does not run then);
+  * sources are graph inputs whose example values were parameters (nn.Parameter: the tensors a
+    model keeps from call to call) of static layout; the value is read only by matrix
+    products, never returned, written or reused as another buffer's memory (codegen/wrapper.py
+    reuses only products' results);
+  * pickled (the warm cache keeps the wrapper's extern arguments) without its value.
+Costs: three attribute reads per source and call (~0.25 us); the memory of the value, held as
+long as the compiled graph (a concatenated weight doubles its sources' memory: the rule that
+makes one says when that pays, codegen/gemm_group.py).
+"""
+from __future__ import annotations
+
+from typing import List, Optional, Sequence, Tuple
+
+import torch
+
+_weak_ref = torch.UntypedStorage._weak_ref
+_free_weak = torch.UntypedStorage._free_weak_ref
+
+View = Tuple[Tuple[int, ...], Tuple[int, ...], int]     # size, stride, storage offset
+
+
+class Derivation:
+    """`kind` "pad": source 0's `views[0]` zero-padded to `shape`; "cat": the sources (whole)
+    concatenated along dim 0. `positions`: the graph inputs the sources are (for `refresh`)."""
+
+    def __init__(self, kind: str, positions: Sequence[int], shape: Sequence[int],
+                 views: Sequence[Optional[View]] = ()):
+        if kind not in ("pad", "cat"):
+            raise ValueError(f"derivation {kind!r}")
+        self.kind = kind
+        self.positions = tuple(positions)
+        self.shape = tuple(shape)
+        self.views = tuple(views) or (None,) * len(self.positions)
+        self.value: Optional[torch.Tensor] = None
+        self.stamps: List[Tuple[int, int, int]] = []
+        self.recomputed = 0      # (tests, benchmarks: how often the sources had moved)
+
+    def __getstate__(self):
+        return {"kind": self.kind, "positions": self.positions, "shape": self.shape,
+                "views": self.views}
+
+    def __setstate__(self, state):
+        self.__init__(**state)
+
+    def __repr__(self):
+        return f"Derivation({self.kind!r}, inputs {list(self.positions)}, {list(self.shape)})"
+
+    def __del__(self, _free=_free_weak):     # (bound now: module globals go at exit)
+        for ref, _, _ in getattr(self, "stamps", ()):
+            _free(ref)
+
+    def __call__(self, *sources: torch.Tensor) -> torch.Tensor:
+        if self.value is None or not self._fresh(sources):
+            self._compute(sources)
+        return self.value
+
+    def refresh(self, args) -> None:
+        """Before a CUDA-graph replay: the value for the call's arguments, in place."""
+        self(*(args[p] for p in self.positions))
+
+    def _fresh(self, sources) -> bool:
+        for s, (ref, ptr, version) in zip(sources, self.stamps):
+            if s._version != version or s.data_ptr() != ptr or \
+                    s.untyped_storage()._cdata != ref:
+                return False
+        return True
+
+    def _compute(self, sources) -> None:
+        with torch.no_grad():
+            if self.value is None:
+                self.value = torch.zeros(self.shape, dtype=sources[0].dtype,
+                                         device=sources[0].device)
+            if self.kind == "cat":
+                torch.cat(sources, 0, out=self.value)
+            else:
+                src = sources[0]
+                if self.views[0] is not None:
+                    size, stride, offset = self.views[0]
+                    src = src.as_strided(size, stride, src.storage_offset() + offset)
+                self.value[tuple(slice(0, n) for n in src.shape)].copy_(src)
+        for ref, _, _ in self.stamps:
+            _free_weak(ref)
+        self.stamps = [(_weak_ref(s.untyped_storage()), s.data_ptr(), s._version)
+                       for s in sources]
+        self.recomputed += 1
+
+
+def derive(d: Derivation, *sources: torch.Tensor) -> torch.Tensor:
+    """The wrapper's extern: d's value for these sources (recomputed in place if they moved)."""
+    return d(*sources)
+
+
+def derivations_of(consts) -> List[Derivation]:
+    """The derivations among a wrapper's extern arguments (its `_consts`)."""
+    return [c for c in consts if isinstance(c, Derivation)]
