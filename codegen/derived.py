@@ -19,13 +19,19 @@ d's value for those inputs. Invariants:
     model keeps from call to call) of static layout; the value is read only by matrix
     products, never returned, written or reused as another buffer's memory (codegen/wrapper.py
     reuses only products' results);
-  * pickled (the warm cache keeps the wrapper's extern arguments) without its value.
+  * pickled (the warm cache keeps the wrapper's extern arguments) without its value;
+  * derivations of the same kind over the same source storages (two graphs of one model) share
+    one value and its stamps (`_shared_value`): before every use each checks the stamps
+    against its own sources, so a shared value is never read holding another model's bytes;
+  * an inference tensor (made under torch.inference_mode) has no version counter, so a
+    derivation over one is never known fresh: it is recomputed at every call (correct, slower).
 Costs: three attribute reads per source and call (~0.25 us); the memory of the value, held as
 long as the compiled graph (a concatenated weight doubles its sources' memory: the rule that
 makes one says when that pays, codegen/gemm_group.py).
 """
 from __future__ import annotations
 
+import weakref
 from typing import List, Optional, Sequence, Tuple
 
 import torch
@@ -34,6 +40,27 @@ _weak_ref = torch.UntypedStorage._weak_ref
 _free_weak = torch.UntypedStorage._free_weak_ref
 
 View = Tuple[Tuple[int, ...], Tuple[int, ...], int]     # size, stride, storage offset
+
+
+class _Value:
+    """A derived tensor and the stamps of the sources its bytes were computed from (one per
+    source: storage weak reference, data address, version). Shared by the derivations that
+    make the same thing (`_SHARED`), so the stamps describe the tensor's current contents
+    whoever wrote it last."""
+
+    def __init__(self, tensor: torch.Tensor):
+        self.tensor = tensor
+        self.stamps: List[Tuple[int, int, int]] = []
+
+    def stamp(self, sources) -> None:
+        self.__del__()
+        self.stamps = [(_weak_ref(s.untyped_storage()), s.data_ptr(), _version(s))
+                       for s in sources]
+
+    def __del__(self, _free=_free_weak):     # (bound now: module globals go at exit)
+        for ref, _, _ in self.stamps:
+            _free(ref)
+        self.stamps = []
 
 
 class Derivation:
@@ -48,8 +75,7 @@ class Derivation:
         self.positions = tuple(positions)
         self.shape = tuple(shape)
         self.views = tuple(views) or (None,) * len(self.positions)
-        self.value: Optional[torch.Tensor] = None
-        self.stamps: List[Tuple[int, int, int]] = []
+        self.value: Optional[_Value] = None
         self.recomputed = 0      # (tests, benchmarks: how often the sources had moved)
 
     def __getstate__(self):
@@ -62,44 +88,68 @@ class Derivation:
     def __repr__(self):
         return f"Derivation({self.kind!r}, inputs {list(self.positions)}, {list(self.shape)})"
 
-    def __del__(self, _free=_free_weak):     # (bound now: module globals go at exit)
-        for ref, _, _ in getattr(self, "stamps", ()):
-            _free(ref)
-
     def __call__(self, *sources: torch.Tensor) -> torch.Tensor:
-        if self.value is None or not self._fresh(sources):
+        if self.value is None or not _fresh(self.value.stamps, sources):
             self._compute(sources)
-        return self.value
+        return self.value.tensor
 
     def refresh(self, args) -> None:
         """Before a CUDA-graph replay: the value for the call's arguments, in place."""
         self(*(args[p] for p in self.positions))
 
-    def _fresh(self, sources) -> bool:
-        for s, (ref, ptr, version) in zip(sources, self.stamps):
-            if s._version != version or s.data_ptr() != ptr or \
-                    s.untyped_storage()._cdata != ref:
-                return False
-        return True
-
     def _compute(self, sources) -> None:
+        if self.value is None:
+            self.value = _shared_value(self, sources)
+        out = self.value.tensor
         with torch.no_grad():
-            if self.value is None:
-                self.value = torch.zeros(self.shape, dtype=sources[0].dtype,
-                                         device=sources[0].device)
             if self.kind == "cat":
-                torch.cat(sources, 0, out=self.value)
+                torch.cat(sources, 0, out=out)
             else:
                 src = sources[0]
                 if self.views[0] is not None:
                     size, stride, offset = self.views[0]
                     src = src.as_strided(size, stride, src.storage_offset() + offset)
-                self.value[tuple(slice(0, n) for n in src.shape)].copy_(src)
-        for ref, _, _ in self.stamps:
-            _free_weak(ref)
-        self.stamps = [(_weak_ref(s.untyped_storage()), s.data_ptr(), s._version)
-                       for s in sources]
+                out[tuple(slice(0, n) for n in src.shape)].copy_(src)
+        self.value.stamp(sources)
         self.recomputed += 1
+
+
+def _fresh(stamps, sources) -> bool:
+    for s, (ref, ptr, version) in zip(sources, stamps):
+        try:
+            if s._version != version:
+                return False
+        except RuntimeError:        # an inference tensor: no version, so never known fresh
+            return False
+        if s.data_ptr() != ptr or s.untyped_storage()._cdata != ref:
+            return False
+    return len(stamps) == len(sources)
+
+
+def _version(t) -> int:
+    try:
+        return t._version
+    except RuntimeError:        # an inference tensor (see _fresh)
+        return -1
+
+
+# values by what they are made of: the derivations of several graphs over the same parameters
+# (a decode loop's prefill and step graphs) share one _Value, so the memory is paid once; an
+# entry lives as long as some derivation holds it. Its stamps say whose bytes it holds: a
+# derivation whose sources moved (written, or another model's) recomputes it in place, and
+# another sharer whose sources then differ from the stamps recomputes it again before its own
+# use (the bytes each call reads are always its own sources', in stream order).
+_SHARED: "weakref.WeakValueDictionary" = weakref.WeakValueDictionary()
+
+
+def _shared_value(d: Derivation, sources) -> _Value:
+    key = (d.kind, d.shape, d.views, sources[0].dtype, sources[0].device,
+           tuple((s.untyped_storage()._cdata, s.data_ptr()) for s in sources))
+    value = _SHARED.get(key)
+    if value is None:
+        value = _SHARED[key] = _Value(torch.zeros(d.shape, dtype=sources[0].dtype,
+                                                  device=sources[0].device))
+    return value
 
 
 def derive(d: Derivation, *sources: torch.Tensor) -> torch.Tensor:

@@ -222,8 +222,49 @@ def test_a_derivation_pickles_without_its_value():
     a, b = torch.randn(2, 3), torch.randn(4, 3)
     torch.testing.assert_close(d(a, b), torch.cat([a, b]))
     back = pickle.loads(pickle.dumps(d))
-    assert back.value is None and back.stamps == [] and back.positions == (1, 2)
-    torch.testing.assert_close(back.refresh([None, a, b]) or back.value, torch.cat([a, b]))
+    assert back.value is None and back.positions == (1, 2)
+    back.refresh([None, a, b])
+    torch.testing.assert_close(back.value.tensor, torch.cat([a, b]))
+
+
+def test_graphs_over_the_same_parameters_share_one_value_and_never_read_anothers_bytes():
+    """Two graphs' derivations over the same weights (a prefill and a decode graph) hold one
+    tensor; when one is called with another model's weights it recomputes that tensor, and the
+    other, called with its own weights again, sees the stamps differ and recomputes it back."""
+    a, b = torch.randn(2, 3), torch.randn(4, 3)
+    first, second = (derived.Derivation("cat", [0, 1], [6, 3]) for _ in range(2))
+    assert first(a, b) is second(a, b)
+    other = [torch.randn(2, 3), torch.randn(4, 3)]
+    torch.testing.assert_close(first(*other), torch.cat(other))
+    torch.testing.assert_close(second(a, b), torch.cat([a, b]))
+    torch.testing.assert_close(first(*other), torch.cat(other))
+    assert first.recomputed == 3 and second.recomputed == 2
+
+
+def test_two_graphs_of_one_model_hold_one_concatenated_weight(monkeypatch, computed):
+    """A second input shape compiles a second graph over the same weights: its derivation finds
+    the first one's value (the memory is paid once); each writes it once, at its first call."""
+    monkeypatch.setattr(derived, "_SHARED", __import__("weakref").WeakValueDictionary())
+    m = Attention().to(DEVICE)
+    cf = pydynamo.optimize(m, options=TRITON)
+    with torch.no_grad():
+        for b in (2, 3, 2, 3):
+            x = torch.randn(b, 8, 32, device=DEVICE)
+            torch.testing.assert_close(cf(x)[0], m(x)[0])
+    assert len(derived._SHARED) == 1 and computed[0] == 2
+
+
+def test_parameters_made_under_inference_mode_are_derived_at_every_call(computed):
+    """An inference tensor has no version counter: an in-place write inside inference_mode
+    cannot be seen, so its derivation is never known fresh (recomputed, never stale)."""
+    with torch.inference_mode():
+        m = Attention().to(DEVICE)
+        x = torch.randn(2, 8, 32, device=DEVICE)
+        cf = pydynamo.optimize(m, options=TRITON)
+        torch.testing.assert_close(cf(x)[0], m(x)[0])
+        m.q.weight.mul_(3)
+        torch.testing.assert_close(cf(x)[0], m(x)[0])
+    assert computed[0] >= 2
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs")
