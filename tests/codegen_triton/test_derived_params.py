@@ -4,15 +4,19 @@ for an aligned GEMM (codegen/gemm.py) and sibling products' concatenated weights
 `.data` swaps, another model's parameters), values and strides equal to eager's. The Triton
 path on CPU tensors under the interpreter (on a GPU machine, on the GPU), the GPU's SM count
 stated so the grouping rule holds at these small sizes."""
+import os
 import pickle
+import sys
 
 import pytest
 
 import torch
 import torch.nn.functional as F
 
+import codegen
 import pydynamo
 from codegen import codecache, derived, gemm, gemm_group, pipeline
+from codegen.cudagraphs import CudaGraphRunner
 from codegen.gpu_wrapper import TritonBackend
 from codegen.options import Options
 
@@ -265,6 +269,50 @@ def test_parameters_made_under_inference_mode_are_derived_at_every_call(computed
         m.q.weight.mul_(3)
         torch.testing.assert_close(cf(x)[0], m(x)[0])
     assert computed[0] >= 2
+
+
+def test_the_runner_refreshes_derived_values_before_each_replay():
+    """A replay runs no host code: the derive extern is not called, the captured address is
+    read as it is. The runner (here on a simulated device whose replays read derived values
+    as they are, as a real replay does) refreshes them first, so an in-place write to a weight
+    between replays is seen, as the warm cache's rebuilt runner does (derivations_of(consts))."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                    "operating"))
+    from test_cudagraph_outputs import Replayer
+
+    class HostlessReplayer(Replayer):
+        def capture(self, fn, args, pool):
+            graph, outs = super().capture(fn, args, pool)
+
+            class Graph:
+                @staticmethod
+                def replay():
+                    call = derived.Derivation.__call__
+                    derived.Derivation.__call__ = lambda self, *sources: self.value.tensor
+                    try:
+                        graph.replay()
+                    finally:
+                        derived.Derivation.__call__ = call
+            return Graph, outs
+
+    def f(x, wq, wk, wv):
+        return F.linear(x, wq) * F.linear(x, wk) + F.linear(x, wv)
+    gm = torch.fx.symbolic_trace(f)
+    torch.manual_seed(0)
+    ws = [torch.nn.Parameter(torch.randn(16, 16)) for _ in range(3)]
+    call = codegen.compile_fx(gm, [torch.randn(4, 16)] + ws, backend_kernels="triton")
+    found = derived.derivations_of(call.__globals__["_consts"])
+    assert len(found) == 1
+    runner = CudaGraphRunner(call, [], call.__globals__["matches"], outputs="copy",
+                             derived=found)
+    runner.device = HostlessReplayer()
+    with torch.no_grad():
+        for i in range(8):
+            if i >= 5:
+                ws[i % 3].mul_(-2)          # between replays
+            x = torch.randn(4, 16)
+            torch.testing.assert_close(runner(x, *ws), f(x, *ws))
+    assert runner.cg_stats["captures"] == 1 and runner.cg_stats["replays"] >= 4
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs")
