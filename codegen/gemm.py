@@ -14,18 +14,23 @@ the rows), each step optional, in this order:
     a bias too, addmm's input is bias + residual, summed by our kernels (fused into the
     residual's producer). A broadcast residual is not taken (a kernel reads it);
   - relu (torch._addmm_activation(input, x, w), cuBLASLt's epilogue on CUDA, addmm then an
-    in-place relu on CPU), or erf GELU on CPU only (use_gelu=True: CPU's is erf GELU, equal
-    bit for bit to F.gelu; cuBLASLt's GELU epilogue is the tanh approximation, so CUDA graphs
-    keep GELU as a kernel, and the tanh GELU is never taken). An activation needs an input
-    (a bias or a residual); on CPU only for results of at least CPU_ACT_MIN_NUMEL elements
-    (torch's fused call is addmm then one more dispatch, dearer than a small kernel).
+    in-place relu on CPU), or GELU (use_gelu=True): erf GELU on CPU (torch's CPU call is erf
+    GELU, equal bit for bit to F.gelu), the tanh GELU (`approximate="tanh"`) on CUDA, where
+    cuBLASLt's GELU epilogue is the tanh approximation, and only under max-autotune (below):
+    its figures are ~1 bf16 ulp / ~7 float32 ulps from eager's two-step result, and it pays
+    by shape (GPT-2's MLP input, H200: 1.30x in bf16, 1.005x in float32). An activation needs
+    an input (a bias or a residual); on CPU only for results of at least CPU_ACT_MIN_NUMEL
+    elements (torch's fused call is addmm then one more dispatch, dearer than a small kernel).
 No node between the product and the chain's end may write in place (the residual is read at
 the product's place in the graph). The taken nodes' values are the extern's result
 (GraphLowering.absorbed). A linear with a bias and no chain keeps its bias inside the extern on
 the same rule, and on CPU also for products of at least Backend.gemm_bias_min_numel elements
 whatever reads them (GraphLowering.bias_in_extern: a beta-0 GEMM ran slower in BERT than addmm).
-The one Triton matmul (codegen/gemm_rows.py, below) takes a linear's row bias as its epilogue.
-Not done yet: residual and activation epilogues in it, and the epilogue choice measured.
+Under mode="max-autotune" on a GPU the chain is taken only where the fused call measured
+faster than the product alone plus the chain as a kernel of its own (gemm_timing's
+`epilogue_fused`; the kernel charged at copy bandwidth for the bytes it moves).
+The one Triton matmul (codegen/gemm_rows.py, below) takes a linear's row bias as its epilogue;
+it serves only products whose result is a graph output (an LM head), which nothing follows.
 
 Padding rule. cuBLAS runs a 16-bit GEMM with tensor cores only when every matrix's leading
 dimension is a multiple of 16 bytes; otherwise it falls to "align1" kernels. Measured on an H100
@@ -108,7 +113,7 @@ def linear(input, weight, bias=None):
         return out
     if input.ndim >= 2 and weight.ndim == 2 and (bias is None or bias.ndim == 1):
         size = list(input.size[:-1]) + [weight.size[0]]
-        epi = _plan_epilogue(size, input.dtype, bias_ok=bias is None)
+        epi = _plan_epilogue(size, input.size[-1], input.dtype, bias_ok=bias is None)
         if epi is not None:
             return _with_epilogue(input, L["permute"](weight, [1, 0]), bias, epi, size)
     if bias is not None and bias.ndim == 1 and current.graph.bias_in_extern():
@@ -154,7 +159,7 @@ def mm(input, mat2):
     if input.ndim == 2 and mat2.ndim == 2 and \
             not _pad_plan(input.size[0], input.size[1], mat2.size[1], input, mat2):
         size = [input.size[0], mat2.size[1]]
-        epi = _plan_epilogue(size, input.dtype, bias_ok=True)
+        epi = _plan_epilogue(size, input.size[1], input.dtype, bias_ok=True)
         if epi is not None:
             return _with_epilogue(input, mat2, None, epi, size)
     return _padded_mm(input, mat2, whole=True)
@@ -171,7 +176,7 @@ def matmul(input, other):
     if input.ndim == 2:
         return mm(input, other)
     size = list(input.size[:-1]) + [other.size[1]]
-    epi = _plan_epilogue(size, input.dtype, bias_ok=True)
+    epi = _plan_epilogue(size, input.size[-1], input.dtype, bias_ok=True)
     if epi is not None and not _pad_plan(_rows(input), input.size[-1], other.size[1], input, other):
         return _with_epilogue(input, other, None, epi, size)
     out = _padded_mm(L["reshape"](input, [-1, input.size[-1]]), other, whole=True)
@@ -184,7 +189,7 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1):
             input.dtype == mat1.dtype and mat1.ndim == 2 and mat2.ndim == 2 and \
             not _pad_plan(mat1.size[0], mat1.size[1], mat2.size[1], mat1, mat2):
         size = [mat1.size[0], mat2.size[1]]
-        epi = _plan_epilogue(size, mat1.dtype, bias_ok=False)
+        epi = _plan_epilogue(size, mat1.size[1], mat1.dtype, bias_ok=False)
         if epi is not None:
             return _with_epilogue(mat1, mat2, input, epi, size)
         if current.graph.bias_in_extern():
@@ -203,7 +208,8 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1):
 class Epilogue:
     """Pointwise work after a product that its extern call computes: `nodes` (the FX nodes
     taken, in order; their values are the fused result), a row bias (N,), a residual of the
-    result's shape and dtype, an activation ("relu", or "gelu": erf GELU, CPU only)."""
+    result's shape and dtype, an activation ("relu"; "gelu": erf GELU, CPU only; "gelu_tanh":
+    the tanh GELU, CUDA only, where max-autotune measured the fused call faster)."""
     nodes: List[torch.fx.Node] = field(default_factory=list)
     parts: List[tuple] = field(default_factory=list)     # (kind, value) per node
 
@@ -247,9 +253,12 @@ def _step(g, n, u, size, dtype, epi, bias_ok):
                 epi.get("resid") is None:
             return None     # (_addmm_activation needs an input: a bias or a residual)
         approx = u.kwargs.get("approximate", "none")
-        if name == "gelu" and (approx != "none" or set(u.kwargs) - {"approximate"} or
-                               (g.device or torch.device("cpu")).type != "cpu"):
+        on_cpu = (g.device or torch.device("cpu")).type == "cpu"
+        if name == "gelu" and (set(u.kwargs) - {"approximate"} or
+                               approx != ("none" if on_cpu else "tanh")):
             return None      # torch's fused GELU is erf's on CPU; cuBLAS's epilogue is tanh's
+        if name == "gelu" and not on_cpu:     # (only where its speed is measured)
+            return ("act", "gelu_tanh") if _measuring(g) else None
         if name == "relu" and any(k != "inplace" for k in u.kwargs):
             return None
         if (g.device or torch.device("cpu")).type == "cpu" and \
@@ -270,7 +279,7 @@ def _step(g, n, u, size, dtype, epi, bias_ok):
     return None
 
 
-def _plan_epilogue(size, dtype, bias_ok) -> Optional[Epilogue]:
+def _plan_epilogue(size, k, dtype, bias_ok) -> Optional[Epilogue]:
     """The epilogue the product being lowered (result `size`, `dtype`) takes into its extern
     call, or None (the module docstring's rule): its chain of single users (a bias when it has
     none, a residual, then relu/GELU) up to the last node whose result is written to memory
@@ -300,7 +309,18 @@ def _plan_epilogue(size, dtype, bias_ok) -> Optional[Epilogue]:
         if _inplace(m) if m.op in ("call_function", "call_method", "call_module") else False:
             return None
         m = m.next
+    if _measuring(g):
+        dims = [static_int(d) for d in (_numel(size[:-1]), k, size[-1])]
+        if None in dims or not gemm_timing.epilogue_fused(
+                *dims, tuple(v if kind == "act" else kind for kind, v in epi.parts), dtype,
+                g.device):
+            return None         # measured: the product alone, the chain a kernel of its own
     return epi
+
+
+def _measuring(g) -> bool:
+    """mode="max-autotune" on a device gemm_timing can time."""
+    return g.measure_gemms and gemm_timing.can_measure(g.device)
 
 
 def _row_major(g, node) -> bool:
@@ -323,7 +343,8 @@ def _with_epilogue(a, b, bias, epi: Epilogue, size):
     a2 = L["reshape"](a, [-1, a.size[-1]]) if a.ndim != 2 else a
     act = epi.get("act")
     if act is not None:
-        out = g.call_extern(torch._addmm_activation, (c, a2, b), {"use_gelu": act == "gelu"})
+        out = g.call_extern(torch._addmm_activation, (c, a2, b),
+                            {"use_gelu": act in ("gelu", "gelu_tanh")})
     else:
         out = g.call_extern(torch.addmm, (c, a2, b), {})
     if a.ndim != 2:

@@ -1,5 +1,7 @@
-"""Measured choice between the ways codegen/gemm.py can run one 16-bit product on the GPU, for
-mode="max-autotune" (elsewhere gemm.py's stated rules choose):
+"""Measured choices for mode="max-autotune" on the GPU (elsewhere codegen/gemm.py's stated rules
+choose): whether a product's pointwise epilogue runs inside its extern call (`epilogue_fused`:
+the fused call against the product alone plus the epilogue's bytes), and the way one 16-bit
+product runs:
 
   * "plain":  torch.mm on the operands as they are (cuBLAS's unaligned kernels where a leading
               dimension breaks 16-byte alignment);
@@ -73,6 +75,41 @@ def fastest(candidates: Sequence[str], m: int, k: int, n: int, padded: Sequence[
                  str(dtype).replace("torch.", ""), ", a graph output" if output else "", choice,
                  ", ".join(f"{c} {t:.1f} us" for c, t in us.items()))
     return _choices[key][0]
+
+
+def epilogue_fused(m: int, k: int, n: int, parts: Sequence[str], dtype, device) -> bool:
+    """Is the product (m, k) @ (k, n) with its epilogue `parts` ("bias", "resid", "relu",
+    "gelu_tanh", codegen/gemm.py's chain) faster as one extern call (addmm with the bias or
+    residual as its input, _addmm_activation with the activation) than as the product alone
+    and the chain as our kernel (read the product and a residual, write the result: charged at
+    the device's copy bandwidth, as `_measure` charges copies)? Measured once per key."""
+    key = ("epilogue", m, k, n, tuple(parts), dtype, str(device))
+    if key not in _choices:
+        _choices[key] = _measure_epilogue(m, k, n, parts, dtype, device)
+        choice, us = _choices[key]
+        log.info("codegen max-autotune: (%d, %d) @ (%d, %d) %s + %s: %s (%s)", m, k, k, n,
+                 str(dtype).replace("torch.", ""), " + ".join(parts), choice,
+                 ", ".join(f"{c} {t:.1f} us" for c, t in us.items()))
+    return _choices[key][0] == "fused"
+
+
+def _measure_epilogue(m, k, n, parts, dtype, device):
+    gen = torch.Generator(device=device).manual_seed(0)
+    a = torch.randn(m, k, dtype=dtype, device=device, generator=gen)
+    b = torch.randn(n, k, dtype=dtype, device=device, generator=gen).t()   # a weight's .t()
+    c = torch.randn(m, n, dtype=dtype, device=device, generator=gen) if "resid" in parts \
+        else torch.randn(n, dtype=dtype, device=device, generator=gen)
+    act = next((p for p in parts if p in ("relu", "gelu_tanh")), None)
+    if act is None:
+        fused = lambda: torch.addmm(c, a, b)       # noqa: E731
+    else:
+        fused = lambda: torch._addmm_activation(c, a, b, use_gelu=act == "gelu_tanh")  # noqa
+    size = torch.tensor([], dtype=dtype).element_size()
+    moved = (2 + ("resid" in parts)) * m * n * size
+    us = {"fused": _time_us(fused),
+          "separate": _time_us(lambda: torch.mm(a, b)) + moved / _copy_bandwidth(device)}
+    del a, b, c
+    return min(us, key=us.get), us
 
 
 def measured() -> Dict[tuple, Tuple[str, Dict[str, float]]]:

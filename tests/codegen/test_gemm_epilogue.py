@@ -29,14 +29,15 @@ from differential import assert_same_as_eager, assert_values_equal  # noqa: E402
 BACKENDS = {"codegen": None, "triton": {"backend_kernels": "triton"}}
 
 
-def _compiled(fn, *args, backend="codegen"):
+def _compiled(fn, *args, backend="codegen", mode=None):
     """fn's result under pydynamo's codegen (no_grad), with its wrappers' source."""
     sources, real = [], codecache.write_wrapper
     spy = mock.patch.object(codecache, "write_wrapper", lambda src: sources.append(src) or real(src))
     pydynamo.reset()
+    options = {**(BACKENDS[backend] or {}), **({"mode": mode} if mode else {})}
     try:
         with spy, torch.no_grad():
-            out = pydynamo.optimize(fn, backend="codegen", options=BACKENDS[backend])(*args)
+            out = pydynamo.optimize(fn, backend="codegen", options=options or None)(*args)
     finally:
         pydynamo.reset()
     return out, "\n".join(sources)
@@ -174,6 +175,65 @@ def test_tanh_gelu_is_not_fused(backend):
     text = _check(lambda x, w, b: F.gelu(F.linear(x, w, b), approximate="tanh"),
                   (_r(6, 16), _r(24, 16), _r(24)), backend, "linear", 1)
     assert "_addmm_activation" not in text
+
+
+# ------------------------------------------------------------------ measured (max-autotune)
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_max_autotune_takes_the_chain_only_where_measured_faster(backend, monkeypatch, fused):
+    """mode="max-autotune": the chain goes into the extern only where gemm_timing measured the
+    fused call faster (the timer is replaced here: CPU tensors cannot be timed with CUDA
+    events); otherwise the product runs alone and the chain is a kernel."""
+    asked = []
+    monkeypatch.setattr(gemm.gemm_timing, "can_measure", lambda device: True)
+    monkeypatch.setattr(gemm.gemm_timing, "epilogue_fused",
+                        lambda *a: asked.append(a[:4]) or fused)
+    f = lambda x, w, r: F.relu(F.linear(x, w) + r)      # noqa: E731
+    args = (_r(6, 16), _r(24, 16), _r(6, 24))
+    with torch.no_grad():
+        want = f(*args)
+    out, text = _compiled(f, *args, backend=backend, mode="max-autotune")
+    assert_values_equal(out, want)
+    assert asked == [(6, 16, 24, ("resid", "relu"))]
+    assert (_calls(text) == ["_addmm_activation"]) == fused, text
+    assert (_kernels(text) == 0) == fused, text
+
+
+def test_max_autotune_never_takes_tanh_gelu_on_cpu(backend, monkeypatch):
+    """torch's CPU _addmm_activation is erf GELU: even where a measurement said fused, the
+    tanh GELU stays a kernel on CPU tensors (on CUDA it is cuBLASLt's tanh epilogue)."""
+    monkeypatch.setattr(gemm.gemm_timing, "can_measure", lambda device: True)
+    monkeypatch.setattr(gemm.gemm_timing, "epilogue_fused", lambda *a: True)
+    f = lambda x, w, b: F.gelu(F.linear(x, w, b), approximate="tanh")     # noqa: E731
+    args = (_r(6, 16), _r(24, 16), _r(24))
+    with torch.no_grad():
+        want = f(*args)
+    out, text = _compiled(f, *args, backend=backend, mode="max-autotune")
+    assert_values_equal(out, want)
+    assert "_addmm_activation" not in text and _kernels(text) == 1, text
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="times CUDA kernels")
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_max_autotune_measures_epilogues_on_the_gpu(dtype):
+    """On a GPU each chain is timed both ways (positive figures, logged with the choice), the
+    tanh GELU included, and the compiled results equal eager's whichever way won."""
+    from codegen import gemm_timing
+    torch.manual_seed(0)
+    x = (torch.randn(2048, 768, device="cuda") / 768 ** 0.5).to(dtype)
+    w, b = (torch.randn(3072, 768, device="cuda").to(dtype), torch.randn(3072, device="cuda")
+            .to(dtype))
+    r = torch.randn(2048, 3072, device="cuda").to(dtype)
+    tol = {"rtol": 2e-2, "atol": 2e-2} if dtype == torch.bfloat16 else {"rtol": 1e-5, "atol": 1e-5}
+    for f, args in ((lambda x, w, b: F.gelu(F.linear(x, w, b), approximate="tanh"), (x, w, b)),
+                    (lambda x, w, r: F.relu(F.linear(x, w) + r), (x, w, r))):
+        pydynamo.reset()
+        with torch.no_grad():
+            out = pydynamo.optimize(f, mode="max-autotune")(*args)
+            torch.testing.assert_close(out, f(*args), **tol)
+    found = [v for k, v in gemm_timing.measured().items() if k[0] == "epilogue" and k[5] == dtype]
+    assert len(found) == 2 and all(set(us) == {"fused", "separate"} and min(us.values()) > 0
+                                   for _, us in found), found
 
 
 def test_fused_gelu_numerics_equal_erf_gelu_on_cpu():
