@@ -362,7 +362,13 @@ class TritonKernelPrinter(KernelPrinter):
         if self.max_autotune and self.config.autotune:
             cfgs = ", ".join(f"triton.Config({{'XBLOCK': {x}}}, num_warps={w})"
                              for x, w in self.config.autotune)
-            head.append(f"@triton.autotune(configs=[{cfgs}], key=[])")
+            # the autotuner runs the kernel once per config before the real launch: what it
+            # writes is restored after each (a kernel writing a buffer it reads, in place, or
+            # an input's write-back, would otherwise apply its update once per run)
+            written = [a for a in self.arg_names if self.params.get(a)] + \
+                (["pd_err"] if self.uses_err else [])
+            head.append(f"@triton.autotune(configs=[{cfgs}], key=[], "
+                        f"restore_value={written!r})")
         head += ["@triton.jit", f"def {k.name}({sig}):"]
         return "\n".join(head + self.scopes[0].lines) + "\n"
 

@@ -164,6 +164,34 @@ def test_max_autotune_matches_eager():
     assert "triton.autotune" in c.kernel_source
 
 
+def test_max_autotune_kernels_that_write_what_they_read_run_once():
+    """Regression (session 20): the autotuner launches a kernel once per config before the real
+    launch, and a kernel writing memory it reads applied its update once per launch: sin of a
+    product computed in the product's buffer (in place), an input's write-back (x.mul_(2)
+    scaled x five times), relu(x @ w.t() + r) in bf16 2046 off. Now what a kernel writes is
+    restored after each autotuning run."""
+    x = torch.randn(64, 5000, device="cuda")
+    w = torch.randn(5000, 5000, device="cuda") / 70
+
+    def f(x, w):
+        return torch.sin(x @ w.t()) * 2 + 1
+
+    c, gm = compiled(f, x, w, mode="max-autotune")
+    assert "restore_value" in c.kernel_source and "triton.autotune" in c.kernel_source
+    assert_values_equal(c(x, w), gm(x, w), rtol=1e-4, atol=1e-4)
+
+    def g(x):
+        x.mul_(2)
+        return x.sin()
+
+    y, want = torch.randn(8, 4096, device="cuda"), None
+    want_x = y * 2
+    c, gm = compiled(g, y.clone(), mode="max-autotune")
+    got = c(y)
+    assert_values_equal(y, want_x)
+    assert_values_equal(got, want_x.sin(), rtol=1e-5, atol=1e-5)
+
+
 def test_dynamic_dim_on_gpu():
     def f(x, y):
         return torch.softmax(x * 2, -1) + x.sum(-1, keepdim=True) + y, (x.t() * 3).amax(0)
