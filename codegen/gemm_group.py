@@ -19,13 +19,15 @@ the device has SMs (M x N_i < GROUP_TILE**2 x SMs). On the CPU the concatenated 
 nothing (BERT's q/k/v at 128 and 256 rows, two threads: 0.98-1.02), so only GPU graphs group
 (Backend.horizontal_gemm).
 
-What groups: linear nodes (no bias, or every one with a bias) reading the same input node, each
+What groups: linear nodes (no bias, or every one with a bias) reading the same input (the same
+node, or in an aten graph views of one node to one shape: `mm(view(x, [-1, K]), t(w))`), each
 weight (and bias) a whole parameter input (nn.Parameter, contiguous, static), of one dtype and
 inner size, every N_i and K a multiple of 8 (each slice starts 16-byte aligned: no padding
-interplay), at least two, and no node between the first and the last writes in place (each
-product reads its input and weight at its own place in the graph). The first sibling lowered
-computes the group; the others take their slices (GraphLowering.absorbed). Memory: the
-concatenated weights are a second copy of the grouped parameters, held with the compiled graph.
+interplay), at least two distinct weights (a weight read twice gets one slice), and no node
+between the first and the last writes in place (each product reads its input and weight at its
+own place in the graph). The first sibling lowered computes the group; the others take their
+slices (GraphLowering.absorbed). Memory: the concatenated weights are a second copy of the
+grouped parameters, held with the compiled graph (one copy for all graphs over them).
 """
 from __future__ import annotations
 
@@ -81,14 +83,14 @@ def plan(g, node, x, bias) -> Optional[List[Sibling]]:
             return None      # this product fills the GPU by itself: grouping would not pay
         group.append(s)
     if len(group) < 2 or group[0].node is not node:
-        return None
+        return None     # (a weight read twice alone is no group: checked on return)
     m = node.next
     while m is not group[-1].node:      # nothing in between writes (its input, a weight)
         if node_mutation(m, g.gm) is not None:
             group = [s for s in group if order[s.node] < order[m]]
             break
         m = m.next
-    return group if len(group) >= 2 else None
+    return group if len({s.weight.name for s in group}) >= 2 else None
 
 
 _VIEWS = ("view", "reshape")
