@@ -185,6 +185,10 @@ def matmul(input, other):
 
 @register("addmm")
 def addmm(input, mat1, mat2, *, beta=1, alpha=1):
+    if beta == 1 and alpha == 1:        # (an aten graph's linear with a bias: addmm(b, x, t(w)))
+        group = gemm_group.plan(current.graph, current.graph.current_node, mat1, input)
+        if group is not None:
+            return _grouped_linear(mat1, group)
     if beta == 1 and alpha == 1 and is_tensor(input) and input.ndim == 1 and \
             input.dtype == mat1.dtype and mat1.ndim == 2 and mat2.ndim == 2 and \
             not _pad_plan(mat1.size[0], mat1.size[1], mat2.size[1], mat1, mat2):

@@ -63,17 +63,18 @@ def device_sms(device) -> Optional[int]:
 def plan(g, node, x, bias) -> Optional[List[Sibling]]:
     """The siblings (this product `node` first, in graph order) that one product computes, or
     None (the module docstring's rule). `x`: the node's input value; `bias`: its bias value."""
-    if not g.backend.horizontal_gemm or node is None or node.op != "call_function" or \
-            not node.args or not isinstance(node.args[0], torch.fx.Node) or \
-            x.dtype not in GROUP_DTYPES or x.ndim < 2:
+    a = _input_node(g, node) if node is not None and node.op == "call_function" else None
+    if not g.backend.horizontal_gemm or a is None or x.dtype not in GROUP_DTYPES or x.ndim < 2:
         return None
     k, rows = static_int(x.size[-1]), g.hint(product(x.size[:-1]))
     sms = device_sms(g.device)
     if sms is None or k is None or k % ALIGN:
         return None
     order = _order(g)
-    users = sorted((u for u in _readers_of_same(g, node.args[0])
-                    if order.get(u, -1) >= order[node]), key=order.get)
+    same = _same_values(g, a)
+    users = sorted({u for n in same for u in n.users
+                    if order.get(u, -1) >= order[node] and _input_node(g, u) in same},
+                   key=order.get)
     group: List[Sibling] = []
     for u in users:
         s = _sibling(g, u, x.dtype, k, with_bias=bias is not None)
@@ -96,22 +97,22 @@ def plan(g, node, x, bias) -> Optional[List[Sibling]]:
 _VIEWS = ("view", "reshape")
 
 
-def _readers_of_same(g, a) -> List[torch.fx.Node]:
-    """The nodes reading `a` or a view of a's source of a's shape (an aten graph views the
+def _same_values(g, a) -> set:
+    """`a` and the views of a's source to a's shape: the same value (an aten graph views the
     input anew for each linear: `mm(view(x, [-1, K]), t(w))`, a view node per product)."""
     root = a
     while root.op == "call_function" and g.canon_name(root) in _VIEWS and root.args and \
             isinstance(root.args[0], torch.fx.Node):
         root = root.args[0]
     shape = _shape(g, a)
-    same, todo = [], [root]
+    same, todo = {a}, [root]
     while todo:
         n = todo.pop()
-        if n is a or n is not root and _shape(g, n) == shape and shape is not None:
-            same.append(n)
+        if n is not root and shape is not None and _shape(g, n) == shape:
+            same.add(n)
         todo.extend(u for u in n.users if u.op == "call_function" and
                     g.canon_name(u) in _VIEWS and u.args[0] is n)
-    return [u for n in same for u in n.users]
+    return same
 
 
 def _shape(g, n):
@@ -119,17 +120,34 @@ def _shape(g, n):
     return tuple(meta.shape) if meta is not None and hasattr(meta, "shape") else None
 
 
+def _input_node(g, u) -> Optional[torch.fx.Node]:
+    """The product's input node x: linear(x, ..), mm(x, ..), addmm(b, x, ..)."""
+    name = g.canon_name(u) if u.op == "call_function" else None
+    i = {"linear": 0, "mm": 0, "addmm": 1}.get(name)
+    x = u.args[i] if i is not None and len(u.args) > i else None
+    return x if isinstance(x, torch.fx.Node) else None
+
+
+def _transposed_weight(g, arg):
+    """W where `arg` is t(W) (an aten graph's linear weight), else None."""
+    if isinstance(arg, torch.fx.Node) and arg.op == "call_function" and \
+            g.canon_name(arg) == "t" and arg.args:
+        return arg.args[0]
+    return None
+
+
 def _sibling(g, u, dtype, k, with_bias) -> Optional[Sibling]:
-    """`u` as a sibling: linear(x, W[, b]) (a torch-level graph) or mm(x, t(W)) (an aten one),
-    W (and b) whole contiguous parameters; else None."""
+    """`u` as a sibling: linear(x, W[, b]) (a torch-level graph), mm(x, t(W)) or addmm(b, x,
+    t(W)) (an aten one), W (and b) whole contiguous parameters; else None."""
     if u.op != "call_function" or u.kwargs:
         return None
     name = g.canon_name(u)
     if name == "linear" and len(u.args) in (2, 3):
         weight, b_arg = u.args[1], u.args[2] if len(u.args) == 3 else None
-    elif name == "mm" and len(u.args) == 2 and isinstance(u.args[1], torch.fx.Node) and \
-            u.args[1].op == "call_function" and g.canon_name(u.args[1]) == "t":
-        weight, b_arg = u.args[1].args[0], None
+    elif name == "mm" and len(u.args) == 2 and _transposed_weight(g, u.args[1]) is not None:
+        weight, b_arg = _transposed_weight(g, u.args[1]), None
+    elif name == "addmm" and len(u.args) == 3 and _transposed_weight(g, u.args[2]) is not None:
+        weight, b_arg = _transposed_weight(g, u.args[2]), u.args[0]
     else:
         return None
     if (b_arg is not None) != with_bias:

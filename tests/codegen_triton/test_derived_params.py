@@ -182,6 +182,25 @@ def test_siblings_in_an_aten_graph_group_and_a_functionalized_write_splits_them(
         len(_externs(body, "mm")) == 1, body
 
 
+def test_siblings_with_biases_in_an_aten_graph_group(wrappers):
+    """In an aten graph a linear with a bias is addmm(b, view(x), t(w)): such siblings group
+    too, their weights and their biases each concatenated."""
+    torch.manual_seed(0)
+    m = Attention(bias=True).to(DEVICE)
+
+    def f(x):
+        x.add_(1)               # a write: the graph is functionalized (aten)
+        return m(x)
+    x = torch.randn(2, 8, 32, device=DEVICE)
+    with torch.no_grad():
+        want = f(x.clone())
+        got = pydynamo.optimize(f, options=TRITON)(x)
+    for o, r in zip(got, want):
+        torch.testing.assert_close(o, r)
+    body = _call_body(wrappers[-1])
+    assert "addmm" in wrappers[-1] and len(_externs(body, "derive")) == 2, body
+
+
 def test_an_in_place_write_between_siblings_ends_the_group():
     """A torch-level graph with the write itself (GraphLowering functionalizes it): the product
     after `x.mul_(2)` reads the new x, so it cannot join the products before it."""
