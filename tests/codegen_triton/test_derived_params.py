@@ -158,6 +158,17 @@ def test_siblings_that_fill_the_gpu_alone_stay_separate(wrappers, monkeypatch):
     assert not _externs(body, "derive") and len(_externs(body, "linear")) == 5
 
 
+def _writes_its_input_as_eager_does(f, x):
+    """f (which writes x in place) compiled: its outputs and x afterwards equal eager's."""
+    with torch.no_grad():
+        x_eager = x.clone()
+        want = f(x_eager)
+        got = pydynamo.optimize(f, options=TRITON)(x)
+    for o, r in zip(got, want):
+        torch.testing.assert_close(o, r)
+    torch.testing.assert_close(x, x_eager)
+
+
 def test_siblings_in_an_aten_graph_group_and_a_functionalized_write_splits_them(wrappers):
     """A graph with a write goes through aten (linear as mm(view(x), t(w)), a view node per
     product): q and v read h and share one product; k reads h + 1 (the add_ made functional),
@@ -171,12 +182,7 @@ def test_siblings_in_an_aten_graph_group_and_a_functionalized_write_splits_them(
         b = v(h)
         h.add_(1)
         return a, b, k(h)
-    x = torch.randn(2, 4, 16, device=DEVICE)
-    with torch.no_grad():
-        want = f(x.clone())
-        got = pydynamo.optimize(f, options=TRITON)(x)
-    for o, r in zip(got, want):
-        torch.testing.assert_close(o, r)
+    _writes_its_input_as_eager_does(f, torch.randn(2, 4, 16, device=DEVICE))
     body = _call_body(wrappers[-1])
     assert len(_externs(body, "derive")) == 1 and len(_externs(body, "linear")) == 1 and \
         len(_externs(body, "mm")) == 1, body
@@ -191,12 +197,7 @@ def test_siblings_with_biases_in_an_aten_graph_group(wrappers):
     def f(x):
         x.add_(1)               # a write: the graph is functionalized (aten)
         return m(x)
-    x = torch.randn(2, 8, 32, device=DEVICE)
-    with torch.no_grad():
-        want = f(x.clone())
-        got = pydynamo.optimize(f, options=TRITON)(x)
-    for o, r in zip(got, want):
-        torch.testing.assert_close(o, r)
+    _writes_its_input_as_eager_does(f, torch.randn(2, 8, 32, device=DEVICE))
     body = _call_body(wrappers[-1])
     assert "addmm" in wrappers[-1] and len(_externs(body, "derive")) == 2, body
 
