@@ -20,6 +20,9 @@
     fits no capture runs plainly once and the next such call captures again with the roles its
     addresses give (a new cache per `generate` call, read in place again), keeping at most
     MAX_CAPTURES per bucket (the least recently used goes);
+  * values the wrapper derives from parameters and keeps across calls (codegen/derived.py: a
+    concatenated or padded weight) are read by a capture at their fixed address; a replay runs
+    no host code, so each is refreshed (recomputed in place if a parameter moved) before it;
   * inputs the graph mutates in place: an in-place argument is written by the replay itself (the
     static KV cache updated inside the graph); a copied one is copied back to the caller's tensor;
   * outputs the caller copies into an input after the call (`copy_back`: pydynamo/aot's
