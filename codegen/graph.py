@@ -72,11 +72,13 @@ EXTERN_LOWERINGS = ("linear", "addmm", "mm", "matmul", "scaled_dot_product_atten
 
 class GraphLowering(GraphOutputs):
     def __init__(self, gm: torch.fx.GraphModule, example_inputs: List[Any], dynamic=None,
-                 specialize_floats=False, backend=None, measure_gemms=False):
+                 specialize_floats=False, backend=None, measure_gemms=False, group_gemms=True):
         self.gm = gm
         # mode="max-autotune": choose how each GEMM runs by timing the ways on the device
         # (codegen/gemm_timing.py) rather than by codegen/gemm.py's rules
         self.measure_gemms = measure_gemms
+        # Options.group_gemms: sibling products may run as one (codegen/gemm_group.py)
+        self.group_gemms = group_gemms
         # the kernel target (codegen/pipeline.py Backend): the dtypes and device types that lower
         # natively (others stay extern), the device factories may name, and the decomposition
         # choices (read as current.graph.backend)

@@ -61,6 +61,10 @@ class Options:
     # instead of lowered inline per instance; off by default, as fusion across a region's
     # boundary is lost (its results are written to memory by the region's call)
     compile_regions: bool = False
+    # sibling linears of one input as one product over their weights concatenated (GPU graphs:
+    # codegen/gemm_group.py); the concatenated copy costs GPU memory the size of those weights,
+    # so a model that needs that memory can turn it off
+    group_gemms: bool = True
 
     def __post_init__(self):
         if self.backend_kernels not in (None, "cpp", "triton"):

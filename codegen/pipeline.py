@@ -165,7 +165,8 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: List[Any], backend: 
         try:
             with phases.phase("graph passes"):
                 g = backend.lowering(gm, example_inputs, options.dynamic, specialize_floats,
-                                     backend, measure_gemms=options.autotune).run()
+                                     backend, measure_gemms=options.autotune,
+                                     group_gemms=options.group_gemms).run()
             step = f"{backend.name} codegen"
             return build(gm, g, backend, stats, options, example_inputs, defer_to=defer_to)
         except EagerFallback as e:
@@ -205,7 +206,8 @@ def _compile_regions(gm, example_inputs, backend: Backend, stats: CompileStats, 
             if outlined is None:
                 return None
             g = backend.lowering(outlined, example_inputs, options.dynamic, False, backend,
-                                 measure_gemms=options.autotune).run()
+                                 measure_gemms=options.autotune,
+                                 group_gemms=options.group_gemms).run()
         return build(gm, g, backend, stats, options, example_inputs, takes=shared)
     except Exception as e:
         if shared is not None:

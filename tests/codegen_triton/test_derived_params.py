@@ -145,6 +145,17 @@ def test_sibling_linears_run_as_one_product(computed, wrappers, bias, dtype):
         assert computed[0] == made + (2 if bias else 1)
 
 
+def test_group_gemms_false_keeps_the_products_separate(wrappers):
+    """options={"group_gemms": False}: no concatenated copy of the weights (its memory)."""
+    m = Attention().to(DEVICE)
+    x = torch.randn(2, 8, 32, device=DEVICE)
+    with torch.no_grad():
+        out = pydynamo.optimize(m, options={**TRITON, "group_gemms": False})(x)
+        torch.testing.assert_close(out[0], m(x)[0])
+    body = _call_body(wrappers[-1])
+    assert not _externs(body, "derive") and len(_externs(body, "linear")) == 5, body
+
+
 def test_siblings_that_fill_the_gpu_alone_stay_separate(wrappers, monkeypatch):
     # one SM, tiles of 8 x 8: each product's 16 x 32 result alone fills it
     monkeypatch.setattr(gemm_group, "device_sms", lambda device: 1)
