@@ -99,6 +99,12 @@ class Derivation:
 
     def _compute(self, sources) -> None:
         if self.value is None:
+            if sources[0].is_cuda and torch.cuda.is_current_stream_capturing():
+                # its memory would be the capture pool's, which later captures reuse (the
+                # runner's warm-up calls make it first; a capture that gets here fails, and
+                # the runner launches that graph plainly)
+                raise RuntimeError("pydynamo: a derived value first made inside a CUDA-graph "
+                                   "capture")
             self.value = _shared_value(self, sources)
         out = self.value.tensor
         with torch.no_grad():
