@@ -25,6 +25,14 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from differential import assert_same_as_eager  # noqa: E402
 
 
+def _sweep_problems(seed, dynamic):
+    """The problems tests/differential.py finds in sweep program `seed` under codegen."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import fuzz_runner
+    import program_gen
+    return fuzz_runner.run_program(program_gen.generate(seed), "codegen", dynamic).result.problems
+
+
 def sizes(make, *ns):
     """One maker per call: make(n) for each size n (the sizes change across calls)."""
     return [lambda n=n: make(n) for n in ns]
@@ -600,11 +608,8 @@ def test_op_that_raises_before_a_later_raise_is_not_dropped():
 # tensor that is part of a larger buffer (here the input's) is copied out dense. Run as the
 # sweep generated it.
 def test_sweep_seed_30303_contiguous_of_a_diagonal_copies():
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import fuzz_runner
-    import program_gen
-    result = fuzz_runner.run_program(program_gen.generate(30303), "codegen", True).result
-    assert not [p for p in result.problems if p[0] == "wrong"], result.problems
+    problems = _sweep_problems(30303, True)
+    assert not [p for p in problems if p[0] == "wrong"], problems
 
 
 # Sweep seed 150930 (session 13's final sweep, codegen, dynamic None and True): `v1 = x.float()`
@@ -678,11 +683,8 @@ def test_side_effect_before_a_raising_op_is_kept(backend):
                                        "copies where eager's is a view")
 @pytest.mark.parametrize("dynamic", [None, True])
 def test_sweep_seed_180173_reshape_of_a_view_of_a_permuted_where_aliases(dynamic):
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import fuzz_runner
-    import program_gen
-    result = fuzz_runner.run_program(program_gen.generate(180173), "codegen", dynamic).result
-    assert not [p for p in result.problems if p[0] == "wrong"], result.problems
+    problems = _sweep_problems(180173, dynamic)
+    assert not [p for p in problems if p[0] == "wrong"], problems
 
 
 # Sweep seed 180408 (session 15; also at b8f86de): `if bn(x1 * x2).sum() > 0` in train mode.
@@ -692,11 +694,8 @@ def test_sweep_seed_180173_reshape_of_a_view_of_a_permuted_where_aliases(dynamic
 @pytest.mark.xfail(strict=True, reason="a data-dependent branch on a sum that is 0 up to "
                                        "rounding (a tie of summation order)")
 def test_sweep_seed_180408_branch_on_a_zero_sum_of_batch_norm():
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import fuzz_runner
-    import program_gen
-    result = fuzz_runner.run_program(program_gen.generate(180408), "codegen", None).result
-    assert not [p for p in result.problems if p[0] == "wrong"], result.problems
+    problems = _sweep_problems(180408, None)
+    assert not [p for p in problems if p[0] == "wrong"], problems
 
 
 # Sweep seed 193245 (session 18; also at 5dd4865, the session's start): `v = cat([x, x * 2]);
@@ -705,11 +704,8 @@ def test_sweep_seed_180408_branch_on_a_zero_sum_of_batch_norm():
 # rebound v to it. The recorder now copies a functional result of another dtype into the written
 # tensor's dtype (recorder._keep_layout), as it already did for another layout.
 def test_sweep_seed_193245_logical_not_in_place_keeps_an_int_dtype():
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import fuzz_runner
-    import program_gen
-    result = fuzz_runner.run_program(program_gen.generate(193245), "codegen", None).result
-    assert not [p for p in result.problems if p[0] == "wrong"], result.problems
+    problems = _sweep_problems(193245, None)
+    assert not [p for p in problems if p[0] == "wrong"], problems
 
 
 # Sweep seed 196073 (session 19; also at e0cd2a2, the session's start): `F.linear(x, w, b)` with
@@ -719,12 +715,8 @@ def test_sweep_seed_193245_logical_not_in_place_keeps_an_int_dtype():
 # (meta.refuse_layout_dependent): a graph break, the op runs eagerly.
 @pytest.mark.parametrize("dynamic", [None, True])
 def test_sweep_seed_196073_linear_with_a_bias_of_another_dtype(dynamic):
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import fuzz_runner
-    import program_gen
-    result = fuzz_runner.run_program(program_gen.generate(196073), "codegen", dynamic).result
-    assert not result.problems or all(p[0] not in ("wrong", "error") for p in result.problems), \
-        result.problems
+    problems = _sweep_problems(196073, dynamic)
+    assert all(p[0] not in ("wrong", "error") for p in problems), problems
 
     def f(x, w, b):
         return F.linear(x, w, b) * 2
@@ -745,12 +737,8 @@ def test_sweep_seed_196073_linear_with_a_bias_of_another_dtype(dynamic):
 # call's loosest input precision, as outputs were (tests/differential.py).
 @pytest.mark.parametrize("dynamic", [None, True])
 def test_sweep_seed_201106_a_float64_input_written_with_a_float32_value(dynamic):
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import fuzz_runner
-    import program_gen
-    result = fuzz_runner.run_program(program_gen.generate(201106), "codegen", dynamic).result
-    assert not result.problems or all(p[0] not in ("wrong", "error") for p in result.problems), \
-        result.problems
+    problems = _sweep_problems(201106, dynamic)
+    assert all(p[0] not in ("wrong", "error") for p in problems), problems
 
     def f(x0, x1):
         x1 *= x0.abs().sqrt().cos()
