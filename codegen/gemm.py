@@ -130,7 +130,9 @@ def _grouped_linear(input, group):
     sibling's is returned, the others' wait in GraphLowering.absorbed."""
     g = current.graph
     k = static_int(input.size[-1])
-    distinct = list({(s.weight.name, s.bias and s.bias.name): s for s in group}.values())
+    def key(s):     # (a weight read twice, `v(x)` in two places: one slice)
+        return s.weight.name, s.bias and s.bias.name
+    distinct = list({key(s): s for s in group}.values())
     n = sum(s.n for s in distinct)
     w = g.derived("cat", [s.weight for s in distinct], (n, k))
     b = g.derived("cat", [s.bias for s in distinct], (n,)) if group[0].bias is not None else None
@@ -142,10 +144,10 @@ def _grouped_linear(input, group):
         out = g.call_extern(torch.nn.functional.linear, (input, w) + ((b,) if b is not None
                                                                        else ()), {})
     start, columns = 0, {}
-    for s in distinct:      # (a weight read twice, `v(x)` in two places: one slice)
-        columns[s.weight.name, s.bias and s.bias.name] = L["narrow"](out, out.ndim - 1, start, s.n)
+    for s in distinct:
+        columns[key(s)] = L["narrow"](out, out.ndim - 1, start, s.n)
         start += s.n
-    values = [columns[s.weight.name, s.bias and s.bias.name] for s in group]
+    values = [columns[key(s)] for s in group]
     for s, v in zip(group[1:], values[1:]):
         g.absorbed[s.node] = v
     return values[0]

@@ -17,7 +17,7 @@ of CUDA-graph replays, separate / concatenated):
 So the rule: every sibling's result has fewer than GROUP_TILE x GROUP_TILE-element tiles than
 the device has SMs (M x N_i < GROUP_TILE**2 x SMs). On the CPU the concatenated product gained
 nothing (BERT's q/k/v at 128 and 256 rows, two threads: 0.98-1.02), so only GPU graphs group
-(Backend.horizontal_gemm), and options={"group_gemms": False} turns it off (Options).
+(`device_sms`: no SM count, no grouping), and options={"group_gemms": False} turns it off.
 
 What groups: linear nodes (no bias, or every one with a bias) reading the same input (the same
 node, or in an aten graph views of one node to one shape: `mm(view(x, [-1, K]), t(w))`), each
@@ -37,7 +37,7 @@ from typing import List, Optional
 import torch
 import torch.fx
 
-from codegen.sizevars import product, static_int
+from codegen.sizevars import contiguous_strides, product, static_int
 from pydynamo.mutation import node_mutation
 
 GROUP_TILE = 128          # the output tile edge the SM-count rule counts in
@@ -64,8 +64,7 @@ def plan(g, node, x, bias) -> Optional[List[Sibling]]:
     """The siblings (this product `node` first, in graph order) that one product computes, or
     None (the module docstring's rule). `x`: the node's input value; `bias`: its bias value."""
     a = _input_node(g, node) if node is not None and node.op == "call_function" else None
-    if not (g.backend.horizontal_gemm and g.group_gemms) or a is None or \
-            x.dtype not in GROUP_DTYPES or x.ndim < 2:
+    if not g.group_gemms or a is None or x.dtype not in GROUP_DTYPES or x.ndim < 2:
         return None
     k, rows = static_int(x.size[-1]), g.hint(product(x.size[:-1]))
     sms = device_sms(g.device)
@@ -171,7 +170,7 @@ def _whole_parameter(g, arg, ndim, dtype):
     if p is None or v.dtype != dtype or len(p[1][0]) != ndim:
         return None
     buf, (size, stride, offset) = p
-    contiguous = tuple(stride) == tuple(torch.empty(size, device="meta").stride())
+    contiguous = tuple(stride) == tuple(contiguous_strides(size))
     whole = tuple(size) == tuple(static_int(s) for s in buf.layout.size)
     return buf if contiguous and whole and offset == 0 else None
 

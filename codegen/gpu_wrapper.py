@@ -162,7 +162,6 @@ class TritonBackend(TritonRuntime, Backend):
     name = "triton"
     row_scratch = False
     pad_gemm_operands = True
-    horizontal_gemm = True
     gemm_bias_min_numel = None      # cuBLAS's bias: only where the product is written anyway
     split_reductions = True
     recompute_shared = True

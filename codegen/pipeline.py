@@ -95,9 +95,6 @@ class Backend(CppRuntime):
     gemm_out_reuse = True
     # 16-bit GEMM operands padded to aligned sizes (codegen/gemm.py: cuBLAS's rule, GPU only)
     pad_gemm_operands = False
-    # sibling linears of one input as one product over concatenated weights where each alone
-    # leaves SMs idle (codegen/gemm_group.py; on the CPU it gained nothing)
-    horizontal_gemm = False
     # a column-wise sum of many rows as two reductions (codegen/lowering.py, SPLIT_CHUNK)
     split_reductions = False
     # a cheap pointwise value with several readers that reads one buffer (GELU's tanh, read by

@@ -22,6 +22,7 @@ from codegen.options import Options
 
 TRITON = {"backend_kernels": "triton"}
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+DEVICE_SMS = gemm_group.device_sms      # (the fixture below states a GPU's for the rest)
 
 
 @pytest.fixture(autouse=True)
@@ -243,7 +244,8 @@ def test_an_in_place_write_between_siblings_ends_the_group():
     assert len(_externs(body, "derive")) == 1 and len(_externs(body, "linear")) == 2, body
 
 
-def test_the_cpu_path_does_not_group(wrappers):
+def test_the_cpu_path_does_not_group(wrappers, monkeypatch):
+    monkeypatch.setattr(gemm_group, "device_sms", DEVICE_SMS)     # the CPU has no SM count
     m = Attention()
     x = torch.randn(2, 8, 32)
     with torch.no_grad():
