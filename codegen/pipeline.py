@@ -28,6 +28,7 @@ from typing import Any, Dict, FrozenSet, List, Optional, Tuple
 import torch
 
 from codegen import codecache, standalone
+from codegen.causal_mask import causal_attention
 from codegen.cpp import generate_source as cpp_source
 from codegen.fallback import EagerFallback
 from codegen.graph import GraphLowering
@@ -149,6 +150,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: List[Any], backend: 
         return _eager(gm, refused, stats)
     # before lowering; an eager fallback runs the rewritten graph
     counters["embedding_grads_accumulated"] += accumulate_embedding_grads(gm)
+    counters["causal_masks_dropped"] += causal_attention(gm)
     if options.written_back:
         written = gm.meta["written_inputs"] = reinplace(gm, options.written_back)
         counters["reinplaced_inputs"] += len(written)
