@@ -12,6 +12,9 @@ tensor; new: on, a product written with `out=` into a dead buffer of its layout)
 
     python benchmarks/gemm_bias_ab.py "BERT-base 2" "BERT-base 4" --setting out_reuse --rounds 16
 
+`--setting act` A/Bs Backend.gemm_act_min_numel (old: None, a GELU/relu after a product is our
+kernel's; new: the bound, above it torch's `_addmm_activation`).
+
 Prints the median ms per call of each contender and the ratios; the rounds rotate the order of
 the three, each block after untimed warm calls (bench_codegen.timeit_interleaved).
 """
@@ -33,7 +36,8 @@ from codegen.pipeline import Backend  # noqa: E402
 
 
 # --setting: the Backend attribute A/B'd and its old value (new: the class's current one)
-SETTINGS = {"bias": ("gemm_bias_min_numel", None), "out_reuse": ("gemm_out_reuse", False)}
+SETTINGS = {"bias": ("gemm_bias_min_numel", None), "out_reuse": ("gemm_out_reuse", False),
+            "act": ("gemm_act_min_numel", None)}
 
 
 def contenders(word, setting="bias"):

@@ -19,7 +19,7 @@ the rows), each step optional, in this order:
     cuBLASLt's GELU epilogue is the tanh approximation, and only under max-autotune (below):
     its figures are ~1 bf16 ulp / ~7 float32 ulps from eager's two-step result, and it pays
     by shape (GPT-2's MLP input, H200: 1.30x in bf16, 1.005x in float32). An activation needs
-    an input (a bias or a residual); on CPU only for results of at least CPU_ACT_MIN_NUMEL
+    an input (a bias or a residual); on CPU only for results of at least Backend.gemm_act_min_numel
     elements (torch's fused call is addmm then one more dispatch, dearer than a small kernel).
 No node between the product and the chain's end may write in place (the residual is read at
 the product's place in the graph). The taken nodes' values are the extern's result
@@ -90,10 +90,6 @@ ALIGN = 8                 # elements of a 16-bit dtype in 16 bytes
 PAD_MIN_MACS = 1 << 27    # smaller products: the pad copies are not worth it
 _PADDED_DTYPES = (torch.float16, torch.bfloat16)
 EPILOGUE_CHAINS = True    # take bias/residual/activation chains into the extern (A/B switch)
-# On CPU torch's fused activation is addmm then an in-place relu/GELU: one more dispatch, which
-# costs more than our kernel's pass over a small result (relu MLP, thread time: 8x16 outputs
-# 1.03x slower fused, 64x512 0.99x, 256x2048 0.91x). CUDA's is cuBLASLt's epilogue: no bound.
-CPU_ACT_MIN_NUMEL = 1 << 13
 DIRECT_ROWS_MAX = 1300    # M*K/(M+K) below which the rows-aligned kernel beats pad, GEMM, copy
 DIRECT_ROWS_TILE = 1024   # rows one column block of codegen/gemm_rows.py's programs covers
 DIRECT_ROWS_MIN_N = 8192  # narrower results leave the GPU's SMs idle (gemm_ways.py)
@@ -267,8 +263,8 @@ def _step(g, n, u, size, dtype, epi, bias_ok):
             return ("act", "gelu_tanh") if _measuring(g) else None
         if name == "relu" and any(k != "inplace" for k in u.kwargs):
             return None
-        if (g.device or torch.device("cpu")).type == "cpu" and \
-                g.hint(_numel(size)) < CPU_ACT_MIN_NUMEL:
+        if on_cpu and (g.backend.gemm_act_min_numel is None or
+                       g.hint(_numel(size)) < g.backend.gemm_act_min_numel):
             return None
         return ("act", name)
     if name != "add" or len(u.args) != 2 or any(k != "alpha" or v != 1 for k, v in u.kwargs.items()):

@@ -90,6 +90,12 @@ class Backend(CppRuntime):
     # kept, 1.80-1.93 / 7.3-7.5 ms. A tiny product pays addmm's extra copy dispatch instead
     # (8x16x16: 3.2 against 2.3 us), so below the bound the bias joins the consumer kernel
     gemm_bias_min_numel: Optional[int] = 1 << 13
+    # a relu/GELU after a product joins the extern (torch's `_addmm_activation`) on CPU for
+    # results of at least this many elements (None: never). Torch's fused call there is addmm
+    # then an in-place relu/GELU: one more dispatch, which costs more than our kernel's pass over
+    # a small result (relu MLP, thread time: 8x16 outputs 1.03x slower fused, 64x512 0.99x,
+    # 256x2048 0.91x). CUDA's is cuBLASLt's epilogue, without a bound (codegen/gemm.py)
+    gemm_act_min_numel: Optional[int] = 1 << 13
     # matrix products written with `out=` into a dead buffer of their exact layout, as
     # torch.compile's externs do (codegen/wrapper.py, WrapperPrinter.out_reuse); the GPU
     # wrapper does not use it

@@ -56,6 +56,9 @@ def main():
     ap.add_argument("--dtype", default="bfloat16")
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     ap.add_argument("--n", type=int, default=50)
+    ap.add_argument("--per-extern", action="store_true",
+                    help="also each extern's own host time per forward (perf_counter around "
+                         "each call, grouped by what it calls), the most expensive first")
     a = ap.parse_args()
     import pydynamo
     from bench_gpu import lm_model
@@ -111,6 +114,8 @@ def main():
         rows.append(("forward, bare", host_us(fwd, a.n, sync)))
         ns.update(launchers)
         ns["_externs"][:] = externs
+        if a.per_extern:
+            per = _per_extern(ns, externs, lambda: call(*args), a.n, sync)
     print(f"{a.model} {a.dtype} on {a.device}: {len(launchers)} kernels, {len(externs)} externs, "
           f"{len(args)} inputs per forward")
     for name, us in rows:
@@ -122,6 +127,40 @@ def main():
         print(f", Triton launches {d['graph'] - d['no kernels']:.1f} us, externs "
               f"{d['graph'] - d['no externs']:.1f} us", end="")
     print()
+    if a.per_extern:
+        for name, (us, count) in per[:15]:
+            print(f"  extern {name[:70]:<70} {us:8.1f} us per forward over {count} calls")
+
+
+def _per_extern(ns, externs, fn, n, sync):
+    """[(name, (host us per forward, calls per forward))] of the graph's externs, largest first."""
+    spent = {}
+
+    def timed(i):
+        f = externs[i]
+        name = getattr(f, "__qualname__", None) or repr(f)
+        name = f"{getattr(f, '__module__', '') or ''}.{name}"
+
+        def g(*xs, **kw):
+            t0 = time.perf_counter()
+            try:
+                return f(*xs, **kw)
+            finally:
+                rec = spent.setdefault(name, [0.0, 0])
+                rec[0] += time.perf_counter() - t0
+                rec[1] += 1
+        return g
+    ns["_externs"][:] = [timed(i) for i in range(len(externs))]
+    for _ in range(5):
+        fn()
+    sync()
+    spent.clear()
+    for _ in range(n):
+        fn()
+    sync()
+    ns["_externs"][:] = externs
+    return sorted(((k, (v[0] / n * 1e6, v[1] // n)) for k, v in spent.items()),
+                  key=lambda kv: -kv[1][0])
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import pydynamo  # noqa: E402
 from codegen import codecache, gemm  # noqa: E402
+from codegen.pipeline import Backend  # noqa: E402
 from differential import assert_same_as_eager, assert_values_equal  # noqa: E402
 
 BACKENDS = {"codegen": None, "triton": {"backend_kernels": "triton"}}
@@ -71,7 +72,7 @@ def _check(fn, args, backend, fused, kernels=None):
 @pytest.fixture(autouse=True)
 def _small_activation_bound(monkeypatch):
     # small products here: take activations whatever the size (the bound has its own test)
-    monkeypatch.setattr(gemm, "CPU_ACT_MIN_NUMEL", 1)
+    monkeypatch.setattr(Backend, "gemm_act_min_numel", 1)
 
 
 @pytest.fixture(params=["codegen", "triton"])
@@ -162,11 +163,11 @@ def test_exact_gelu_after_linear_bias_on_cpu(backend):
 
 def test_small_cpu_activation_stays_a_kernel(backend, monkeypatch):
     # on CPU torch's fused activation is one more dispatch: below the bound our kernel is cheaper
-    monkeypatch.setattr(gemm, "CPU_ACT_MIN_NUMEL", 6 * 24 + 1)
+    monkeypatch.setattr(Backend, "gemm_act_min_numel", 6 * 24 + 1)
     f = lambda x, w, b, w2: F.linear(torch.relu(F.linear(x, w, b)), w2)   # noqa: E731
     text = _check(f, (_r(6, 16), _r(24, 16), _r(24), _r(8, 24)), backend, "linear", 1)
     assert "_addmm_activation" not in text
-    monkeypatch.setattr(gemm, "CPU_ACT_MIN_NUMEL", 6 * 24)
+    monkeypatch.setattr(Backend, "gemm_act_min_numel", 6 * 24)
     _check(f, (_r(6, 16), _r(24, 16), _r(24), _r(8, 24)), backend, "_addmm_activation", 0)
 
 
