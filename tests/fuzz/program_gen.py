@@ -7,7 +7,8 @@
 What a program holds: pointwise unary/binary ops (scalars, broadcasting, int/float/bool
 promotion), reductions with dims/keepdim, matmul/bmm/linear, views and chains of views (slice,
 select, transpose, permute, reshape/view, unsqueeze/squeeze, expand, split/chunk/unbind,
-diagonal, narrow), in-place ops on intermediates, on inputs and on views of inputs (methods,
+diagonal, narrow), self-attention with constant, causal and input-read masks (a tail drawn from
+a stream of its own), in-place ops on intermediates, on inputs and on views of inputs (methods,
 augmented assignment, setitem with ints, slices, masks and index tensors, copy_, zero_),
 `inplace=True` functionals, nn modules built with inplace=True, module buffers and Python
 attributes mutated by forward, BatchNorm in training mode, cat/stack, where, indexing (index
@@ -985,6 +986,35 @@ class Gen:
             self.emit(f"{name} = {base}[0] * 0", f"for t in {base}:", f"    {name} = {name} + t.sin()")
             self.vars.append(Var(name, shape, "f"))
 
+    # masks an attention tail passes (codegen/causal_mask.py: constant causal masks become
+    # is_causal=True; the others must stay masks)
+    ATTENTION_MASKS = ["none", "is_causal", "arange", "shifted", "float", "input"]
+
+    def attention_tail(self) -> Optional[str]:
+        """In a fifth of the programs, self-attention over a float value of rank 3 or 4 as the
+        last statement, its result one more output, or None. Drawn from a stream of its own
+        (not self.r): the other statements of every seed's program stay what they were, so
+        the sweep seeds that regression tests name keep their programs."""
+        r = random.Random(self.seed * 7919 + 17)
+        if r.random() >= 0.2:
+            return None
+        c = [v for v in self.vars if v.dtype == "f" and v.ndim in (3, 4) and not v.name.startswith("xs")]
+        if not c:
+            return None
+        a = r.choice(c).name
+        n = f"{a}.shape[-2]"
+        i = f"torch.arange({n}, device={a}.device)"
+        causal = f"({i}[None, :] <= {i}[:, None])"
+        kind = r.choice(self.ATTENTION_MASKS)
+        mask = {"none": "", "is_causal": ", is_causal=True", "arange": f", attn_mask={causal}",
+                "shifted": f", attn_mask=({i}[None, :] <= {i}[:, None] + 1)",
+                "float": f", attn_mask=torch.zeros({n}, {n}, dtype={a}.dtype, device={a}.device)"
+                         f".masked_fill(~{causal}, float('-inf'))",
+                "input": f", attn_mask=({a}[..., :1] > 0) | {causal}"}[kind]
+        name = self.fresh()
+        self.emit(f"{name} = F.scaled_dot_product_attention({a}, {a} * 0.5, {a}.cos(){mask})")
+        return name
+
     OPS = [("op_unary", 10), ("op_binary", 14), ("op_reduce", 8), ("op_matmul", 4), ("op_view", 8),
            ("op_view_chain", 5), ("op_inplace", 12), ("op_cat", 3), ("op_where", 3), ("op_index", 4),
            ("op_control", 4), ("op_break", 2), ("op_list", 2), ("op_out_variant", 2), ("op_accumulate", 2),
@@ -1021,6 +1051,9 @@ class Gen:
             if ints:
                 rets.append(f"{ints[0]} + 1")
         kind = r.choice(["tuple", "tuple", "list", "dict"] + (["single"] * 2 if len(rets) == 1 else []))
+        attention = self.attention_tail()
+        if attention is not None:
+            rets.append(attention)
         returns = [(f"r{i}", e) for i, e in enumerate(rets)]
         calls = [(self.seed * 10 + c, self.call_args(c)) for c in range(NCALLS)]
         return Program(self.seed, self.params, self.units, returns, kind, calls,
