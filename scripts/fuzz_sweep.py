@@ -2,6 +2,7 @@
 
     python scripts/fuzz_sweep.py --programs 5000 --seed 0 [--backends eager,codegen[,triton]]
                                  [--dynamic none,true[,false]] [--jobs 2] --out results.json
+                                 [--holding TEXT]   # only programs whose source holds TEXT
 
 Programs come from tests/fuzz/program_gen.py (program i has seed `--seed + i`, the same seeds as
 the CI test tests/fuzz/test_fuzz.py for the first 300), each run for 3 calls with changing sizes
@@ -55,14 +56,17 @@ def main(argv=None) -> int:
     ap.add_argument("--chunk", type=int, default=20)
     ap.add_argument("--minimize-budget", type=float, default=60.0, help="seconds per failure class")
     ap.add_argument("--out", default="")
+    ap.add_argument("--holding", default="",
+                    help="run only the programs whose source holds this text (e.g. "
+                         "scaled_dot_product_attention: the attention tails)")
     ns = ap.parse_args(argv)
     configs = [(b, d) for b in ns.backends.split(",") for d in ns.dynamic.split(",")
                if not (b == "triton" and d == "false")]
     for _, d in configs:
         if d not in DYN:
             ap.error(f"--dynamic takes none,true,false; got {d}")
-    tasks = [(lo, min(lo + ns.chunk, ns.seed + ns.programs), [(b, DYN[d]) for b, d in configs])
-             for lo in range(ns.seed, ns.seed + ns.programs, ns.chunk)]
+    tasks = [(lo, min(lo + ns.chunk, ns.seed + ns.programs), [(b, DYN[d]) for b, d in configs],
+              ns.holding) for lo in range(ns.seed, ns.seed + ns.programs, ns.chunk)]
     t0 = time.time()
     _setup()
     import fuzz_runner as fr

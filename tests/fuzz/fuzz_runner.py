@@ -80,8 +80,10 @@ def run_program(p: pg.Program, backend: str, dynamic: Optional[bool]) -> Outcome
 
 def run_seeds(task: tuple) -> list:
     """Run programs of seeds [lo, hi) under each (backend, dynamic) of `configs`: one plain dict
-    per (program, config), picklable (a process pool's unit of work: the CI test and the sweep)."""
-    lo, hi, configs = task
+    per (program, config), picklable (a process pool's unit of work: the CI test and the sweep).
+    An optional fourth item of `task` is a text: only programs whose source holds it run."""
+    lo, hi, configs = task[:3]
+    holding = task[3] if len(task) > 3 else None
     os.environ.setdefault("TRITON_INTERPRET", "1")
     rows = []
     for seed in range(lo, hi):
@@ -89,6 +91,8 @@ def run_seeds(task: tuple) -> list:
             p = pg.generate(seed)
         except Exception as e:  # noqa: BLE001
             rows.append({"seed": seed, "gen_error": f"{type(e).__name__}: {e}"})
+            continue
+        if holding and holding not in p.source():
             continue
         for backend, dyn in configs:
             o = run_program(p, backend, dyn)
