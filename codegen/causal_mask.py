@@ -14,7 +14,8 @@ time, and where it equals the top-left causal mask that `is_causal=True` stands 
 the mask's nodes that nothing else reads are removed.
 
 Invariants (never a wrong answer):
-  * a mask is evaluated only when every node it depends on is a call from `PURE` (deterministic,
+  * a mask is evaluated only when every node it depends on is a call from `PURE_FUNCTIONS` /
+    `PURE_METHODS` (deterministic,
     no writes, no inputs read): no placeholder, attribute, random or unknown call is an
     ancestor, so its value is the same at every call of this graph (the graph's guards fix the
     Python constants and sizes it was built from; a size symbol is a placeholder ancestor);
@@ -23,7 +24,9 @@ Invariants (never a wrong answer):
     builds from `is_causal`); anything else, including a finite "minus infinity", is left alone;
   * only calls with `is_causal=False` and a mask whose broadcast shape ends in (L, S) of the
     query and key; the query and key sizes come from the node's recorded metadata;
-  * a mask above `MAX_ELEMENTS` is not evaluated (compile-time memory).
+  * a mask is not evaluated where a value it is made from would hold more than `MAX_ELEMENTS`
+    elements or has no recorded size (compile-time memory; an `expand` is a view, its input's
+    elements counted), and it is compared without its expanded (stride 0) dimensions.
 The rewritten graph is also what an eager fallback runs: `is_causal=True` is eager's own call.
 """
 from __future__ import annotations
@@ -34,7 +37,8 @@ from typing import Dict, List, Optional
 import torch
 import torch.fx
 
-MAX_ELEMENTS = 1 << 24
+MAX_ELEMENTS = 1 << 26
+EXPANDS = frozenset({"expand", "expand_as", torch.broadcast_to})
 
 ATTENTION = (torch.nn.functional.scaled_dot_product_attention,
              torch.ops.aten.scaled_dot_product_attention.default)
@@ -79,7 +83,7 @@ def _is_causal_flag(node: torch.fx.Node):
 
 def _ancestors(mask: torch.fx.Node) -> Optional[List[torch.fx.Node]]:
     """The nodes `mask` depends on (itself included) in graph order, or None where any is not
-    a `PURE` call."""
+    a `PURE_FUNCTIONS` / `PURE_METHODS` call."""
     seen: Dict[torch.fx.Node, None] = {}
     stack = [mask]
     while stack:
@@ -110,9 +114,13 @@ def _evaluate(nodes: List[torch.fx.Node]):
 
 def _small(nodes) -> bool:
     for n in nodes:
+        if n.target in EXPANDS:
+            continue
         val = n.meta.get("val")
+        if val is None:
+            return False
         shape = getattr(val, "shape", None)
-        if shape is None:
+        if shape is None:       # (a Python number, a tuple of sizes)
             continue
         numel = 1
         for s in shape:
@@ -133,6 +141,10 @@ def is_causal_mask(mask: torch.Tensor, q_len: int, k_len: int) -> bool:
         return False
     if tuple(shape[-2:]) != (q_len, k_len):
         return False
+    # an expanded dimension holds one value: compare that one (a model's (batch, 1, L, S) mask
+    # expanded over the batch is read once, not batch times)
+    mask = mask[tuple(slice(0, 1) if st == 0 else slice(None) for st in mask.stride())]
+    shape = torch.broadcast_shapes(mask.shape, (q_len, k_len))
     keep = torch.ones(q_len, k_len, dtype=torch.bool, device=mask.device).tril()
     if mask.dtype == torch.bool:
         return torch.equal(mask.expand(shape), keep.expand(shape))
@@ -191,7 +203,7 @@ def causal_attention(gm: torch.fx.GraphModule) -> int:
 
 
 def _drop_unused(gm: torch.fx.GraphModule, values) -> None:
-    """Remove the evaluated masks' nodes that nothing reads any more (each a `PURE` call)."""
+    """Remove the evaluated masks' nodes that nothing reads any more (each a pure call)."""
     candidates = set()
     for mask, _q, _k in values:
         candidates.update(_ancestors(mask) or ())
