@@ -15,9 +15,8 @@ the mask's nodes that nothing else reads are removed.
 
 Invariants (never a wrong answer):
   * a mask is evaluated only when every node it depends on is a call from `PURE_FUNCTIONS` /
-    `PURE_METHODS` (deterministic,
-    no writes, no inputs read): no placeholder, attribute, random or unknown call is an
-    ancestor, so its value is the same at every call of this graph (the graph's guards fix the
+    `PURE_METHODS` (deterministic, no writes, no inputs read): no placeholder, attribute,
+    random or unknown call is an ancestor, so its value is the same at every call of this graph (the graph's guards fix the
     Python constants and sizes it was built from; a size symbol is a placeholder ancestor);
   * the test is exact: a boolean mask equal to `tril` of ones (L, S) broadcast to the mask's
     shape, or a float mask equal to 0 there and -inf elsewhere (the same additive mask sdpa
@@ -32,7 +31,7 @@ The rewritten graph is also what an eager fallback runs: `is_causal=True` is eag
 from __future__ import annotations
 
 import operator
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import torch
 import torch.fx
@@ -67,12 +66,10 @@ PURE_METHODS = frozenset({
 
 
 def _mask_argument(node: torch.fx.Node):
-    """(where, mask node) of an attention call's mask: ("kwargs", name) or ("args", index)."""
+    """An attention call's mask argument (a keyword or its fourth positional), or None."""
     if "attn_mask" in node.kwargs:
-        return ("kwargs", "attn_mask"), node.kwargs["attn_mask"]
-    if len(node.args) > 3:
-        return ("args", 3), node.args[3]
-    return None, None
+        return node.kwargs["attn_mask"]
+    return node.args[3] if len(node.args) > 3 else None
 
 
 def _is_causal_flag(node: torch.fx.Node):
@@ -158,36 +155,27 @@ def is_causal_mask(mask: torch.Tensor, q_len: int, k_len: int) -> bool:
 def causal_attention(gm: torch.fx.GraphModule) -> int:
     """Rewrite attention calls whose mask is a graph constant equal to the causal mask into
     `is_causal=True` calls without it; returns how many were rewritten."""
-    rewritten = 0
-    values: Dict[torch.fx.Node, bool] = {}
+    # (mask node, L, S) -> the mask's nodes where it is the causal mask, else None
+    causal: Dict[Tuple[torch.fx.Node, int, int], Optional[List[torch.fx.Node]]] = {}
+    dropped, rewritten = set(), 0
     for node in list(gm.graph.nodes):
         if node.op != "call_function" or node.target not in ATTENTION:
             continue
-        where, mask = _mask_argument(node)
+        mask = _mask_argument(node)
         if not isinstance(mask, torch.fx.Node) or _is_causal_flag(node) is not False:
             continue
-        q, k = node.args[0], node.args[1]
-        qv, kv = q.meta.get("val"), k.meta.get("val")
+        qv, kv = node.args[0].meta.get("val"), node.args[1].meta.get("val")
         if qv is None or kv is None or len(qv.shape) < 2 or len(kv.shape) < 2:
             continue
-        q_len, k_len = qv.shape[-2], kv.shape[-2]
-        if not (isinstance(q_len, int) and isinstance(k_len, int)):
+        key = (mask, qv.shape[-2], kv.shape[-2])
+        if not (isinstance(key[1], int) and isinstance(key[2], int)):
             continue
-        if (mask, q_len, k_len) not in values:
-            nodes = _ancestors(mask)
-            ok = False
-            if nodes is not None and _small(nodes):
-                try:
-                    with torch.no_grad():
-                        value = _evaluate(nodes)
-                    ok = isinstance(value, torch.Tensor) and is_causal_mask(value, q_len, k_len)
-                except Exception:       # a call this cannot replay: leave the mask alone
-                    ok = False
-            values[(mask, q_len, k_len)] = ok
-        if not values[(mask, q_len, k_len)]:
+        if key not in causal:
+            causal[key] = _causal_nodes(*key)
+        if causal[key] is None:
             continue
         args, kwargs = list(node.args), dict(node.kwargs)
-        if where[0] == "kwargs":
+        if "attn_mask" in kwargs:
             kwargs["attn_mask"] = None
         else:
             args[3] = None
@@ -196,18 +184,26 @@ def causal_attention(gm: torch.fx.GraphModule) -> int:
         else:
             kwargs["is_causal"] = True
         node.args, node.kwargs = tuple(args), kwargs
+        dropped.update(causal[key])
         rewritten += 1
-    if rewritten:
-        _drop_unused(gm, values)
+    if dropped:     # the masks' nodes nothing reads any more (each a pure call), last first
+        for n in reversed(list(gm.graph.nodes)):
+            if n in dropped and not n.users:
+                gm.graph.erase_node(n)
+        gm.recompile()
     return rewritten
 
 
-def _drop_unused(gm: torch.fx.GraphModule, values) -> None:
-    """Remove the evaluated masks' nodes that nothing reads any more (each a pure call)."""
-    candidates = set()
-    for mask, _q, _k in values:
-        candidates.update(_ancestors(mask) or ())
-    for n in reversed(list(gm.graph.nodes)):
-        if n in candidates and not n.users:
-            gm.graph.erase_node(n)
-    gm.recompile()
+def _causal_nodes(mask: torch.fx.Node, q_len: int, k_len: int) -> Optional[List[torch.fx.Node]]:
+    """The nodes `mask` is made of where it is a constant equal to the causal mask of
+    (q_len, k_len), else None (not pure, too large, not causal, or not replayable here)."""
+    nodes = _ancestors(mask)
+    if nodes is None or not _small(nodes):
+        return None
+    try:
+        with torch.no_grad():
+            value = _evaluate(nodes)
+    except Exception:       # a call this cannot replay: leave the mask alone
+        return None
+    ok = isinstance(value, torch.Tensor) and is_causal_mask(value, q_len, k_len)
+    return nodes if ok else None

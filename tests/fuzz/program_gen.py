@@ -991,8 +991,9 @@ class Gen:
     ATTENTION_MASKS = ["none", "is_causal", "arange", "shifted", "float", "input"]
 
     def attention_tail(self) -> Optional[str]:
-        """In a fifth of the programs, self-attention over a float value of rank 3 or 4 as the
-        last statement, its result one more output, or None. Drawn from a stream of its own
+        """Self-attention over a float value of rank 3 or 4 as the last statement, its result
+        one more output, or None: drawn for a fifth of the programs, taken where one has such a
+        value (255 of seeds 200000-201999). Drawn from a stream of its own
         (not self.r): the other statements of every seed's program stay what they were, so
         the sweep seeds that regression tests name keep their programs."""
         r = random.Random(self.seed * 7919 + 17)
