@@ -5,8 +5,9 @@
 
 bench_gpu.py times each engine in one block of seconds, one after the other. Where a forward is
 host-bound (bf16 default mode: ~1.2 ms of GPU work behind 3-5 ms of host time), the lent host's
-speed drifts by tens of percent between such blocks and between processes (session 21: the same
-Llama forward's host time 2.2 ms in one process, 4.8 in another), so one block against another
+speed drifts by tens of percent between such blocks and between processes (session 21,
+the same Llama forward in bench_gpu.py: torch.compile's default mode 3.07, 3.65 and 4.50 ms in
+three device calls, eager's synchronized loop 8.5 to 16.9 ms), so one block against another
 is not a comparison. Here every round times each engine's `--calls` forwards (wall clock, the
 GPU synchronized at the end), the engines' order rotating each round; medians over the rounds
 and their ratio are printed (speed above 1: pydynamo faster), with the spread of the per-round
