@@ -109,7 +109,7 @@ def part_sdpa(dt):
     choice = torch._fused_sdp_choice(q, k, v, None, 0.0, True, scale=s)
     from torch.nn.attention import SDPBackend
     print(f"\n== causal attention (8, 12, 256, 64) {dt}: F.sdpa's choice {choice} "
-          f"({[b.name for b in SDPBackend if int(b.value) == choice]})")
+          f"({[n for n, b in SDPBackend.__members__.items() if int(b) == choice]})")
     fns = {
         "F.scaled_dot_product_attention": lambda: F.scaled_dot_product_attention(
             q, k, v, is_causal=True, scale=s),
