@@ -179,7 +179,9 @@ class TritonBackend(TritonRuntime, Backend):
         return generate_source(kernels, buffers, options.autotune and self.on_gpu)
 
     def wrapper(self, g, steps, infos):
-        return GpuWrapperPrinter(g, steps, infos, self.on_gpu)
+        wp = GpuWrapperPrinter(g, steps, infos, self.on_gpu)
+        wp.out_reuse = self.gemm_out_reuse
+        return wp
 
     def wrapper_source(self, wp, g, title):
         src = wp.generate(title)

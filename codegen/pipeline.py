@@ -97,8 +97,10 @@ class Backend(CppRuntime):
     # 256x2048 0.91x). CUDA's is cuBLASLt's epilogue, without a bound (codegen/gemm.py)
     gemm_act_min_numel: Optional[int] = 1 << 13
     # matrix products written with `out=` into a dead buffer of their exact layout, as
-    # torch.compile's externs do (codegen/wrapper.py, WrapperPrinter.out_reuse); the GPU
-    # wrapper does not use it
+    # torch.compile's externs do (codegen/wrapper.py, WrapperPrinter.out_reuse), and the
+    # buffers products read and write made 2-D; on a GPU the host's time per product is what
+    # it saves (an H200's host: linear of a 3-D input 22.0 us, mm into a preallocated `out=`
+    # 16.0, an allocation 3.8; benchmarks/gpu/extern_host_probe.py)
     gemm_out_reuse = True
     # 16-bit GEMM operands padded to aligned sizes (codegen/gemm.py: cuBLAS's rule, GPU only)
     pad_gemm_operands = False

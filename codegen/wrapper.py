@@ -119,6 +119,11 @@ class WrapperPrinter:
         self.alias: Dict[str, str] = {}      # buffer name -> python variable holding it
         self.allocated = set()               # buffers this wrapper allocates (reusable)
         self.assigned = set()                # buffer names given a python variable so far
+        # out_reuse: python variable -> (size, stride, dtype) of the tensor object it holds
+        # (known exactly: made by _empty, or written through `out=`); buffer -> the geometry
+        # the wrapper makes it with where that is not its planned layout (_held_geometries)
+        self.geom: Dict[str, tuple] = {}
+        self.held: Dict[str, tuple] = {}
         # step comment -> the whole user stack of its node (the comment shows the innermost
         # line only; an extern's error is raised from every frame of the stack)
         self.stacks: Dict[str, str] = {}
@@ -140,11 +145,19 @@ class WrapperPrinter:
         return f"_consts[{len(self.consts) - 1}]"
 
     def ref(self, r: ArgRef) -> str:
+        """The variable holding r's buffer where its tensor object has r's geometry, else an
+        `as_strided` of it. The object's geometry is its buffer's planned layout, or where the
+        wrapper made it (`geom`: an allocation, an `out=` target) the one it was made with."""
         name = self.alias.get(r.buffer.name, r.buffer.name)
-        lay = r.buffer.layout
-        if list(r.size) == list(lay.size) and list(r.stride) == list(lay.stride) and \
-                r.offset == lay.offset:
-            return name
+        held = self.geom.get(name)
+        if held is not None:
+            if _ref_geometry(r) == held[:2]:
+                return name
+        else:
+            lay = r.buffer.layout
+            if list(r.size) == list(lay.size) and list(r.stride) == list(lay.stride) and \
+                    r.offset == lay.offset:
+                return name
         return f"torch.as_strided({name}, {_tuple(r.size)}, {_tuple(r.stride)}, {_offset(name, r)})"
 
     def value(self, a) -> str:
@@ -325,10 +338,11 @@ class WrapperPrinter:
         typed |= {r.buffer.name for r in _argrefs(g.outputs) +
                   _argrefs([m.value for m in g.mutations.values()])}
         free: Dict[int, List[str]] = {}     # nbytes -> python variables free for reuse
-        # out_reuse: python variable -> (size, stride, dtype) of the tensor object it holds
-        # (known exactly: made by _empty, or written through `out=`); buffers never pooled
-        self.geom: Dict[str, tuple] = {}
+        self.geom, self.held = {}, {}
+        # out_reuse: buffers never pooled
         self.pinned = set() if not self.out_reuse else _pinned(self.steps, g)
+        if self.out_reuse:
+            self.held = self._held_geometries()
         for i, step in enumerate(self.steps):
             self.emit("")
             for node in _step_origins(step):
@@ -406,11 +420,12 @@ class WrapperPrinter:
                 b = self.g.buffers_by_name[name]
                 nbytes = self._nbytes(name)
                 var = None
+                geom = self.held.get(name) or _geometry(b.layout, b.dtype)
                 if name not in typed and nbytes is not None and free.get(nbytes):
                     var = free[nbytes].pop()
                 elif self.out_reuse and nbytes is not None:
-                    # an extern or the caller sees it: only a tensor of its exact layout
-                    var = self._take(free, nbytes, _geometry(b.layout, b.dtype))
+                    # an extern or the caller sees it: only a tensor of the geometry they read
+                    var = self._take(free, nbytes, geom)
                 if var is not None:
                     self.alias[name] = var
                     self.allocated.add(name)
@@ -419,13 +434,17 @@ class WrapperPrinter:
                     continue
                 self.allocated.add(name)
                 self.assigned.add(name)
-                if b.dtype not in self.alloc_dtypes:
-                    self.alloc_dtypes.append(b.dtype)
-                self.emit(f"{name} = _empty_{_dtype(b.dtype)[6:]}({_tuple(b.layout.size)}, "
-                          f"{_tuple(b.layout.stride)})")
+                self._allocate(name, b.dtype, geom[:2] if name in self.held else
+                               (b.layout.size, b.layout.stride))
                 if self.out_reuse and nbytes is not None:
-                    self.geom[name] = _geometry(b.layout, b.dtype)
+                    self.geom[name] = geom
         self._launch(k)
+
+    def _allocate(self, name, dtype, geometry):
+        if dtype not in self.alloc_dtypes:
+            self.alloc_dtypes.append(dtype)
+        size, stride = geometry
+        self.emit(f"{name} = _empty_{_dtype(dtype)[6:]}({_tuple(size)}, {_tuple(stride)})")
 
     def _launch(self, k: FusedKernel):
         """The call of one kernel (the GPU wrapper overrides this with a Triton launch)."""
@@ -462,52 +481,109 @@ class WrapperPrinter:
                 return pool.pop(j)
         return None
 
+    def _linear_out_form(self, call: ExternCall):
+        """(input's 2-D view, weight, bias or None, result's 2-D view) of an F.linear the
+        wrapper writes with `out=` (out_reuse): a static input viewable as (rows, last dim), a
+        2-D weight, a 1-D bias or none, one contiguous result at offset 0; else None."""
+        if not self.out_reuse or call.target is not torch.nn.functional.linear or call.kwargs \
+                or len(call.outputs) != 1 or not 2 <= len(call.args) <= 3 or \
+                not all(isinstance(a, ArgRef) for a in call.args):
+            return None
+        b = call.outputs[0]
+        x, w = call.args[0], call.args[1]
+        bias = call.args[2] if len(call.args) == 3 else None
+        flat = _flat2d(x)
+        if b.out_path or not self._nbytes(b.name) or not b.layout.is_contiguous() or \
+                b.layout.offset != 0 or flat is None or len(w.size) != 2 or \
+                len(b.layout.size) != len(x.size) or (bias is not None and len(bias.size) != 1):
+            return None
+        m, n = flat.size[0], w.size[0]
+        return flat, w, bias, ArgRef(b, (m, n), (n, 1), 0)
+
+    def _held_geometries(self) -> Dict[str, tuple]:
+        """kernel output -> (size, stride, dtype) it is allocated with instead of its planned
+        layout: the 2-D (rows, last dim) geometry where that is the only one any extern, `out=`
+        write or output reads it with (a linear's flattened input, a linear's result written through
+        its 2-D view): the product then takes the variable itself, where a view made per call
+        costs more host time than the call's own Python (linear of a 3-D input 22.0 us, of a
+        2-D one 20.5 us, a view 1.9-2.5 us on an H200's host; benchmarks/gpu/
+        extern_host_probe.py). Kernels read buffers through pointers, whatever the object's
+        geometry."""
+        uses: Dict[str, set] = {}
+
+        def use(r):
+            if isinstance(r, ArgRef):
+                uses.setdefault(r.buffer.name, set()).add(_ref_geometry(r))
+        for s in self.steps:
+            if not isinstance(s, ExternCall):
+                continue
+            form = self._linear_out_form(s)
+            for r in (form if form else _argrefs(s.args) + _argrefs(s.kwargs)):
+                use(r)
+        for r in _argrefs(self.g.outputs) + _argrefs([m.value for m in self.g.mutations.values()]):
+            use(r)
+        held = {}
+        for name, gs in uses.items():
+            b = self.g.buffers_by_name.get(name)
+            planned = _geometry(b.layout, b.dtype) if isinstance(b, ComputedBuffer) else None
+            if len(gs) != 1 or None in gs or planned is None or not b.layout.is_contiguous():
+                continue
+            (size, stride), = gs
+            if len(size) == 2 and (size, stride) != planned[:2] and stride == (size[1], 1):
+                held[name] = (size, stride, b.dtype)
+        return held
+
     def _extern_out(self, call: ExternCall, free) -> bool:
-        """A product written with `out=` into a dead buffer of its planned layout (out_reuse):
-        mm / addmm / bmm / baddbmm as called, F.linear as addmm (with a bias) or mm of the
-        input's 2-D view and the weight's transpose into the result's 2-D view (eager's linear
-        of a contiguous input does that addmm). Static, contiguous layouts only: the result is
-        then the reused tensor itself, of the layout the plan pinned."""
+        """A product written with `out=` (out_reuse): mm / addmm / bmm / baddbmm as called into
+        a dead buffer of its planned layout; F.linear on the input's 2-D view into the result's
+        2-D view (eager's linear of a contiguous input does that addmm / mm), into a dead 2-D
+        buffer of that size or one of the result's planned layout, and where none is free, as
+        linear's own new 2-D result. Static, contiguous layouts only: the result is then the
+        reused (or new) tensor itself, of the geometry the plan pinned."""
         if not self.out_reuse or len(call.outputs) != 1 or "out" in call.kwargs:
             return False
         b = call.outputs[0]
         nbytes = self._nbytes(b.name)
         if b.out_path or not nbytes or not b.layout.is_contiguous() or b.layout.offset != 0:
             return False
-        target, args, kwargs = call.target, list(call.args), dict(call.kwargs)
-        if target is torch.nn.functional.linear:
-            if kwargs or not 2 <= len(args) <= 3 or not all(isinstance(a, ArgRef) for a in args):
-                return False
-            x, w = args[0], args[1]
-            bias = args[2] if len(args) == 3 else None
-            flat = _flat2d(x)
-            if flat is None or len(w.size) != 2 or len(b.layout.size) != len(x.size) or \
-                    (bias is not None and len(bias.size) != 1):
-                return False
-        elif target not in OUT_EXTERNS:
+        form = self._linear_out_form(call)
+        if form is None and call.target not in OUT_EXTERNS:
             return False
-        var = self._take(free, nbytes, _geometry(b.layout, b.dtype))
-        if var is None:
-            return False
-        self.externs.append(torch.addmm if target is torch.nn.functional.linear and
-                            bias is not None else torch.mm
-                            if target is torch.nn.functional.linear else target)
+        geom = _geometry(b.layout, b.dtype)
+        if form is not None:
+            # a dead 2-D tensor takes the result without a view; else one of its layout
+            flat2 = _ref_geometry(form[3]) + (b.dtype,)
+            var = self._take(free, nbytes, flat2) or self._take(free, nbytes, geom)
+            geom = flat2
+        else:
+            var = self._take(free, nbytes, geom)
+            if var is None:
+                return False
+        self.externs.append(call.target)
         idx = len(self.externs) - 1
-        self.alias[b.name] = var
         self.allocated.add(b.name)
         self.assigned.add(b.name)
-        name = self.externs[idx].__name__
-        if target is torch.nn.functional.linear:
-            m, n = flat.size[0], w.size[0]
-            out = ArgRef(b, (m, n), (n, 1), 0)
-            vals = ([self.value(bias)] if bias is not None else []) + \
-                [self.ref(flat), self.ref(w) + ".t()"]
-            self.emit(f"_r{idx} = _externs[{idx}]({', '.join(vals)}, out={self.ref(out)})  "
-                      f"# {name} (out=, linear)")
-            self.emit(f"del _r{idx}")
+        name = call.target.__name__
+        if form is not None:
+            flat, w, bias, out = form
+            vals = [self.ref(flat), self.ref(w)] + ([self.value(bias)] if bias is not None else [])
+            if var is None:
+                # nothing of its size is dead yet: linear's own new 2-D result (readers of
+                # another geometry view it, as they would view the 3-D one)
+                res = f"_r{idx}"
+                size, stride = _tuple(geom[0]), _tuple(geom[1])
+                self.emit(f"{res} = _externs[{idx}]({', '.join(vals)})  # {name} (2-D)")
+                self.emit(f"{b.name} = {res} if {res}.stride() == {stride} and {res}.shape == "
+                          f"{size} else _ensure({res}, {size}, {stride}, {_dtype(b.dtype)})")
+                self.emit(f"del {res}")
+                self.geom[b.name] = geom
+                return True
+            self.alias[b.name] = var
+            self.emit(f"_externs[{idx}]({', '.join(vals)}, out={self.ref(out)})  # {name} (out=)")
         else:
-            vals = [self.value(a) for a in args] + \
-                [f"{k}={self.value(v)}" for k, v in kwargs.items()]
+            self.alias[b.name] = var
+            vals = [self.value(a) for a in call.args] + \
+                [f"{k}={self.value(v)}" for k, v in call.kwargs.items()]
             res = f"_r{idx}"
             self.emit(f"{res} = _externs[{idx}]({', '.join(vals + [f'out={var}'])})  "
                       f"# {name} (out=)")
@@ -590,6 +666,14 @@ def _geometry(layout, dtype):
     if None in size or None in stride or layout.offset != 0:
         return None
     return tuple(size), tuple(stride), dtype
+
+
+def _ref_geometry(r: ArgRef):
+    """((size), (stride)) of a static ref at its buffer's first element, else None."""
+    size, stride = [static_int(x) for x in r.size], [static_int(x) for x in r.stride]
+    if None in size or None in stride or static_int(r.offset) != 0:
+        return None
+    return tuple(size), tuple(stride)
 
 
 def _flat2d(r: ArgRef):

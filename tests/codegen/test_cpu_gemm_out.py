@@ -5,7 +5,8 @@ results equal eager on random inputs; a result returned by one call is never ove
 next (the pool holds this call's own dead buffers only) nor by a later product of the same call
 (a returned product, a buffer an extern view reads, stay out of the pool); dynamic sizes run
 correctly (no out= where a size is symbolic); a training step's values and gradients equal
-eager's; with the switch off, or on the GPU wrapper, nothing changes."""
+eager's; with the switch off nothing changes. The Triton (GPU) wrapper does the same, and there
+the buffers products read and write are made 2-D so a linear takes them without a view."""
 from __future__ import annotations
 
 import contextlib
@@ -24,16 +25,15 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import pydynamo  # noqa: E402
 from codegen.ir import ArgRef, Buffer, ExternCall, Layout  # noqa: E402
-from codegen.gpu_wrapper import GpuWrapperPrinter  # noqa: E402
 from codegen.pipeline import Backend  # noqa: E402
 from codegen.wrapper import _pinned  # noqa: E402
 from differential import assert_same_as_eager  # noqa: E402
-from test_gemm_epilogue import _compiled  # noqa: E402  (wrapper-source spy)
+from test_gemm_epilogue import BACKENDS, _compiled  # noqa: E402  (wrapper-source spy)
 
 
 def _outs(text):
     """The extern names of the wrapper's `out=` products, in order."""
-    return re.findall(r"= _externs\[\d+\]\(.*\)  # (\S+) \(out=", text)
+    return re.findall(r"_externs\[\d+\]\(.*\)  # (\S+) \(out=", text)
 
 
 @contextlib.contextmanager
@@ -98,7 +98,7 @@ def test_repeated_layers_write_their_products_with_out():
     # layer 0's products are new tensors (nothing has died yet); the later layers' write into
     # the dead ones: the up projection as _addmm_activation (its GELU in the GEMM) or addmm
     assert len(outs) >= 4, text
-    assert set(outs) <= {"addmm", "_addmm_activation", "mm"}, outs
+    assert set(outs) <= {"addmm", "_addmm_activation", "mm", "linear"}, outs
     with _reuse(False):
         out_off, text_off = _compiled(m, x)
     assert _outs(text_off) == [] and "(out=" not in text_off
@@ -224,9 +224,101 @@ def test_training_step_equals_eager():
     torch.testing.assert_close(xc.grad, xe.grad, rtol=1e-4, atol=1e-4)
 
 
-def test_gpu_wrapper_keeps_new_results():
-    # the Triton wrapper's pool and CUDA graphs are its own: the switch is the C++ path's
-    assert GpuWrapperPrinter.out_reuse is False
+class Gated(torch.nn.Module):
+    """Llama's MLP tail without biases: RMS norm, gate and up projections, SiLU product, down
+    projection, residual; a 3-D input, so every product reads a 2-D view of a 3-D buffer."""
+    def __init__(self, d=64, h=128):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.rand(d) + 0.5)
+        self.gate, self.up = torch.nn.Linear(d, h, bias=False), torch.nn.Linear(d, h, bias=False)
+        self.down = torch.nn.Linear(h, d, bias=False)
+
+    def forward(self, x):
+        n = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * self.w
+        return x + self.down(F.silu(self.gate(n)) * self.up(n))
+
+
+class GatedStack(torch.nn.Module):
+    def __init__(self, n=3):
+        super().__init__()
+        torch.manual_seed(0)
+        self.blocks = torch.nn.ModuleList(Gated() for _ in range(n))
+
+    def forward(self, x):
+        for b in self.blocks:
+            x = b(x)
+        return x
+
+
+def _product_lines(text):
+    """The wrapper's product calls (linear; addmm where a residual joined the last one)."""
+    return [ln.strip() for ln in text.splitlines()
+            if re.search(r"_externs\[\d+\]\(.*# (linear|addmm|mm)\b", ln)]
+
+
+@pytest.mark.parametrize("backend", ["codegen", "triton"])
+def test_products_take_their_buffers_without_views(backend):
+    """The buffers products read and write are made 2-D (WrapperPrinter._held_geometries), so
+    each linear takes its input and `out=` variables as they are, where a view made per call
+    costs more host time than linear's own Python (benchmarks/gpu/extern_host_probe.py); the
+    Triton wrapper (the GPU's) reuses dead buffers as the C++ one does."""
+    m = GatedStack().eval()
+    x = _x(2, 16, 64)
+    out, text = _compiled(m, x, backend=backend)
+    with torch.no_grad():
+        torch.testing.assert_close(out, m(x))
+    lines = _product_lines(text)
+    assert len(lines) == 9, text
+    # a weight's transpose aside (the C++ path's residual addmm), no view of a buffer
+    assert not [ln for ln in lines if re.search(r"as_strided\(buf", ln)], lines
+    # layer 0's products are linear's own new 2-D results; the later layers' are written into
+    # dead 2-D buffers
+    assert sum("(out=)" in ln for ln in lines) >= 4, lines
+    assert re.search(r"_empty_float32\(\(32, 64\), \(64, 1\)\)", text), text
+
+
+def test_a_2d_buffer_read_as_3d_is_viewed():
+    """A normed value read by a product (2-D) and returned (3-D): one geometry cannot serve
+    both, so it keeps its planned layout and the product views it; results equal eager."""
+    g = Gated().eval()
+
+    def f(x):
+        n = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * g.w
+        return g.gate(n), n
+    x = _x(2, 16, 64)
+    (y, n), text = _compiled(f, x, backend="triton")
+    with torch.no_grad():
+        ye, ne = f(x)
+    torch.testing.assert_close((y, n), (ye, ne))
+    assert n.shape == ne.shape and n.stride() == ne.stride()
+    assert y.shape == ye.shape and y.stride() == ye.stride()
+    assert re.search(r"_empty_float32\(\(2, 16, 64\)", text), text
+
+
+@pytest.mark.parametrize("backend", ["codegen", "triton"])
+def test_2d_results_held_across_calls_are_never_overwritten(backend):
+    """A product's 2-D result returned as the graph's 3-D output is a view of a buffer the pool
+    never takes back: the next call writes elsewhere."""
+    g = GatedStack(2).eval()
+
+    def f(x):
+        return g(x), g.blocks[0].gate(x)
+    pydynamo.reset()
+    try:
+        with torch.no_grad():
+            opt = pydynamo.optimize(f, backend="codegen",
+                                    options=BACKENDS[backend])
+            x1, x2 = _x(2, 16, 64), _x(2, 16, 64)
+            r1, h1 = opt(x1)
+            keep = r1.clone(), h1.clone()
+            r2, h2 = opt(x2)
+            want1, want2 = f(x1), f(x2)
+    finally:
+        pydynamo.reset()
+    assert torch.equal(r1, keep[0]) and torch.equal(h1, keep[1])
+    torch.testing.assert_close((r1, h1), want1)
+    torch.testing.assert_close((r2, h2), want2)
+    assert (h1.shape, h1.stride()) == (want1[1].shape, want1[1].stride())
 
 
 @pytest.mark.parametrize("on", [False, True])
