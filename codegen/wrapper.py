@@ -484,7 +484,9 @@ class WrapperPrinter:
     def _linear_out_form(self, call: ExternCall):
         """(input's 2-D view, weight, bias or None, result's 2-D view) of an F.linear the
         wrapper writes with `out=` (out_reuse): a static input viewable as (rows, last dim), a
-        2-D weight, a 1-D bias or none, one contiguous result at offset 0; else None."""
+        2-D weight, a 1-D bias or none, one contiguous result at offset 0 of more than one row
+        and column (a size-1 dimension's stride is whatever the op made, so the 2-D result's
+        geometry would not be known exactly); else None."""
         if not self.out_reuse or call.target is not torch.nn.functional.linear or call.kwargs \
                 or len(call.outputs) != 1 or not 2 <= len(call.args) <= 3 or \
                 not all(isinstance(a, ArgRef) for a in call.args):
@@ -497,7 +499,9 @@ class WrapperPrinter:
                 b.layout.offset != 0 or flat is None or len(w.size) != 2 or \
                 len(b.layout.size) != len(x.size) or (bias is not None and len(bias.size) != 1):
             return None
-        m, n = flat.size[0], w.size[0]
+        m, n = flat.size[0], static_int(w.size[0])
+        if m == 1 or n is None or n <= 1:
+            return None
         return flat, w, bias, ArgRef(b, (m, n), (n, 1), 0)
 
     def _held_geometries(self) -> Dict[str, tuple]:
