@@ -8,12 +8,17 @@
      implements: allocate outputs (reusing dead buffers of the same byte size when only
      kernels ever see them), call the kernel through ctypes with data pointers, or call the
      extern op and pin its output layout; a buffer not kept for reuse is dropped (`del`) at its
-     last use, so its memory returns to the allocator then, as in eager. With `out_reuse` (the
-     C++ path: Backend.gemm_out_reuse) a matrix product writes with its `out=` form into a dead
-     buffer of exactly its planned size, stride and dtype, and a buffer an extern reads may be
-     placed in one: the pool holds only this call's own tensors that nothing still reads or
-     views (never an input, an output, a written-back value, or a buffer an extern that may
-     return a view has read), and the entry checks have sent autograd's calls to eager;
+     last use, so its memory returns to the allocator then, as in eager. With `out_reuse`
+     (Backend.gemm_out_reuse, both backends) a matrix product writes with its `out=` form into
+     a dead buffer of exactly its planned size, stride and dtype (a linear: of its result's
+     2-D view), and a buffer an extern reads may be placed in one: the pool holds only this
+     call's own tensors that nothing still reads or views (never an input, an output, a
+     written-back value, or a buffer an extern that may return a view has read), and the entry
+     checks have sent autograd's calls to eager. A kernel's output that externs read only as
+     a linear's 2-D input is allocated 2-D (`_held_geometries`), and `geom` records each
+     variable's tensor geometry, so a reference is the variable itself wherever the geometries
+     agree and an `as_strided` of it elsewhere; on a GPU, where a product's host time is the
+     forward's, that leaves a layer's products with no view and no allocation;
   3. write-backs of in-place ops on inputs, then the outputs in the graph's structure.
      A kernel or extern that raises in a graph with write-backs makes the graph run eagerly
      on the (still untouched) inputs: eager's updates before the failing op, its exception.
@@ -105,7 +110,7 @@ class WrapperPrinter:
     # goes, as eager's autograd does); `call(*args)` then forwards to it
     boxed = False
     # products into dead buffers of their exact layout (`out=`), see the module docstring; the
-    # backend sets it (the GPU wrapper keeps it off: its pool and CUDA graphs are its own)
+    # backend sets it (Backend.gemm_out_reuse)
     out_reuse = False
 
     def __init__(self, graph, steps, kernel_args: Dict[str, List[str]], may_err):
