@@ -154,9 +154,9 @@ class WrapperPrinter:
         `as_strided` of it. The object's geometry is its buffer's planned layout, or where the
         wrapper made it (`geom`: an allocation, an `out=` target) the one it was made with."""
         name = self.alias.get(r.buffer.name, r.buffer.name)
-        held = self.geom.get(name)
-        if held is not None:
-            if _ref_geometry(r) == held[:2]:
+        made = self.geom.get(name)
+        if made is not None:
+            if _ref_geometry(r) == made[:2]:
                 return name
         else:
             lay = r.buffer.layout
@@ -486,23 +486,33 @@ class WrapperPrinter:
                 return pool.pop(j)
         return None
 
+    def _dense_result(self, call: ExternCall):
+        """The one result of `call` an `out=` form can write: static, contiguous, at offset 0,
+        of known bytes (None: none)."""
+        if len(call.outputs) != 1 or "out" in call.kwargs:
+            return None
+        b = call.outputs[0]
+        if b.out_path or not self._nbytes(b.name) or not b.layout.is_contiguous() or \
+                b.layout.offset != 0:
+            return None
+        return b
+
     def _linear_out_form(self, call: ExternCall):
         """(input's 2-D view, weight, bias or None, result's 2-D view) of an F.linear the
         wrapper writes with `out=` (out_reuse): a static input viewable as (rows, last dim), a
         2-D weight, a 1-D bias or none, one contiguous result at offset 0 of more than one row
         and column (a size-1 dimension's stride is whatever the op made, so the 2-D result's
         geometry would not be known exactly); else None."""
-        if not self.out_reuse or call.target is not torch.nn.functional.linear or call.kwargs \
-                or len(call.outputs) != 1 or not 2 <= len(call.args) <= 3 or \
+        b = self._dense_result(call)
+        if not self.out_reuse or b is None or call.target is not torch.nn.functional.linear or \
+                call.kwargs or not 2 <= len(call.args) <= 3 or \
                 not all(isinstance(a, ArgRef) for a in call.args):
             return None
-        b = call.outputs[0]
         x, w = call.args[0], call.args[1]
         bias = call.args[2] if len(call.args) == 3 else None
         flat = _flat2d(x)
-        if b.out_path or not self._nbytes(b.name) or not b.layout.is_contiguous() or \
-                b.layout.offset != 0 or flat is None or len(w.size) != 2 or \
-                len(b.layout.size) != len(x.size) or (bias is not None and len(bias.size) != 1):
+        if flat is None or len(w.size) != 2 or len(b.layout.size) != len(x.size) or \
+                (bias is not None and len(bias.size) != 1):
             return None
         m, n = flat.size[0], static_int(w.size[0])
         if m == 1 or n is None or n <= 1:
@@ -549,12 +559,10 @@ class WrapperPrinter:
         buffer of that size or one of the result's planned layout, and where none is free, as
         linear's own new 2-D result. Static, contiguous layouts only: the result is then the
         reused (or new) tensor itself, of the geometry the plan pinned."""
-        if not self.out_reuse or len(call.outputs) != 1 or "out" in call.kwargs:
+        b = self._dense_result(call)
+        if not self.out_reuse or b is None:
             return False
-        b = call.outputs[0]
         nbytes = self._nbytes(b.name)
-        if b.out_path or not nbytes or not b.layout.is_contiguous() or b.layout.offset != 0:
-            return False
         form = self._linear_out_form(call)
         if form is None and call.target not in OUT_EXTERNS:
             return False
@@ -580,10 +588,8 @@ class WrapperPrinter:
                 # nothing of its size is dead yet: linear's own new 2-D result (readers of
                 # another geometry view it, as they would view the 3-D one)
                 res = f"_r{idx}"
-                size, stride = _tuple(geom[0]), _tuple(geom[1])
                 self.emit(f"{res} = _externs[{idx}]({', '.join(vals)})  # {name} (2-D)")
-                self.emit(f"{b.name} = {res} if {res}.stride() == {stride} and {res}.shape == "
-                          f"{size} else _ensure({res}, {size}, {stride}, {_dtype(b.dtype)})")
+                self._pin_fresh(b.name, res, geom[0], geom[1], b.dtype)
                 self.emit(f"del {res}")
                 self.geom[b.name] = geom
                 return True
@@ -604,6 +610,14 @@ class WrapperPrinter:
         self.emit(f"{b.name} = {var}  # reuse, written by out=")
         return True
 
+    def _pin_fresh(self, name, get, size, stride, dtype):
+        """`name = get` pinned to (size, stride): a product's new tensor of its inputs' dtype
+        and device (both pinned) can differ from the plan only in layout, and checking that
+        inline saves a call per extern."""
+        size, stride = _tuple(size), _tuple(stride)
+        self.emit(f"{name} = {get} if {get}.stride() == {stride} and {get}.shape == {size} "
+                  f"else _ensure({get}, {size}, {stride}, {_dtype(dtype)})")
+
     def _extern(self, call: ExternCall, free=None):
         if free is not None and self._extern_out(call, free):
             return
@@ -619,15 +633,11 @@ class WrapperPrinter:
         view = ", view=True" if call.origin is not None and may_alias(call.origin) else ""
         for b in call.outputs:
             get = res + "".join(f"[{p}]" for p in b.out_path)
-            ensure = (f"_ensure({get}, {_tuple(b.layout.size)}, {_tuple(b.layout.stride)}, "
-                      f"{_dtype(b.dtype)}{view})")
             if call.target in FRESH_RESULT_EXTERNS and not b.out_path:
-                # a new tensor of its inputs' dtype and device (both pinned): only its layout
-                # can differ from the plan, and checking that inline saves a call per extern
-                self.emit(f"{b.name} = {get} if {get}.stride() == {_tuple(b.layout.stride)} and "
-                          f"{get}.shape == {_tuple(b.layout.size)} else {ensure}")
+                self._pin_fresh(b.name, get, b.layout.size, b.layout.stride, b.dtype)
             else:
-                self.emit(f"{b.name} = {ensure}")
+                self.emit(f"{b.name} = _ensure({get}, {_tuple(b.layout.size)}, "
+                          f"{_tuple(b.layout.stride)}, {_dtype(b.dtype)}{view})")
             self.assigned.add(b.name)
             if self.out_reuse and call.target in NO_VIEW_EXTERNS and len(call.outputs) == 1 \
                     and not b.out_path and self._nbytes(b.name) is not None:

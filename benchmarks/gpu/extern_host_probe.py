@@ -29,18 +29,12 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
+from host_budget import per_call_us  # noqa: E402  (this script's folder is on sys.path)
 
 
 def host_us(fn, n=200):
-    for _ in range(20):
-        fn()
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(n):
-        fn()
-    t = (time.perf_counter() - t0) / n * 1e6
-    torch.cuda.synchronize()
-    return t
+    """Host us per call to enqueue n calls after 20 untimed ones (host_budget.py's loop)."""
+    return per_call_us(fn, n, torch.cuda.synchronize)
 
 
 def gpu_us(fn, n=200):
